@@ -1,0 +1,1 @@
+"""Failover URLs and a client that follows the master."""

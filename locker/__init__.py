@@ -1,0 +1,1 @@
+"""The lock on the shared data directory and the epoch (fencing token) that goes with it."""

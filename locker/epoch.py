@@ -1,0 +1,90 @@
+"""Epochs: fencing tokens claimed by exclusive create of ``epochs/N`` in the share.
+
+Exclusive create is atomic on local filesystems, GFS2 and NFSv4, so two nodes
+can never hold the same epoch, even when both believe they hold the lock.
+Epochs are claimed in order without gaps, so a master of epoch N is current
+exactly while the single name ``epochs/N+1`` does not exist: one lookup, which
+NFSv4 mounted with ``lookupcache=none`` always sends to the server (a directory
+listing might be answered from cache, so listings are only ever a hint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+EPOCH_DIR_NAME = "epochs"
+
+
+class EpochRegistry:
+    """The ``epochs/`` directory of one share."""
+
+    def __init__(self, share: Path) -> None:
+        self.directory = Path(share) / EPOCH_DIR_NAME
+
+    def ensure_directory(self) -> None:
+        self.directory.mkdir(exist_ok=True)
+
+    def latest_hint(self) -> int:
+        """The highest epoch a listing shows (0 if none). A hint: listings may be cached."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return 0
+        return max((int(name) for name in names if name.isdigit()), default=0)
+
+    def latest(self) -> int:
+        """The highest claimed epoch, confirmed by single-name lookups past the hint."""
+        epoch = self.latest_hint()
+        while self.exists(epoch + 1):
+            epoch += 1
+        return epoch
+
+    def exists(self, epoch: int) -> bool:
+        try:
+            os.lstat(self.directory / str(epoch))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def is_current(self, epoch: int) -> bool:
+        """True while no later epoch has been claimed. I/O errors propagate (they count as loss)."""
+        return not self.exists(epoch + 1)
+
+    def claim_next(self, holder: dict[str, Any]) -> int:
+        """Claim the next free epoch with O_CREAT|O_EXCL, durably, and return it."""
+        self.ensure_directory()
+        epoch = self.latest_hint() + 1
+        while True:
+            path = self.directory / str(epoch)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                epoch += 1
+                continue
+            try:
+                os.write(fd, (json.dumps({"epoch": epoch, **holder}, sort_keys=True) + "\n").encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _fsync_directory(self.directory)
+            return epoch
+
+    def read(self, epoch: int) -> dict[str, Any] | None:
+        """The record written by whoever claimed ``epoch`` (None if absent or unreadable)."""
+        try:
+            data = (self.directory / str(epoch)).read_bytes()
+            record = json.loads(data.decode())
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        return record if isinstance(record, dict) else None
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,210 @@
+"""The exclusive lock on the share's lock file, held through exactly one descriptor.
+
+POSIX record locks (``lockf``/``fcntl``) belong to the process and are all
+dropped when the process closes *any* descriptor of the file, so this class is
+the only thing in a process that ever opens the lock file: the holder record
+is written and read through the same descriptor that holds the lock.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import portalocker
+from portalocker.portalocker import FlockLocker, LockfLocker
+
+LOCK_FILE_NAME = "primacy.lock"
+_HOLDER_MAX_BYTES = 4096
+
+
+class LockMethod(enum.StrEnum):
+    """How the lock is taken: ``flock`` (open file description) or ``posix`` (lockf)."""
+
+    FLOCK = "flock"
+    POSIX = "posix"
+
+
+class LockLost(Exception):
+    """The lock is no longer ours, or could not be checked (which counts as lost)."""
+
+
+@dataclass(frozen=True)
+class HolderInfo:
+    """Who holds (or last held) the lock, as written into the lock file."""
+
+    node_id: str
+    host: str
+    pid: int
+    since_unix_s: float
+    epoch: int | None
+    released: bool = False
+
+    def to_bytes(self) -> bytes:
+        return (json.dumps(asdict(self), sort_keys=True) + "\n").encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> HolderInfo | None:
+        """Parse a holder record; ``None`` for an empty or foreign file."""
+        try:
+            raw = json.loads(data.decode())
+            return cls(
+                node_id=str(raw["node_id"]),
+                host=str(raw["host"]),
+                pid=int(raw["pid"]),
+                since_unix_s=float(raw["since_unix_s"]),
+                epoch=None if raw.get("epoch") is None else int(raw["epoch"]),
+                released=bool(raw.get("released", False)),
+            )
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            return None
+
+    @classmethod
+    def for_this_process(cls, node_id: str, epoch: int | None) -> HolderInfo:
+        return cls(node_id, socket.gethostname(), os.getpid(), time.time(), epoch)
+
+
+def _locker_for(method: LockMethod) -> portalocker.portalocker.PosixLocker:
+    return FlockLocker() if method is LockMethod.FLOCK else LockfLocker()
+
+
+class ShareLock:
+    """The lock file in the share, opened once and locked without blocking."""
+
+    def __init__(self, share: Path, method: LockMethod = LockMethod.FLOCK) -> None:
+        self.path = Path(share) / LOCK_FILE_NAME
+        self.method = method
+        self._locker = _locker_for(method)
+        self._fd: int | None = None
+        self._held = False
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    def try_acquire(self) -> bool:
+        """Try once to take the lock; recreate the lock file if it is missing.
+
+        Returns True if this process now holds the lock on the file that is
+        at the lock path (not on a deleted or replaced one).
+        """
+        if self._held:
+            return True
+        self._open_current_file()
+        assert self._fd is not None
+        try:
+            self._locker.lock(self._fd, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+        except portalocker.AlreadyLocked:
+            return False
+        # The file may have been replaced between opening and locking it:
+        # a lock on a name nobody else opens any more is worth nothing.
+        if not self._fd_is_current_file():
+            self._locker.unlock(self._fd)
+            self._close()
+            return False
+        self._held = True
+        return True
+
+    def revalidate(self) -> None:
+        """Raise LockLost unless the lock file is still ours and the lock re-asserts.
+
+        Re-asserting on the held descriptor also makes an NFS client go to the
+        server, which revalidates its cache before the epoch is read.
+        """
+        if not self._held or self._fd is None:
+            raise LockLost("the lock is not held")
+        try:
+            path_stat = os.stat(self.path)
+        except FileNotFoundError:
+            raise LockLost(f"the lock file {self.path} was deleted") from None
+        except OSError as exc:
+            raise LockLost(f"cannot stat the lock file: {exc}") from exc
+        try:
+            held_stat = os.fstat(self._fd)
+        except OSError as exc:
+            raise LockLost(f"the held lock descriptor fails: {exc}") from exc
+        if (path_stat.st_dev, path_stat.st_ino) != (held_stat.st_dev, held_stat.st_ino):
+            raise LockLost(f"the lock file {self.path} was replaced by another file")
+        try:
+            self._locker.lock(self._fd, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+        except portalocker.AlreadyLocked:
+            raise LockLost("re-asserting the lock was refused: another holder has it") from None
+        except (portalocker.LockException, OSError) as exc:
+            raise LockLost(f"re-asserting the lock failed: {exc}") from exc
+
+    def write_holder(self, info: HolderInfo) -> None:
+        """Record the holder in the lock file, through the held descriptor, durably."""
+        if self._fd is None:
+            raise LockLost("the lock file is not open")
+        data = info.to_bytes()
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, data, 0)
+        os.fsync(self._fd)
+
+    def read_holder(self) -> HolderInfo | None:
+        """Read the holder record through this object's descriptor (never a second open)."""
+        if self._fd is None:
+            self._open_current_file()
+        assert self._fd is not None
+        return HolderInfo.from_bytes(os.pread(self._fd, _HOLDER_MAX_BYTES, 0))
+
+    def release(self, node_id: str) -> None:
+        """Mark the record released, drop the lock and close the descriptor."""
+        if self._fd is not None and self._held:
+            previous = self.read_holder()
+            epoch = previous.epoch if previous else None
+            released = HolderInfo.for_this_process(node_id, epoch)
+            try:
+                self.write_holder(
+                    HolderInfo(released.node_id, released.host, released.pid, released.since_unix_s, epoch, True)
+                )
+            except OSError:
+                pass  # releasing must not fail because the share is sick
+        self.close()
+
+    def close(self) -> None:
+        """Drop the lock (if held) by closing the one descriptor."""
+        self._held = False
+        self._close()
+
+    def _open_current_file(self) -> None:
+        if self._fd is not None and self._fd_is_current_file():
+            return
+        self._close()
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def _fd_is_current_file(self) -> bool:
+        assert self._fd is not None
+        try:
+            path_stat = os.stat(self.path)
+            held_stat = os.fstat(self._fd)
+        except OSError:
+            return False
+        return (path_stat.st_dev, path_stat.st_ino) == (held_stat.st_dev, held_stat.st_ino)
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def read_holder_from_outside(share: Path) -> HolderInfo | None:
+    """Read the holder record from a process that does not hold and will not take the lock.
+
+    Used by ``primacy status --share``. A supervisor must use
+    ``ShareLock.read_holder`` instead: opening and closing the file a second
+    time would drop its own POSIX lock.
+    """
+    try:
+        with open(Path(share) / LOCK_FILE_NAME, "rb") as handle:
+            return HolderInfo.from_bytes(handle.read(_HOLDER_MAX_BYTES))
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,1 @@
+"""Per-filesystem profiles for the share and the checker behind `primacy doctor`."""

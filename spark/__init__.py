@@ -1,0 +1,1 @@
+"""The PySpark replay of the journal."""

@@ -1,0 +1,1 @@
+"""The journal on the share: segments, batches, group commit, fences, checkpoints, recovery."""

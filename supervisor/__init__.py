@@ -1,0 +1,1 @@
+"""The node: configuration, the role state machine, its threaded shell, child processes and the CLI."""

@@ -1,0 +1,403 @@
+"""The role state machine: events and a clock in, actions out.
+
+Two rules, after h11's state file:
+- everything that decides a node's role lives in this file;
+- this file does no I/O: it does not lock, sleep, read the clock or start
+  processes. The shell (``supervisor/node.py``) carries out the returned
+  actions and feeds back what happened as events, with the time.
+
+``TRANSITIONS`` is the whole policy for roles: for each role, the triggers it
+accepts and the role each leads to. A trigger not in the table for the current
+role is a bug in the shell and raises ``RoleMachineError``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass, field
+
+
+class Role(enum.StrEnum):
+    STARTING = "starting"
+    SLAVE = "slave"
+    ACQUIRED = "acquired"
+    MASTER = "master"
+    DEMOTING = "demoting"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+S = Role
+TRANSITIONS: dict[Role, dict[str, Role]] = {
+    S.STARTING: {"lock_acquired": S.ACQUIRED, "lock_busy": S.SLAVE, "not_eligible": S.SLAVE,
+                 "stop": S.STOPPED},
+    S.SLAVE: {"lock_acquired": S.ACQUIRED, "lock_busy": S.SLAVE, "lock_yielded": S.SLAVE,
+              "stop": S.STOPPED},
+    S.ACQUIRED: {"epoch_claimed": S.ACQUIRED, "revalidated": S.ACQUIRED,
+                 "takeover_ready": S.MASTER, "lease_lost": S.DEMOTING, "stop": S.STOPPING},
+    S.MASTER: {"revalidated": S.MASTER, "child_exited": S.MASTER, "lease_lost": S.DEMOTING,
+               "child_crash_loop": S.DEMOTING, "step_down": S.DEMOTING, "stop": S.STOPPING},
+    S.DEMOTING: {"serving_stopped": S.SLAVE, "stop": S.STOPPING},
+    S.STOPPING: {"serving_stopped": S.STOPPED, "stop": S.STOPPING},
+    S.STOPPED: {"stop": S.STOPPED},
+}
+del S
+
+
+class Priority(enum.IntEnum):
+    """How eager a node is to become master; ``never`` never takes the lock."""
+
+    NEVER = 0
+    NORMAL = 1
+    HIGH = 2
+    HIGHEST = 3
+
+
+# ---- events (what happened) ------------------------------------------------
+
+@dataclass(frozen=True)
+class Tick:
+    """Time passed; the machine looks at its timers."""
+
+
+@dataclass(frozen=True)
+class LockResult:
+    acquired: bool
+
+
+@dataclass(frozen=True)
+class EpochClaimed:
+    epoch: int
+
+
+@dataclass(frozen=True)
+class RevalidationPassed:
+    started_at: float
+
+
+@dataclass(frozen=True)
+class LeaseLost:
+    reason: str
+
+
+@dataclass(frozen=True)
+class ChildExited:
+    returncode: int
+
+
+@dataclass(frozen=True)
+class ServingStopped:
+    """Children and connectors are stopped and the lock is released (or abandoned)."""
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    reason: str = "stop requested"
+
+
+@dataclass(frozen=True)
+class StepDownRequested:
+    reason: str = "step down requested"
+
+
+@dataclass(frozen=True)
+class PeersSeen:
+    """The best priority among other live, eligible nodes (from the share's registry)."""
+
+    best_other_priority: Priority
+
+
+Event = (Tick | LockResult | EpochClaimed | RevalidationPassed | LeaseLost | ChildExited
+         | ServingStopped | StopRequested | StepDownRequested | PeersSeen)
+
+
+# ---- actions (what the shell must do) --------------------------------------
+
+@dataclass(frozen=True)
+class TryLock:
+    """Try the lock once, without blocking."""
+
+
+@dataclass(frozen=True)
+class YieldLock:
+    """Unlock a just-acquired lock without claiming anything: a higher priority node may take it."""
+
+
+@dataclass(frozen=True)
+class ClaimEpoch:
+    """Claim epoch N+1 in the share before anything else is read."""
+
+
+@dataclass(frozen=True)
+class Revalidate:
+    """Run the lease check; report RevalidationPassed(started_at) or LeaseLost."""
+
+
+@dataclass(frozen=True)
+class StartServing:
+    epoch: int
+
+
+@dataclass(frozen=True)
+class RestartChild:
+    pass
+
+
+@dataclass(frozen=True)
+class StopServing:
+    """Stop children and connectors, then release (graceful) or abandon (lost) the lock."""
+
+    graceful: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class RoleChanged:
+    old: Role
+    new: Role
+    epoch: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Exit:
+    pass
+
+
+Action = (TryLock | YieldLock | ClaimEpoch | Revalidate | StartServing | RestartChild
+          | StopServing | RoleChanged | Exit)
+
+_LOCK_IO = (TryLock, ClaimEpoch, Revalidate)
+
+
+class RoleMachineError(Exception):
+    """The shell fed an event the current role does not accept."""
+
+
+@dataclass(frozen=True)
+class Timings:
+    """All durations in seconds; validated by the configuration before they get here."""
+
+    lock_acquire_sleep_interval_s: float
+    lock_keep_alive_period_s: float
+    takeover_delay_s: float
+    child_max_restarts: int = 3
+    child_restart_window_s: float = 60.0
+    crash_loop_hold_off_s: float = 10.0
+
+
+@dataclass
+class RoleMachine:
+    """Applies TRANSITIONS to events; keeps the timers; returns actions."""
+
+    timings: Timings
+    priority: Priority
+    role: Role = Role.STARTING
+    epoch: int | None = None
+    since: float = 0.0
+    last_ok_revalidation_start: float | None = None
+    best_other_priority: Priority = Priority.NEVER
+    has_child: bool = False
+    _io_in_flight: Action | None = None
+    _io_started_at: float = 0.0
+    _next_lock_attempt_at: float = 0.0
+    _first_seen_free_at: float | None = None
+    _next_revalidation_at: float = 0.0
+    _takeover_ready_at: float | None = None
+    _hold_off_until: float = 0.0
+    _child_exits: deque[float] = field(default_factory=deque)
+
+    # ---- what the outside may ask ------------------------------------------
+
+    def is_serving(self, now: float) -> bool:
+        """True only for a master whose last passed revalidation started less than one keepalive ago."""
+        return self.role is Role.MASTER and self.claim_expires_at() > now
+
+    def claim_expires_at(self) -> float:
+        """The instant (same clock) after which this node must not claim to be master."""
+        if self.role is not Role.MASTER or self.last_ok_revalidation_start is None:
+            return float("-inf")
+        return self.last_ok_revalidation_start + self.timings.lock_keep_alive_period_s
+
+    def next_deadline(self) -> float:
+        """When the shell should next send a Tick, at the latest."""
+        deadlines = []
+        if self._io_in_flight is not None:
+            deadlines.append(self._io_started_at + self._io_timeout())
+        elif self.role in (Role.STARTING, Role.SLAVE):
+            deadlines.append(max(self._next_lock_attempt_at, self._hold_off_until))
+        elif self.role in (Role.ACQUIRED, Role.MASTER):
+            deadlines.append(self._next_revalidation_at)
+            if self._takeover_ready_at is not None:
+                deadlines.append(self._takeover_ready_at)
+        if self.role is Role.MASTER:
+            deadlines.append(self.claim_expires_at())
+        return min(deadlines, default=float("inf"))
+
+    # ---- the one entry point -----------------------------------------------
+
+    def handle(self, event: Event, now: float) -> list[Action]:
+        """Apply one event at time ``now``; return what the shell must do, in order."""
+        actions: list[Action] = []
+        match event:
+            case Tick():
+                self._on_tick(now, actions)
+            case LockResult(acquired=acquired):
+                self._io_done()
+                self._on_lock_result(acquired, now, actions)
+            case EpochClaimed(epoch=epoch):
+                self._io_done()
+                self.epoch = epoch
+                self._apply("epoch_claimed", now, actions, f"claimed epoch {epoch}")
+                self._takeover_ready_at = now + self.timings.takeover_delay_s
+                self._next_revalidation_at = now + self.timings.lock_keep_alive_period_s
+            case RevalidationPassed(started_at=started_at):
+                self._io_done()
+                self._on_revalidated(started_at, now, actions)
+            case LeaseLost(reason=reason):
+                self._io_done()
+                if self.role in (Role.ACQUIRED, Role.MASTER):
+                    self._demote(now, actions, reason, graceful=False, trigger="lease_lost")
+            case ChildExited(returncode=code):
+                self._on_child_exit(code, now, actions)
+            case ServingStopped():
+                self._apply("serving_stopped", now, actions, "serving stopped")
+                self._after_role_entry(now, actions)
+            case StopRequested(reason=reason):
+                self._on_stop(reason, now, actions)
+            case StepDownRequested(reason=reason):
+                if self.role is Role.MASTER:
+                    self._demote(now, actions, reason, graceful=True, trigger="step_down")
+            case PeersSeen(best_other_priority=best):
+                self.best_other_priority = best
+        return actions
+
+    # ---- event handlers ----------------------------------------------------
+
+    def _on_tick(self, now: float, actions: list[Action]) -> None:
+        if self._io_in_flight is not None:
+            if now - self._io_started_at >= self._io_timeout() and self.role in (
+                Role.ACQUIRED, Role.MASTER
+            ):
+                self._demote(now, actions, "the lease check did not finish within the keepalive "
+                             "period (hung share?)", graceful=False, trigger="lease_lost")
+            return
+        if self.role in (Role.STARTING, Role.SLAVE):
+            if self.priority is Priority.NEVER:
+                if self.role is Role.STARTING:
+                    self._apply("not_eligible", now, actions, "priority never: will not take the lock")
+                return
+            if now >= self._next_lock_attempt_at and now >= self._hold_off_until:
+                self._start_io(TryLock(), now, actions)
+        elif self.role is Role.ACQUIRED:
+            if self._takeover_ready_at is not None and now >= self._takeover_ready_at:
+                # Promotion needs a lease check that started after the wait.
+                self._start_io(Revalidate(), now, actions)
+            elif now >= self._next_revalidation_at:
+                self._start_io(Revalidate(), now, actions)
+        elif self.role is Role.MASTER and now >= self._next_revalidation_at:
+            self._start_io(Revalidate(), now, actions)
+
+    def _on_lock_result(self, acquired: bool, now: float, actions: list[Action]) -> None:
+        if self.role not in (Role.STARTING, Role.SLAVE):
+            return  # a stop overtook the attempt; the shell releases on exit
+        self._next_lock_attempt_at = now + self.timings.lock_acquire_sleep_interval_s
+        if not acquired:
+            self._first_seen_free_at = None
+            self._apply("lock_busy", now, actions, "the lock is held by another node")
+            return
+        if self._first_seen_free_at is None:
+            self._first_seen_free_at = now
+        if now - self._first_seen_free_at < self._priority_delay():
+            actions.append(YieldLock())
+            self._apply("lock_yielded", now, actions, "the lock is free; a higher priority node goes first")
+            return
+        self._first_seen_free_at = None
+        self._apply("lock_acquired", now, actions, "acquired the lock")
+        self._start_io(ClaimEpoch(), now, actions)
+
+    def _on_revalidated(self, started_at: float, now: float, actions: list[Action]) -> None:
+        if self.role not in (Role.ACQUIRED, Role.MASTER):
+            return
+        self.last_ok_revalidation_start = started_at
+        self._next_revalidation_at = started_at + self.timings.lock_keep_alive_period_s / 2
+        ready = self._takeover_ready_at
+        if self.role is Role.ACQUIRED and ready is not None and started_at >= ready:
+            self._takeover_ready_at = None
+            assert self.epoch is not None
+            self._apply("takeover_ready", now, actions, "takeover wait over, lease confirmed")
+            actions.append(StartServing(self.epoch))
+        else:
+            self._apply("revalidated", now, actions, "lease confirmed")
+
+    def _on_child_exit(self, code: int, now: float, actions: list[Action]) -> None:
+        if self.role is not Role.MASTER:
+            return
+        self._child_exits.append(now)
+        while self._child_exits and now - self._child_exits[0] > self.timings.child_restart_window_s:
+            self._child_exits.popleft()
+        if len(self._child_exits) > self.timings.child_max_restarts:
+            self._child_exits.clear()
+            self._hold_off_until = now + self.timings.crash_loop_hold_off_s
+            self._demote(now, actions, f"the child keeps exiting (last code {code}); "
+                         "giving the lock up so another node can try", graceful=True,
+                         trigger="child_crash_loop")
+            return
+        self._apply("child_exited", now, actions, f"child exited with code {code}; restarting")
+        actions.append(RestartChild())
+
+    def _on_stop(self, reason: str, now: float, actions: list[Action]) -> None:
+        if self.role in (Role.ACQUIRED, Role.MASTER):
+            self._apply("stop", now, actions, reason)
+            actions.append(StopServing(graceful=True, reason=reason))
+        elif self.role in (Role.STARTING, Role.SLAVE):
+            self._apply("stop", now, actions, reason)
+            actions.append(Exit())
+        else:
+            self._apply("stop", now, actions, reason)
+
+    # ---- helpers -----------------------------------------------------------
+
+    def _demote(self, now: float, actions: list[Action], reason: str, *, graceful: bool,
+                trigger: str) -> None:
+        self._takeover_ready_at = None
+        self._apply(trigger, now, actions, reason)
+        actions.append(StopServing(graceful=graceful, reason=reason))
+
+    def _after_role_entry(self, now: float, actions: list[Action]) -> None:
+        if self.role is Role.SLAVE:
+            self.epoch = None
+            self.last_ok_revalidation_start = None
+            self._next_lock_attempt_at = now + self.timings.lock_acquire_sleep_interval_s
+        elif self.role is Role.STOPPED:
+            actions.append(Exit())
+
+    def _apply(self, trigger: str, now: float, actions: list[Action], reason: str) -> None:
+        allowed = TRANSITIONS[self.role]
+        if trigger not in allowed:
+            raise RoleMachineError(f"{trigger!r} is not allowed in role {self.role}")
+        new = allowed[trigger]
+        if new is not self.role:
+            actions.append(RoleChanged(self.role, new, self.epoch, reason))
+            self.role = new
+            self.since = now
+
+    def _start_io(self, action: Action, now: float, actions: list[Action]) -> None:
+        self._io_in_flight = action
+        self._io_started_at = now
+        actions.append(action)
+
+    def _io_done(self) -> None:
+        self._io_in_flight = None
+
+    def _io_timeout(self) -> float:
+        # A lock attempt or claim may take as long as the share needs; a lease
+        # check that outlives the keepalive period means the share is sick.
+        if isinstance(self._io_in_flight, Revalidate):
+            return self.timings.lock_keep_alive_period_s
+        return float("inf")
+
+    def _priority_delay(self) -> float:
+        gap = int(self.best_other_priority) - int(self.priority)
+        return max(0, gap) * self.timings.lock_acquire_sleep_interval_s
