@@ -24,9 +24,16 @@ def check_share(share: Path, method: LockMethod) -> None:
     through the same filesystem lock operations as ``lockf``.
     """
     share = Path(share)
-    if not share.exists():
+    try:
+        exists, is_dir = share.exists(), share.is_dir()
+    except PermissionError:
+        raise ShareUnusable(
+            f"the share {share} cannot be reached by this user (uid {os.getuid()}): "
+            "a directory on its path is not searchable"
+        ) from None
+    if not exists:
         raise ShareUnusable(f"the share {share} does not exist; mount it or create the directory")
-    if not share.is_dir():
+    if not is_dir:
         raise ShareUnusable(f"the share {share} is not a directory")
     probe = share / f".primacy-probe-{os.uname().nodename}-{os.getpid()}"
     try:

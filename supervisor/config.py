@@ -61,6 +61,7 @@ class NodeConfig(BaseModel):
     exec_restart_window_s: float = Field(60.0, gt=0)
     crash_loop_hold_off_ms: int = Field(10_000, ge=0)
     registry_refresh_ms: int = Field(1000, ge=100)
+    force_unsupported_share: bool = False
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("node_id")

@@ -30,8 +30,8 @@ class Role(enum.StrEnum):
 
 S = Role
 TRANSITIONS: dict[Role, dict[str, Role]] = {
-    S.STARTING: {"lock_acquired": S.ACQUIRED, "lock_busy": S.SLAVE, "not_eligible": S.SLAVE,
-                 "stop": S.STOPPED},
+    S.STARTING: {"lock_acquired": S.ACQUIRED, "lock_busy": S.SLAVE, "lock_yielded": S.SLAVE,
+                 "not_eligible": S.SLAVE, "stop": S.STOPPED},
     S.SLAVE: {"lock_acquired": S.ACQUIRED, "lock_busy": S.SLAVE, "lock_yielded": S.SLAVE,
               "stop": S.STOPPED},
     S.ACQUIRED: {"epoch_claimed": S.ACQUIRED, "revalidated": S.ACQUIRED,
@@ -102,6 +102,15 @@ class StepDownRequested:
 
 
 @dataclass(frozen=True)
+class MasterLeft:
+    """The share says the master went away (released the lock, or the lock file was deleted).
+
+    Only a hint to try the lock now instead of at the next poll: the lock
+    decides, not this event.
+    """
+
+
+@dataclass(frozen=True)
 class PeersSeen:
     """The best priority among other live, eligible nodes (from the share's registry)."""
 
@@ -109,7 +118,7 @@ class PeersSeen:
 
 
 Event = (Tick | LockResult | EpochClaimed | RevalidationPassed | LeaseLost | ChildExited
-         | ServingStopped | StopRequested | StepDownRequested | PeersSeen)
+         | ServingStopped | StopRequested | StepDownRequested | MasterLeft | PeersSeen)
 
 
 # ---- actions (what the shell must do) --------------------------------------
@@ -202,6 +211,7 @@ class RoleMachine:
     _io_in_flight: Action | None = None
     _io_started_at: float = 0.0
     _next_lock_attempt_at: float = 0.0
+    _retry_after_attempt: bool = False
     _first_seen_free_at: float | None = None
     _next_revalidation_at: float = 0.0
     _takeover_ready_at: float | None = None
@@ -269,6 +279,11 @@ class RoleMachine:
             case StepDownRequested(reason=reason):
                 if self.role is Role.MASTER:
                     self._demote(now, actions, reason, graceful=True, trigger="step_down")
+            case MasterLeft():
+                if self.role in (Role.STARTING, Role.SLAVE):
+                    if self._io_in_flight is not None:
+                        self._retry_after_attempt = True
+                    self._next_lock_attempt_at = now
             case PeersSeen(best_other_priority=best):
                 self.best_other_priority = best
         return actions
@@ -303,6 +318,11 @@ class RoleMachine:
         if self.role not in (Role.STARTING, Role.SLAVE):
             return  # a stop overtook the attempt; the shell releases on exit
         self._next_lock_attempt_at = now + self.timings.lock_acquire_sleep_interval_s
+        if self._retry_after_attempt:
+            # The master left while this attempt was under way: it may have
+            # seen the lock still held, so look again at once.
+            self._retry_after_attempt = False
+            self._next_lock_attempt_at = now
         if not acquired:
             self._first_seen_free_at = None
             self._apply("lock_busy", now, actions, "the lock is held by another node")

@@ -1,0 +1,41 @@
+"""The immutable status snapshot the supervisor publishes and the HTTP handlers read."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StatusSnapshot:
+    """One consistent view of a node. Monotonic times use ``time.monotonic`` of this process."""
+
+    node: str
+    role: str
+    epoch: int | None
+    since_unix_s: float
+    priority: str
+    master_claim_expires_monotonic: float = float("-inf")
+    last_keepalive_unix_s: float | None = None
+    last_keepalive_duration_s: float | None = None
+    lock_holder: dict[str, Any] | None = None
+    first_lock_attempt_done: bool = False
+    version: str = ""
+    share: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def is_serving_master(self, now_monotonic: float | None = None) -> bool:
+        """A master claims the role only while its last lease check is younger than one keepalive."""
+        now = time.monotonic() if now_monotonic is None else now_monotonic
+        return self.role == "master" and now < self.master_claim_expires_monotonic
+
+    def is_healthy_slave(self) -> bool:
+        return self.role == "slave"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("master_claim_expires_monotonic")
+        data["serving"] = self.is_serving_master()
+        data.update(data.pop("extra"))
+        return data

@@ -1,0 +1,259 @@
+"""The ``primacy`` command line: run a node, ask who is master, try a demo group."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from api.server import ApiServerError
+from nfs_profiles import codes as share_codes
+from nfs_profiles.doctor import check_for_run
+from locker.epoch import EpochRegistry
+from locker.lockfile import read_holder_from_outside
+from locker.probe import ShareUnusable, check_share
+from supervisor.config import (
+    DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS,
+    DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS,
+    ConfigError,
+    load_config,
+)
+from supervisor.doctor_cli import register as register_doctor_commands
+from supervisor.registry import NodeRegistry
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_SHARE_UNUSABLE = 3
+EXIT_CANNOT_LISTEN = 4
+
+EXIT_CODES_HELP = """exit codes:
+  0  stopped normally
+  1  unexpected failure (see the log)
+  2  bad command line or configuration
+  3  the share is unusable (missing, not writable, locks do not work)
+  4  the HTTP address cannot be listened on
+"""
+
+
+def _run_parser(subparsers: Any) -> None:
+    run = subparsers.add_parser(
+        "run", help="run this node's supervisor",
+        description="Run a primacy supervisor: take the share's lock when it is free and serve as "
+                    "master, or wait as a slave. Every option can also be set in the --config TOML "
+                    "file (key = option name with underscores); options given here win.",
+        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--config", type=Path, help="TOML config file")
+    run.add_argument("--node-id", help="this node's name, unique in the group")
+    run.add_argument("--share", type=Path, help="the shared data directory")
+    run.add_argument("--http", help="HOST:PORT of the status endpoint (default 127.0.0.1:8008)")
+    run.add_argument("--lock-acquire-sleep-interval-ms", "--lock-acquire-sleep-interval", type=int,
+                     metavar="MS", dest="lock_acquire_sleep_interval_ms",
+                     help=f"how often a slave tries the lock (default {DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS})")
+    run.add_argument("--lock-keep-alive-period-ms", "--lock-keep-alive-period", type=int, metavar="MS",
+                     dest="lock_keep_alive_period_ms",
+                     help="a master's claim lasts this long after each lease check; it checks twice "
+                          f"per period (default {DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS})")
+    run.add_argument("--takeover-delay-ms", type=int, metavar="MS",
+                     help="wait after claiming the epoch before serving; at least the keepalive "
+                          "period (default: keepalive period + 10%%)")
+    run.add_argument("--priority", choices=["never", "normal", "high", "highest"],
+                     help="never: never master; lower priorities wait longer for a free lock")
+    run.add_argument("--lock-method", choices=["flock", "posix"], help="lock primitive (default flock)")
+    run.add_argument("--exec-stop-grace-ms", type=int, metavar="MS",
+                     help="SIGTERM to SIGKILL grace for the exec child (default 5000)")
+    run.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    run.add_argument("--force-unsupported-share", action="store_true", default=None,
+                     help="start even on a share `primacy doctor` refuses (logged loudly; you own the risk)")
+    run.add_argument("--exec", dest="exec_marker", action="store_true",
+                     help="everything after --exec (and an optional --) is the command to run as "
+                          "the master's child")
+    run.set_defaults(func=cmd_run)
+
+
+def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """Split ``... --exec -- CMD ARGS`` into primacy's own arguments and the command."""
+    if "--exec" not in argv:
+        return argv, None
+    at = argv.index("--exec")
+    command = argv[at + 1:]
+    if command[:1] == ["--"]:
+        command = command[1:]
+    return argv[: at + 1], command
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from supervisor.node import Node  # keeps `primacy status` fast: no FastAPI import
+
+    overrides = {
+        "node_id": args.node_id, "share": args.share, "http": args.http,
+        "lock_acquire_sleep_interval_ms": args.lock_acquire_sleep_interval_ms,
+        "lock_keep_alive_period_ms": args.lock_keep_alive_period_ms,
+        "takeover_delay_ms": args.takeover_delay_ms, "priority": args.priority,
+        "lock_method": args.lock_method, "exec_stop_grace_ms": args.exec_stop_grace_ms,
+        "log_level": args.log_level, "exec": args.exec_command,
+        "force_unsupported_share": args.force_unsupported_share,
+    }
+    if args.exec_marker and not args.exec_command:
+        return _fail(EXIT_USAGE, "PRIMACY-2001 --exec needs a command after it, e.g. --exec -- mybroker --port 61616")
+    try:
+        config = load_config(args.config, overrides)
+    except ConfigError as exc:
+        return _fail(EXIT_USAGE, f"PRIMACY-2001 {exc}")
+    _setup_logging(config.log_level)
+    refusal = _check_mount(config.share, config.force_unsupported_share)
+    if refusal:
+        return _fail(EXIT_SHARE_UNUSABLE, refusal)
+    try:
+        check_share(config.share, config.lock_method)
+    except ShareUnusable as exc:
+        return _fail(EXIT_SHARE_UNUSABLE, f"PRIMACY-2002 {exc}")
+    node = Node(config)
+    node.install_signal_handlers()
+    try:
+        return node.run()
+    except ApiServerError as exc:
+        return _fail(EXIT_CANNOT_LISTEN, f"PRIMACY-2003 {exc}")
+
+
+def _check_mount(share: Path, force: bool) -> str | None:
+    """The doctor's verdict on the share's mount; a refusal message unless forced."""
+    log = logging.getLogger("primacy.cli")
+    verdict = check_for_run(share)
+    if verdict.refused and not force:
+        return (f"{share_codes.RUN_SHARE_REFUSED} {verdict.summary()}; fix the mount, or start with "
+                "--force-unsupported-share if you accept the risk")
+    if verdict.refused:
+        log.warning("%s starting on a refused share because --force-unsupported-share was given: %s",
+                    share_codes.RUN_SHARE_FORCED, verdict.summary())
+    elif verdict.problems:
+        log.warning("%s %s", share_codes.RUN_SHARE_WARNINGS, verdict.summary())
+    return None
+
+
+def _status_parser(subparsers: Any) -> None:
+    status = subparsers.add_parser(
+        "status", help="who is master: from the share itself or from a node's endpoint",
+        description="Show who holds the lock, the current epoch and the known nodes, read from the "
+                    "share (--share) or from a running node's status endpoint (--url).",
+    )
+    source = status.add_mutually_exclusive_group(required=True)
+    source.add_argument("--share", type=Path, help="the shared data directory")
+    source.add_argument("--url", help="a node's status endpoint, e.g. http://127.0.0.1:8008")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(func=cmd_status)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    if args.url:
+        return _status_from_url(args.url, args.json)
+    return _status_from_share(args.share, args.json)
+
+
+def _status_from_url(url: str, as_json: bool) -> int:
+    target = url.rstrip("/") + "/status"
+    try:
+        with urllib.request.urlopen(target, timeout=5) as response:
+            data = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return _fail(EXIT_FAILURE, f"PRIMACY-2004 cannot read {target}: {exc}")
+    if as_json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        print(f"node {data['node']}: {data['role']}, epoch {data['epoch']}, "
+              f"{'serving' if data.get('serving') else 'not serving'}, since {_when(data['since_unix_s'])}")
+    return EXIT_OK
+
+
+def _status_from_share(share: Path, as_json: bool) -> int:
+    if not share.is_dir():
+        return _fail(EXIT_SHARE_UNUSABLE, f"PRIMACY-2002 the share {share} does not exist or is not a directory")
+    holder = read_holder_from_outside(share)
+    epochs = EpochRegistry(share)
+    latest = epochs.latest()
+    nodes = NodeRegistry(share).entries()
+    if as_json:
+        print(json.dumps({
+            "holder": None if holder is None else vars(holder),
+            "epoch": latest, "epoch_record": epochs.read(latest) if latest else None,
+            "nodes": [vars(node) for node in nodes],
+        }, indent=2, sort_keys=True))
+        return EXIT_OK
+    if holder is None:
+        print("lock: never taken")
+    elif holder.released:
+        print(f"lock: released by {holder.node_id} at {_when(holder.since_unix_s)} (epoch {holder.epoch})")
+    else:
+        print(f"lock: held by {holder.node_id} on {holder.host} pid {holder.pid}, epoch {holder.epoch}, "
+              f"since {_when(holder.since_unix_s)}")
+    print(f"current epoch: {latest}")
+    now = time.time()
+    for node in nodes:
+        seen = "live" if node.is_live(now) else f"last seen {_when(node.updated_unix_s)}"
+        print(f"  {node.node_id:<16} {node.role:<9} epoch {node.epoch!s:<6} {node.http:<22} {seen}")
+    return EXIT_OK
+
+
+def _when(unix_s: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))
+
+
+def _demo_parser(subparsers: Any) -> None:
+    demo = subparsers.add_parser(
+        "demo", help="start a three-node group on a temporary share and show failovers",
+        description="Start three nodes on a temporary local share, show who is master, SIGKILL it and "
+                    "time the takeover, then hand over gracefully with SIGTERM. Everything started "
+                    "is stopped and the temporary share removed at the end.",
+    )
+    demo.add_argument("--nodes", type=int, default=3, help="group size (default 3)")
+    demo.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from supervisor.demo import run_demo
+
+    return run_demo(nodes=args.nodes)
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"primacy: {message}", file=sys.stderr)
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="primacy",
+        description="High availability for message brokers on shared storage: the node holding the "
+                    "share's lock is master, the others wait and take over when it goes.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _run_parser(subparsers)
+    _status_parser(subparsers)
+    _demo_parser(subparsers)
+    register_doctor_commands(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    own, exec_command = _split_exec(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(own)
+    args.exec_command = exec_command
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The ``primacy doctor`` and ``primacy systemd install|uninstall`` commands: argument glue only.
+
+``register(subparsers)`` adds both commands to the ``primacy`` parser; each
+parser's ``func(args) -> int`` runs it and returns the exit code. The checks
+live in ``nfs_profiles``; this module hands them the real lock probe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from locker.lockfile import LockMethod
+from locker.probe import check_share
+from nfs_profiles import codes
+from nfs_profiles.doctor import diagnose, render_text
+from nfs_profiles.fstab import MountSpecError, fstab_line, mount_unit, mount_unit_name
+from nfs_profiles.mountinfo import MOUNTINFO_PATH
+from nfs_profiles.profiles import PROFILE_NAMES, load_profile
+
+SYSTEMD_SOURCE_DIR = Path(__file__).resolve().parent.parent / "systemd"
+UNIT_FILES = ("primacy@.service", "primacy-replay@.service", "primacy-replay@.timer")
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A file installed once and then owned by the operator: never overwritten or removed."""
+
+    source_name: str
+    target: str
+
+
+CONFIG_FILES = (
+    ConfigFile("primacy.default", "etc/default/primacy"),
+    ConfigFile("example-group.toml", "etc/primacy/example-group.toml"),
+)
+UNIT_DIR = "etc/systemd/system"
+
+
+def lock_probe(share: Path, lock_method: str) -> None:
+    """The doctor's lock round trip: ``locker.probe.check_share`` with the profile's method."""
+    check_share(share, LockMethod(lock_method))
+
+
+def register(subparsers: Any) -> None:
+    """Add ``doctor`` and ``systemd`` to the ``primacy`` command's subparsers."""
+    doctor = subparsers.add_parser(
+        "doctor",
+        help="check a share's filesystem and mount options against its profile",
+        description=(
+            "Check PATH as a primacy share: its filesystem and mount options, a lock and "
+            "an fsync round trip. Exit 0 fine, 1 warnings, 2 refused. With --fstab, print "
+            "the fstab line and systemd .mount unit for a profile instead."
+        ),
+    )
+    doctor.add_argument("path", nargs="?", type=Path, help="the share directory to check")
+    doctor.add_argument("--json", action="store_true", help="print JSON for tooling")
+    doctor.add_argument(
+        "--fstab",
+        nargs=2,
+        metavar=("SOURCE", "MOUNTPOINT"),
+        help="print mount configuration for SOURCE (e.g. nas1:/export/primacy) on MOUNTPOINT",
+    )
+    doctor.add_argument(
+        "--profile", choices=PROFILE_NAMES, help="the profile for --fstab (default nfs4)"
+    )
+    doctor.add_argument(
+        "--no-round-trips", action="store_true", help="check the mount table only, touch nothing"
+    )
+    doctor.add_argument("--mountinfo", type=Path, default=MOUNTINFO_PATH, help=argparse.SUPPRESS)
+    doctor.set_defaults(func=run_doctor)
+
+    systemd = subparsers.add_parser(
+        "systemd", help="install or remove the systemd units", description=_systemd_description()
+    )
+    actions = systemd.add_subparsers(dest="systemd_action", required=True, metavar="ACTION")
+    for action, func, help_text in (
+        ("install", run_systemd_install, "copy the units (and, once, the config templates)"),
+        ("uninstall", run_systemd_uninstall, "remove the units; configuration stays"),
+    ):
+        parser = actions.add_parser(action, help=help_text, description=help_text)
+        parser.add_argument("--prefix", type=Path, default=Path("/"), help="root to install under")
+        parser.add_argument(
+            "--source", type=Path, default=SYSTEMD_SOURCE_DIR, help=argparse.SUPPRESS
+        )
+        parser.set_defaults(func=func)
+
+
+def _systemd_description() -> str:
+    return (
+        f"Copy {', '.join(UNIT_FILES)} to PREFIX/{UNIT_DIR}, and the environment file and "
+        "an example group config once. Then: systemctl daemon-reload; "
+        "systemctl enable --now primacy@GROUP.service."
+    )
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    if args.fstab is not None:
+        if args.path is not None:
+            return _usage_error("give either PATH or --fstab SOURCE MOUNTPOINT, not both")
+        return _print_fstab(args.fstab[0], args.fstab[1], args.profile or "nfs4", args.json)
+    if args.path is None:
+        return _usage_error("give the share directory to check: primacy doctor PATH")
+    if args.profile is not None:
+        return _usage_error(
+            "--profile applies to --fstab; PATH is checked against its own filesystem"
+        )
+    round_trips = not args.no_round_trips
+    diagnosis = diagnose(
+        args.path,
+        lock_probe=lock_probe if round_trips else None,
+        fsync_round_trip=round_trips,
+        mountinfo_path=args.mountinfo,
+    )
+    if args.json:
+        print(json.dumps(diagnosis.to_dict(), indent=2))
+    else:
+        print(render_text(diagnosis), end="")
+    return diagnosis.exit_code
+
+
+def _print_fstab(source: str, mount_point: str, profile_name: str, as_json: bool) -> int:
+    profile = load_profile(profile_name)
+    try:
+        line = fstab_line(profile, source, mount_point)
+        unit = mount_unit(profile, source, mount_point)
+    except MountSpecError as exc:
+        return _usage_error(str(exc))
+    unit_name = mount_unit_name(mount_point)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "profile": profile.name,
+                    "fstab": line,
+                    "mount_unit_name": unit_name,
+                    "mount_unit": unit,
+                },
+                indent=2,
+            )
+        )
+        return 0
+    print(f"# /etc/fstab line ({profile.name} profile); or use the .mount unit below, not both")
+    print(line)
+    print()
+    print(unit, end="")
+    return 0
+
+
+def _usage_error(message: str) -> int:
+    print(f"primacy doctor: {message}", file=sys.stderr)
+    return 64
+
+
+def run_systemd_install(args: argparse.Namespace) -> int:
+    source: Path = args.source
+    missing = [
+        name
+        for name in (*UNIT_FILES, *(f.source_name for f in CONFIG_FILES))
+        if not (source / name).is_file()
+    ]
+    if missing:
+        print(
+            f"{codes.SYSTEMD_SOURCE_MISSING} the unit files are not in {source} "
+            f"(missing {', '.join(missing)}); run from a source checkout or copy them "
+            "by hand as systemd/README.md describes",
+            file=sys.stderr,
+        )
+        return 1
+    prefix: Path = args.prefix
+    unit_dir = prefix / UNIT_DIR
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    for name in UNIT_FILES:
+        shutil.copyfile(source / name, unit_dir / name)
+        (unit_dir / name).chmod(0o644)
+        print(f"{codes.SYSTEMD_INSTALLED} installed {unit_dir / name}")
+    for config in CONFIG_FILES:
+        target = prefix / config.target
+        if target.exists():
+            print(f"{codes.SYSTEMD_INSTALLED} kept {target} (already there)")
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / config.source_name, target)
+        target.chmod(0o644)
+        print(f"{codes.SYSTEMD_INSTALLED} installed {target}")
+    print(
+        "next: create the user (same uid on every node), write /etc/primacy/GROUP.toml, then "
+        "systemctl daemon-reload && systemctl enable --now primacy@GROUP.service"
+    )
+    return 0
+
+
+def run_systemd_uninstall(args: argparse.Namespace) -> int:
+    unit_dir = args.prefix / UNIT_DIR
+    for name in UNIT_FILES:
+        path = unit_dir / name
+        if path.exists():
+            path.unlink()
+            print(f"{codes.SYSTEMD_UNINSTALLED} removed {path}")
+    kept = [str(args.prefix / config.target) for config in CONFIG_FILES]
+    print(f"kept the configuration ({', '.join(kept)}, /etc/primacy); run systemctl daemon-reload")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m supervisor.doctor_cli doctor PATH``: the commands without the rest of the CLI."""
+    parser = argparse.ArgumentParser(prog="primacy")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

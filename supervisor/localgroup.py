@@ -1,0 +1,132 @@
+"""A group of real supervisor processes on one machine: for `primacy demo`, the tests and benchmarks.
+
+Every process started here is tracked by pid and killed by ``Group.close``.
+Status endpoints listen on loopback ports picked free by the kernel.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_status(port: int, path: str, timeout_s: float = 1.0) -> int | None:
+    """The status code of GET path on 127.0.0.1:port, or None if nothing answers."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()
+
+
+@dataclass
+class NodeProcess:
+    node_id: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def status(self, path: str = "/master", timeout_s: float = 1.0) -> int | None:
+        return http_status(self.port, path, timeout_s)
+
+    def is_master(self) -> bool:
+        return self.status("/master") == 200
+
+    def signal(self, sig: int) -> None:
+        if self.process.poll() is None:
+            os.kill(self.pid, sig)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@dataclass
+class Group:
+    """A group of nodes sharing ``share``; logs go to ``log_dir``."""
+
+    share: Path
+    log_dir: Path
+    common_args: Sequence[str] = ()
+    nodes: dict[str, NodeProcess] = field(default_factory=dict)
+    every_process: list[NodeProcess] = field(default_factory=list)
+
+    def start(self, node_id: str, *extra: str, exec_command: Sequence[str] | None = None,
+              env: dict[str, str] | None = None) -> NodeProcess:
+        port = free_port()
+        log_path = self.log_dir / f"{node_id}.log"
+        args = [sys.executable, "-m", "supervisor", "run", "--node-id", node_id, "--share", str(self.share),
+                "--http", f"127.0.0.1:{port}", *self.common_args, *extra]
+        if exec_command:
+            args += ["--exec", "--", *exec_command]
+        with open(log_path, "ab") as log_file:
+            process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+        node = NodeProcess(node_id, port, process, log_path)
+        self.nodes[node_id] = node
+        self.every_process.append(node)
+        return node
+
+    def start_many(self, count: int, *extra: str) -> list[NodeProcess]:
+        started = [self.start(f"n{index}", *extra) for index in range(1, count + 1)]
+        for node in started:
+            wait_until(lambda node=node: node.status("/health") == 200, 20, f"{node.node_id} answers /health")
+        return started
+
+    def alive(self) -> list[NodeProcess]:
+        return [node for node in self.nodes.values() if node.alive()]
+
+    def masters(self, nodes: Iterable[NodeProcess] | None = None) -> list[NodeProcess]:
+        return [node for node in (nodes or self.alive()) if node.is_master()]
+
+    def wait_for_master(self, timeout_s: float = 15.0, exclude: Iterable[str] = ()) -> NodeProcess:
+        excluded = set(exclude)
+        found: list[NodeProcess] = []
+
+        def one_master() -> bool:
+            found[:] = [n for n in self.masters() if n.node_id not in excluded]
+            return len(found) == 1
+
+        wait_until(one_master, timeout_s, "exactly one master")
+        return found[0]
+
+    def close(self) -> None:
+        for node in self.every_process:
+            node.signal(signal.SIGKILL)
+        for node in self.every_process:
+            try:
+                node.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def wait_until(condition: object, timeout_s: float, what: str, interval_s: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout_s
+    assert callable(condition)
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)

@@ -1,0 +1,357 @@
+"""The node's shell: carries out the role machine's actions and feeds back events.
+
+Threads, each owned and stopped by ``Node``:
+- the role loop (the thread that calls ``run``): the only one that touches the machine;
+- the lock I/O worker: every operation on the lock file and epochs, one at a
+  time, so a hung share blocks that worker and not the loop, which then demotes
+  the node when a lease check outlives its keepalive period;
+- the registry thread: publishes this node in the share and reads the others;
+- the share watcher (``watchdog``): wakes a slave when the master leaves;
+- the HTTP server (``api.server``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from api.app import create_app
+from api.server import ApiServer
+from api.snapshot import StatusSnapshot
+from locker.lease import Lease, LeaseLost
+from supervisor import roles, sdnotify
+from supervisor.children import ChildProcess, become_subreaper
+from supervisor.config import NodeConfig
+from supervisor.registry import NodeEntry, NodeRegistry
+from supervisor.roles import Priority, Role, RoleMachine
+from supervisor.share_events import ShareWatcher
+
+log = logging.getLogger("primacy.node")
+
+Clock = Callable[[], float]
+_IDLE_TICK_S = 0.2
+
+
+def package_version() -> str:
+    try:
+        return version("primacy")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class LockIoWorker:
+    """Runs lock and epoch operations one at a time on its own thread."""
+
+    def __init__(self, post: Callable[[roles.Event], None]) -> None:
+        self._post = post
+        self._jobs: queue.Queue[Callable[[], roles.Event | None] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="primacy-lock-io", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Callable[[], roles.Event | None]) -> None:
+        self._jobs.put(job)
+
+    def close(self, timeout_s: float) -> bool:
+        """Finish queued jobs; False if the worker is stuck (on a hung share)."""
+        self._jobs.put(None)
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                event = job()
+            except Exception:  # a bug in a job must not kill the worker silently
+                log.exception("PRIMACY-1099 lock I/O job failed")
+                continue
+            if event is not None:
+                self._post(event)
+
+
+class Node:
+    """One primacy supervisor: role loop, lock I/O, registry, HTTP, exec child."""
+
+    def __init__(self, config: NodeConfig, clock: Clock = time.monotonic) -> None:
+        self.config = config
+        self._clock = clock
+        self._events: queue.Queue[roles.Event] = queue.Queue()
+        self.machine = RoleMachine(config.timings(), config.node_priority)
+        self.lease = Lease(config.share, config.node_id, config.lock_method)
+        self._io = LockIoWorker(self._events.put)
+        self._child = ChildProcess(config.exec, config.exec_stop_grace_ms / 1000) if config.exec else None
+        self._registry = NodeRegistry(config.share)
+        self._stop = threading.Event()
+        self._registry_wake = threading.Event()
+        self._exit = False
+        self._since_unix_s = time.time()
+        self._first_lock_attempt_done = False
+        self._last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
+        self._holder: dict[str, Any] | None = None
+        self._version = package_version()
+        self._notifier = sdnotify.Notifier()
+        self._snapshot = self._build_snapshot()
+        host, port = config.http_host_port
+        self._api = ApiServer(create_app(self.snapshot), host, port)
+        self._registry_thread = threading.Thread(target=self._registry_loop, name="primacy-registry",
+                                                 daemon=True)
+        self._watcher = ShareWatcher(config.share, config.node_id, lambda: self.post(roles.MasterLeft()))
+
+    # ---- public ------------------------------------------------------------
+
+    def snapshot(self) -> StatusSnapshot:
+        return self._snapshot
+
+    def post(self, event: roles.Event) -> None:
+        """Hand an event to the role loop from any thread."""
+        self._events.put(event)
+
+    def request_stop(self, reason: str) -> None:
+        self.post(roles.StopRequested(reason))
+
+    def run(self) -> int:
+        """Run until stopped; returns the process exit code."""
+        become_subreaper()
+        self._api.start()  # raises ApiServerError before anything else has started
+        self._registry_thread.start()
+        self._watcher.start()
+        log.info("PRIMACY-1000 node %s starting: share=%s http=%s priority=%s", self.config.node_id,
+                 self.config.share, self._api.address, self.config.priority)
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+        return 0
+
+    def install_signal_handlers(self) -> None:
+        def on_signal(signum: int, _frame: object) -> None:
+            self.request_stop(f"received {signal.Signals(signum).name}")
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    # ---- the role loop -----------------------------------------------------
+
+    def _loop(self) -> None:
+        event: roles.Event = roles.Tick()
+        while not self._exit:
+            now = self._clock()
+            actions = self.machine.handle(event, now)
+            if not isinstance(event, roles.Tick):
+                actions += self.machine.handle(roles.Tick(), now)
+            for action in actions:
+                self._execute(action)
+            if self._loop_proved_healthy(event):
+                self._notifier.watchdog_if_due(now)
+            self._check_child()
+            self._snapshot = self._build_snapshot()
+            if self._exit:
+                break
+            timeout = min(max(0.0, self.machine.next_deadline() - self._clock()), _IDLE_TICK_S)
+            try:
+                event = self._events.get(timeout=timeout)
+            except queue.Empty:
+                event = roles.Tick()
+
+    def _loop_proved_healthy(self, event: roles.Event) -> bool:
+        """Whether this iteration shows the node working, so the systemd watchdog may be fed.
+
+        A completed lock operation shows the share answers; a node that never
+        takes the lock does no lock I/O, so its running loop is the proof.
+        A node stuck on a hung share stops feeding the watchdog and is killed.
+        """
+        if isinstance(event, roles.LockResult | roles.EpochClaimed | roles.RevalidationPassed):
+            return True
+        return self.config.node_priority is Priority.NEVER and self.machine.role is Role.SLAVE
+
+    def _execute(self, action: roles.Action) -> None:
+        match action:
+            case roles.TryLock():
+                self._io.submit(self._try_lock)
+            case roles.YieldLock():
+                self._io.submit(self._yield_lock)
+            case roles.ClaimEpoch():
+                self._io.submit(self._claim_epoch)
+            case roles.Revalidate():
+                started_at = self._clock()
+                self._io.submit(lambda: self._revalidate(started_at))
+            case roles.StartServing(epoch=epoch):
+                log.info("PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch)
+                self._start_child(epoch)
+            case roles.RestartChild():
+                if self._child is not None:
+                    self._child.stop(graceful=False)
+                    assert self.machine.epoch is not None
+                    self._start_child(self.machine.epoch)
+            case roles.StopServing(graceful=graceful, reason=reason):
+                self._stop_serving(graceful, reason)
+            case roles.RoleChanged() as change:
+                self._on_role_changed(change)
+            case roles.Exit():
+                self._exit = True
+
+    # ---- lock I/O jobs (run on the lock I/O worker) ---------------------------
+
+    def _try_lock(self) -> roles.Event:
+        try:
+            acquired = self.lease.try_acquire()
+        except OSError as exc:
+            log.warning("PRIMACY-1007 node %s cannot try the lock: %s", self.config.node_id, exc)
+            acquired = False
+        holder = self.lease.holder()
+        self._holder = None if holder is None else vars(holder).copy()
+        return roles.LockResult(acquired)
+
+    def _yield_lock(self) -> None:
+        self.lease.abandon()
+
+    def _claim_epoch(self) -> roles.Event:
+        try:
+            epoch = self.lease.claim_epoch()
+        except (OSError, LeaseLost) as exc:
+            return roles.LeaseLost(f"claiming an epoch failed: {exc}")
+        holder = self.lease.holder()
+        self._holder = None if holder is None else vars(holder).copy()
+        log.info("PRIMACY-1002 node %s claimed epoch %d", self.config.node_id, epoch)
+        return roles.EpochClaimed(epoch)
+
+    def _revalidate(self, started_at: float) -> roles.Event:
+        try:
+            self.lease.revalidate()
+        except LeaseLost as exc:
+            return roles.LeaseLost(str(exc))
+        finished = self._clock()
+        self._last_keepalive = (time.time(), finished - started_at)
+        return roles.RevalidationPassed(started_at)
+
+    def _release(self, graceful: bool) -> roles.Event:
+        if graceful:
+            self.lease.release()
+            log.info("PRIMACY-1004 node %s released the lock", self.config.node_id)
+        else:
+            self.lease.abandon()
+        return roles.ServingStopped()
+
+    # ---- serving -----------------------------------------------------------
+
+    def _start_child(self, epoch: int) -> None:
+        if self._child is None:
+            return
+        self._child.start({
+            "PRIMACY_EPOCH": str(epoch),
+            "PRIMACY_NODE_ID": self.config.node_id,
+            "PRIMACY_SHARE": str(Path(self.config.share).resolve()),
+        })
+
+    def _check_child(self) -> None:
+        if self._child is None:
+            return
+        code = self._child.poll_exit()
+        if code is not None:
+            log.warning("PRIMACY-1104 child of node %s exited with code %d", self.config.node_id, code)
+            self.post(roles.ChildExited(code))
+
+    def _stop_serving(self, graceful: bool, reason: str) -> None:
+        level = logging.INFO if graceful else logging.ERROR
+        code = "PRIMACY-1006" if graceful else "PRIMACY-1003"
+        log.log(level, "%s node %s stops serving: %s", code, self.config.node_id, reason)
+        if self._child is not None:
+            self._child.stop(graceful=graceful)
+        self._io.submit(lambda: self._release(graceful))
+
+    def _on_role_changed(self, change: roles.RoleChanged) -> None:
+        self._since_unix_s = time.time()
+        if change.old is Role.STARTING:
+            self._first_lock_attempt_done = True
+            self._notifier.ready()
+        if change.new is Role.STOPPING or change.new is Role.STOPPED and change.old is Role.SLAVE:
+            self._notifier.stopping()
+        epoch = change.epoch if change.epoch is not None else self.machine.epoch
+        self._notifier.status(f"{change.new} (epoch {epoch}): {change.reason}")
+        # Publish at once: slaves watching the registry learn that a master left.
+        self._registry_wake.set()
+        log.info("PRIMACY-1001 node %s role %s -> %s epoch=%s: %s", self.config.node_id, change.old,
+                 change.new, epoch, change.reason)
+
+    # ---- registry ----------------------------------------------------------
+
+    def _registry_loop(self) -> None:
+        interval_s = self.config.registry_refresh_ms / 1000
+        while not self._stop.is_set():
+            self._refresh_registry()
+            self._registry_wake.wait(interval_s)
+            self._registry_wake.clear()
+
+    def _refresh_registry(self) -> None:
+        snap = self._snapshot
+        entry = NodeEntry(self.config.node_id, socket.gethostname(), os.getpid(), self._api.address,
+                          self.config.priority, snap.role, snap.epoch, time.time())
+        try:
+            self._registry.publish(entry)
+            others = [e for e in self._registry.live_entries() if e.node_id != self.config.node_id]
+        except OSError as exc:
+            log.warning("PRIMACY-1008 node %s cannot refresh the node registry: %s",
+                        self.config.node_id, exc)
+            return
+        best = max((_priority_of(entry) for entry in others), default=Priority.NEVER)
+        if best != self.machine.best_other_priority:
+            self.post(roles.PeersSeen(best))
+
+    # ---- snapshot and shutdown -----------------------------------------------
+
+    def _build_snapshot(self) -> StatusSnapshot:
+        keepalive = self._last_keepalive
+        return StatusSnapshot(
+            node=self.config.node_id,
+            role=str(self.machine.role),
+            epoch=self.machine.epoch,
+            since_unix_s=self._since_unix_s,
+            priority=self.config.priority,
+            master_claim_expires_monotonic=self.machine.claim_expires_at(),
+            last_keepalive_unix_s=keepalive[0] if keepalive else None,
+            last_keepalive_duration_s=keepalive[1] if keepalive else None,
+            lock_holder=self._holder,
+            first_lock_attempt_done=self._first_lock_attempt_done,
+            version=self._version,
+            share=str(self.config.share),
+        )
+
+    def _shutdown(self) -> None:
+        self._stop.set()
+        self._registry_wake.set()
+        self._watcher.stop()
+        if self._child is not None:
+            self._child.stop(graceful=True)
+        self._io.submit(self._final_release)
+        if not self._io.close(timeout_s=5.0):
+            log.error("PRIMACY-1009 node %s: the share did not answer while releasing the lock",
+                      self.config.node_id)
+        else:
+            # After the lock is free: this entry is what wakes the slaves.
+            self._registry_thread.join(5.0)
+            self._refresh_registry()
+        self._snapshot = self._build_snapshot()
+        self._api.stop()
+        self._notifier.close()
+        log.info("PRIMACY-1010 node %s stopped", self.config.node_id)
+
+    def _final_release(self) -> None:
+        if self.lease.held:
+            self.lease.release()
+        else:
+            self.lease.abandon()
+
+
+def _priority_of(entry: NodeEntry) -> Priority:
+    try:
+        return Priority[entry.priority.upper()]
+    except KeyError:
+        return Priority.NEVER

@@ -1,0 +1,80 @@
+"""The group's node registry in the share: each node's id, host, addresses and priority.
+
+Each node rewrites ``nodes/<node-id>.json`` atomically (temp file + rename)
+every ``registry_refresh_ms``. Other nodes read it to break ties by priority
+and to list the group. Nothing here is needed for safety: a stale or missing
+entry only changes who waits a little before trying the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+NODES_DIR_NAME = "nodes"
+# An entry not refreshed for this long is treated as a node that is gone.
+LIVE_WINDOW_S = 10.0
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    node_id: str
+    host: str
+    pid: int
+    http: str
+    priority: str
+    role: str
+    epoch: int | None
+    updated_unix_s: float
+
+    def is_live(self, now_unix_s: float) -> bool:
+        return now_unix_s - self.updated_unix_s < LIVE_WINDOW_S
+
+
+class NodeRegistry:
+    """Read and write the ``nodes/`` directory of one share."""
+
+    def __init__(self, share: Path) -> None:
+        self.directory = Path(share) / NODES_DIR_NAME
+
+    def publish(self, entry: NodeEntry) -> None:
+        self.directory.mkdir(exist_ok=True)
+        final = self.directory / f"{entry.node_id}.json"
+        temporary = self.directory / f".{entry.node_id}.json.{os.getpid()}.tmp"
+        temporary.write_text(json.dumps(asdict(entry), sort_keys=True) + "\n")
+        os.replace(temporary, final)
+
+    def entries(self) -> list[NodeEntry]:
+        try:
+            names = sorted(os.listdir(self.directory))
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            if name.startswith(".") or not name.endswith(".json"):
+                continue
+            entry = _parse((self.directory / name))
+            if entry is not None:
+                found.append(entry)
+        return found
+
+    def live_entries(self, now_unix_s: float | None = None) -> list[NodeEntry]:
+        now = time.time() if now_unix_s is None else now_unix_s
+        return [entry for entry in self.entries() if entry.is_live(now)]
+
+
+def _parse(path: Path) -> NodeEntry | None:
+    try:
+        raw: dict[str, Any] = json.loads(path.read_text())
+        return NodeEntry(
+            node_id=str(raw["node_id"]), host=str(raw["host"]), pid=int(raw["pid"]),
+            http=str(raw["http"]), priority=str(raw["priority"]), role=str(raw["role"]),
+            epoch=None if raw.get("epoch") is None else int(raw["epoch"]),
+            updated_unix_s=float(raw["updated_unix_s"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,146 @@
+"""A tiny sd_notify client: readiness, status and watchdog pings to systemd, no-op without it.
+
+systemd passes ``NOTIFY_SOCKET`` (a Unix datagram socket path, or ``@name``
+for an abstract one) to a ``Type=notify`` service, and ``WATCHDOG_USEC`` /
+``WATCHDOG_PID`` when ``WatchdogSec=`` is set. Sending never raises: like
+``sd_notify(3)``, a lost notification must not take the node down.
+
+The keepalive loop calls ``watchdog_if_due(now_s)`` after each successful
+revalidation, so pings stop by themselves when the loop is stuck (a hung
+mount) and systemd kills the node after ``WatchdogSec=``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Mapping
+
+log = logging.getLogger(__name__)
+
+
+def _socket_address(value: str | None) -> str | None:
+    if not value:
+        return None
+    if value.startswith("@"):
+        return "\0" + value[1:]
+    if value.startswith("/"):
+        return value
+    log.warning(
+        "PRIMACY-3040 NOTIFY_SOCKET=%r is neither a path nor @abstract; "
+        "systemd notifications are off",
+        value,
+    )
+    return None
+
+
+def watchdog_timeout_s(environ: Mapping[str, str] | None = None) -> float | None:
+    """systemd's ``WatchdogSec=`` for this process in seconds, or ``None`` when it is off."""
+    env = os.environ if environ is None else environ
+    try:
+        usec = int(env.get("WATCHDOG_USEC", ""))
+    except ValueError:
+        return None
+    pid = env.get("WATCHDOG_PID")
+    if usec <= 0 or (pid and pid != str(os.getpid())):
+        return None
+    return usec / 1_000_000
+
+
+def watchdog_interval_s(environ: Mapping[str, str] | None = None) -> float | None:
+    """How often to ping the watchdog: half of ``WatchdogSec=``; ``None`` when it is off."""
+    timeout_s = watchdog_timeout_s(environ)
+    return None if timeout_s is None else timeout_s / 2
+
+
+class Notifier:
+    """Sends notifications to the socket named by ``NOTIFY_SOCKET`` (read once, at creation)."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self._address = _socket_address(env.get("NOTIFY_SOCKET"))
+        self._watchdog_interval_s = watchdog_interval_s(env)
+        self._last_watchdog_s: float | None = None
+        self._socket: socket.socket | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._address is not None
+
+    @property
+    def watchdog_interval_s(self) -> float | None:
+        return self._watchdog_interval_s
+
+    def notify(self, message: str) -> bool:
+        """Send one raw message (``KEY=VALUE`` lines); True if it was sent."""
+        if self._address is None:
+            return False
+        try:
+            if self._socket is None:
+                kind = socket.SOCK_DGRAM | socket.SOCK_CLOEXEC
+                self._socket = socket.socket(socket.AF_UNIX, kind)
+            self._socket.sendto(message.encode(), self._address)
+        except OSError as exc:
+            log.debug("sd_notify %r to %r failed: %s", message, self._address, exc)
+            return False
+        return True
+
+    def ready(self) -> bool:
+        """The node has its first role."""
+        return self.notify("READY=1")
+
+    def status(self, text: str) -> bool:
+        """One line for ``systemctl status``, e.g. the role after a change."""
+        return self.notify("STATUS=" + " ".join(text.split()))
+
+    def stopping(self) -> bool:
+        return self.notify("STOPPING=1")
+
+    def watchdog(self) -> bool:
+        return self.notify("WATCHDOG=1")
+
+    def watchdog_if_due(self, now_s: float) -> bool:
+        """Ping the watchdog if half of ``WatchdogSec=`` has passed since the last ping.
+
+        ``now_s`` is a monotonic clock reading. Returns True if a ping was sent.
+        """
+        if self._watchdog_interval_s is None or self._address is None:
+            return False
+        last = self._last_watchdog_s
+        if last is not None and now_s - last < self._watchdog_interval_s:
+            return False
+        self._last_watchdog_s = now_s
+        return self.watchdog()
+
+    def close(self) -> None:
+        if self._socket is not None:
+            sock, self._socket = self._socket, None
+            sock.close()
+
+
+_default: Notifier | None = None
+
+
+def default_notifier() -> Notifier:
+    """The process-wide notifier, created from the environment on first use."""
+    global _default
+    if _default is None:
+        _default = Notifier()
+    return _default
+
+
+def ready() -> bool:
+    return default_notifier().ready()
+
+
+def status(text: str) -> bool:
+    return default_notifier().status(text)
+
+
+def watchdog() -> bool:
+    return default_notifier().watchdog()
+
+
+def stopping() -> bool:
+    return default_notifier().stopping()

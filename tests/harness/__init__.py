@@ -1,0 +1,1 @@
+"""Shared test harness: real supervisor processes, pollers, waits."""

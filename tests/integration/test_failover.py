@@ -1,0 +1,216 @@
+"""Failover between real supervisor processes on a temporary share."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from locker.lockfile import LOCK_FILE_NAME
+from tests.harness.group import Group, MasterPoller, NodeProcess, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def _roles(nodes: list[NodeProcess]) -> dict[str, tuple[int | None, int | None]]:
+    return {node.node_id: (node.status("/master"), node.status("/slave")) for node in nodes}
+
+
+def test_three_nodes_elect_exactly_one_master(group: Group) -> None:
+    nodes = group.start_many(3)
+    master = group.wait_for_master()
+    for _ in range(20):  # and it stays that way
+        assert group.masters() == [master]
+        time.sleep(0.05)
+    for node in nodes:
+        expected = (200, 503) if node is master else (503, 200)
+        assert _roles([node])[node.node_id] == expected
+        assert node.status("/health") == 200
+    status = httpx.get(f"http://127.0.0.1:{master.port}/status").json()
+    assert status["node"] == master.node_id and status["role"] == "master" and status["serving"]
+    assert status["epoch"] >= 1 and status["since_unix_s"] > 0
+    assert httpx.head(f"http://127.0.0.1:{master.port}/master").status_code == 200
+    slave = next(node for node in nodes if node is not master)
+    assert httpx.head(f"http://127.0.0.1:{slave.port}/master").status_code == 503
+    assert httpx.get(f"http://127.0.0.1:{slave.port}/status").json()["role"] == "slave"
+
+
+def test_sigkill_of_the_master_makes_another_node_master(group: Group) -> None:
+    nodes = group.start_many(3)
+    old = group.wait_for_master()
+    old_epoch = httpx.get(f"http://127.0.0.1:{old.port}/status").json()["epoch"]
+    old.signal(signal.SIGKILL)
+    new = group.wait_for_master(exclude={old.node_id})
+    survivors = [node for node in nodes if node is not old]
+    assert {n.node_id: n.status("/master") for n in survivors} == {
+        n.node_id: (200 if n is new else 503) for n in survivors}
+    assert httpx.get(f"http://127.0.0.1:{new.port}/status").json()["epoch"] == old_epoch + 1
+
+
+def test_sigterm_hands_over_without_waiting_for_a_poll_interval(group: Group) -> None:
+    # Slaves poll only once a minute: a takeover within the test's wait proves
+    # the handover did not wait for a poll.
+    nodes = group.start_many(3, "--lock-acquire-sleep-interval-ms", "60000")
+    old = group.wait_for_master()
+    old.signal(signal.SIGTERM)
+    new = group.wait_for_master(timeout_s=20, exclude={old.node_id})
+    assert new is not old
+    assert old.process.wait(10) == 0
+    assert "PRIMACY-1004" in old.log()  # released the lock
+    assert len([n for n in nodes if n.alive()]) == 2
+
+
+@pytest.mark.parametrize("how", ["delete", "replace"])
+def test_master_demotes_when_its_lock_file_is_deleted_or_replaced(group: Group, share: Path,
+                                                                   how: str) -> None:
+    nodes = group.start_many(2)
+    old = group.wait_for_master()
+    with MasterPoller(nodes) as poller:
+        if how == "delete":
+            (share / LOCK_FILE_NAME).unlink()
+        else:
+            (share / "replacement").write_text("")
+            os.replace(share / "replacement", share / LOCK_FILE_NAME)
+        wait_until(lambda: "PRIMACY-1003" in old.log(), 10, "the old master to demote")
+        group.wait_for_master(timeout_s=15)
+    assert poller.overlaps() == []
+    assert "lock file" in old.log().split("PRIMACY-1003", 1)[1].splitlines()[0]
+
+
+def test_frozen_master_whose_lock_file_was_replaced_never_serves_again(group: Group,
+                                                                      share: Path) -> None:
+    nodes = group.start_many(2)
+    old = group.wait_for_master()
+    other = next(node for node in nodes if node is not old)
+    with MasterPoller(nodes) as poller:
+        old.signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        (share / "replacement").write_text("")
+        os.replace(share / "replacement", share / LOCK_FILE_NAME)
+        wait_until(other.is_master, 15, "the other node to take over")
+        old.signal(signal.SIGCONT)
+        wait_until(lambda: "PRIMACY-1003" in old.log(), 10, "the old master to demote")
+        time.sleep(0.5)
+    late_claims = [a for a in poller.answers
+                   if a.node_id == old.node_id and a.status == 200 and a.received_at > frozen_at]
+    assert late_claims == []
+    assert poller.overlaps() == []
+    assert other.is_master() and not old.is_master()
+
+
+def test_priority_never_never_becomes_master(group: Group) -> None:
+    bystander = group.start("bystander", "--priority", "never")
+    candidate = group.start("candidate")
+    assert group.wait_for_master() is candidate
+    candidate.signal(signal.SIGKILL)
+    candidate.process.wait(10)
+    deadline = time.monotonic() + 2.0  # twenty poll intervals
+    while time.monotonic() < deadline:
+        assert bystander.status("/master") == 503
+        time.sleep(0.05)
+    assert httpx.get(f"http://127.0.0.1:{bystander.port}/status").json()["role"] == "slave"
+
+
+def test_higher_priority_node_wins_a_free_lock(group: Group) -> None:
+    # Both wait for the lock; when it frees, the `highest` node goes first.
+    holder = group.start("holder", "--priority", "highest")
+    group.wait_for_master()
+    low = group.start("low", "--priority", "normal")
+    high = group.start("high", "--priority", "highest")
+    wait_until(lambda: low.status("/slave") == 200 and high.status("/slave") == 200, 20, "two slaves")
+    time.sleep(1.5)  # let every node see the others in the registry
+    holder.signal(signal.SIGKILL)
+    assert group.wait_for_master(exclude={"holder"}) is high
+
+
+CHILD_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    out = sys.argv[1]
+    if os.fork() == 0:          # a grandchild that daemonises
+        os.setsid()
+        if os.fork() == 0:
+            with open(out + ".grandchild", "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(600)
+        os._exit(0)
+    with open(out + ".child", "w") as f:
+        f.write(f"{os.getpid()} {os.environ['PRIMACY_EPOCH']} {os.environ['PRIMACY_NODE_ID']}")
+    time.sleep(600)
+""")
+
+
+def _read_pids(base: Path) -> tuple[int, int, int]:
+    wait_until(lambda: Path(f"{base}.child").exists() and Path(f"{base}.grandchild").exists()
+               and Path(f"{base}.grandchild").read_text() != "", 20, "the exec child to start")
+    pid, epoch, _node = Path(f"{base}.child").read_text().split()
+    return int(pid), int(Path(f"{base}.grandchild").read_text()), int(epoch)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie is gone for our purposes, but our subreaper should reap them.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_exec_child_tree_is_stopped_on_demotion_and_on_stop(group: Group, share: Path,
+                                                            tmp_path: Path) -> None:
+    base = tmp_path / "pids"
+    script = tmp_path / "child.py"
+    script.write_text(CHILD_SCRIPT)
+    node = group.start("solo", "--exec-stop-grace-ms", "2000",
+                       exec_command=[sys.executable, str(script), str(base)])
+    child, grandchild, epoch = _read_pids(base)
+    assert epoch == 1
+    for suffix in (".child", ".grandchild"):
+        Path(f"{base}{suffix}").unlink()
+    # Demotion: the lock file is replaced under the master.
+    (share / "replacement").write_text("")
+    os.replace(share / "replacement", share / LOCK_FILE_NAME)
+    wait_until(lambda: _gone(child) and _gone(grandchild), 10, "the child tree to be stopped")
+    # The node takes the (new) lock again, with a new epoch and a new child.
+    child2, grandchild2, epoch2 = _read_pids(base)
+    assert epoch2 == 2
+    node.signal(signal.SIGTERM)
+    assert node.process.wait(15) == 0
+    assert _gone(child2) and _gone(grandchild2)
+
+
+def test_a_crash_looping_child_hands_the_lock_to_another_node(group: Group, tmp_path: Path) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text("exec_max_restarts = 1\nexec_restart_window_s = 30\ncrash_loop_hold_off_ms = 60000\n")
+    crashing = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    first = group.start("first", "--config", str(config), exec_command=crashing)
+    group.wait_for_master()
+    second = group.start("second", "--config", str(config), exec_command=[sys.executable, "-c",
+                                                                          "import time; time.sleep(600)"])
+    wait_until(second.is_master, 20, "the second node to take over from the crash-looping one")
+    assert "keeps exiting" in first.log()
+    assert first.status("/slave") == 200
+
+
+def test_fifty_takeovers_never_show_two_masters(group: Group) -> None:
+    nodes = group.start_many(3)
+    with MasterPoller(nodes) as poller:
+        for _ in range(50):
+            # Restarts overlap the next takeover; keep a slave ready to take over.
+            wait_until(lambda: sum(n.status("/health") == 200 for n in group.alive()) >= 2, 20,
+                       "two running nodes")
+            old = group.wait_for_master()
+            old.signal(signal.SIGKILL)
+            old.process.wait(10)
+            group.wait_for_master(exclude={old.node_id})
+            poller.add(group.start(old.node_id))
+    assert poller.overlaps() == []
+    assert sum(1 for a in poller.answers if a.status == 200) > 100

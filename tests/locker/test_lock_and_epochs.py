@@ -1,0 +1,181 @@
+"""The lock file, epochs and the lease, with real files and real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from locker.epoch import EpochRegistry
+from locker.lease import Lease, LeaseLost
+from locker.lockfile import LOCK_FILE_NAME, HolderInfo, LockLost, LockMethod, ShareLock
+
+METHODS = [LockMethod.FLOCK, LockMethod.POSIX]
+
+HOLDER_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from locker.lockfile import ShareLock, LockMethod, HolderInfo
+    lock = ShareLock(sys.argv[1], LockMethod(sys.argv[2]))
+    got = lock.try_acquire()
+    if got:
+        lock.write_holder(HolderInfo.for_this_process("child", 1))
+        # Reading and rewriting through the held descriptor must not drop a POSIX lock.
+        lock.read_holder()
+        lock.write_holder(HolderInfo.for_this_process("child", 2))
+    print("held" if got else "busy", flush=True)
+    sys.stdin.read()
+""")
+
+
+class Holder:
+    """Another process that takes the lock and keeps it until its stdin closes."""
+
+    def __init__(self, share: Path, method: LockMethod) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", HOLDER_SCRIPT, str(share), method],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.answer = self.process.stdout.readline().strip()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+@pytest.fixture
+def holders() -> Iterator[list[Holder]]:
+    started: list[Holder] = []
+    yield started
+    for holder in started:
+        holder.stop()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_only_one_process_holds_the_lock_until_it_dies(share: Path, method: LockMethod,
+                                                       holders: list[Holder]) -> None:
+    holders.append(Holder(share, method))
+    assert holders[0].answer == "held"
+    mine = ShareLock(share, method)
+    assert not mine.try_acquire()
+    assert mine.read_holder() == HolderInfo.from_bytes((share / LOCK_FILE_NAME).read_bytes())
+    assert mine.read_holder().epoch == 2  # type: ignore[union-attr]
+    holders[0].stop()
+    assert mine.try_acquire()
+    mine.revalidate()
+    mine.close()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_holder_keeps_its_lock_while_writing_and_reading_the_holder_record(
+        share: Path, method: LockMethod, holders: list[Holder]) -> None:
+    mine = ShareLock(share, method)
+    assert mine.try_acquire()
+    for epoch in range(3):
+        mine.write_holder(HolderInfo.for_this_process("me", epoch))
+        assert mine.read_holder().epoch == epoch  # type: ignore[union-attr]
+    holders.append(Holder(share, method))
+    assert holders[0].answer == "busy"
+    mine.close()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_deleted_lock_file_is_recreated_by_a_slave_and_the_old_holder_notices(
+        share: Path, method: LockMethod, holders: list[Holder]) -> None:
+    old = ShareLock(share, method)
+    assert old.try_acquire()
+    (share / LOCK_FILE_NAME).unlink()
+    holders.append(Holder(share, method))
+    assert holders[0].answer == "held"
+    with pytest.raises(LockLost, match="replaced|deleted"):
+        old.revalidate()
+    old.close()
+
+
+def test_missing_lock_file_is_reported_as_deleted(share: Path) -> None:
+    lock = ShareLock(share)
+    assert lock.try_acquire()
+    (share / LOCK_FILE_NAME).unlink()
+    with pytest.raises(LockLost, match="deleted"):
+        lock.revalidate()
+
+
+def test_release_marks_the_record_released(share: Path) -> None:
+    lease = Lease(share, "n1")
+    assert lease.try_acquire()
+    epoch = lease.claim_epoch()
+    lease.release()
+    record = HolderInfo.from_bytes((share / LOCK_FILE_NAME).read_bytes())
+    assert record is not None and record.released and record.epoch == epoch
+
+
+CLAIM_SCRIPT = textwrap.dedent("""
+    import sys
+    from locker.epoch import EpochRegistry
+    registry = EpochRegistry(sys.argv[1])
+    sys.stdin.readline()  # start together
+    print(registry.claim_next({"node_id": sys.argv[2]}), flush=True)
+""")
+
+
+def test_concurrent_claims_get_distinct_contiguous_epochs(share: Path) -> None:
+    count = 8
+    processes = [subprocess.Popen([sys.executable, "-c", CLAIM_SCRIPT, str(share), f"n{i}"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for i in range(count)]
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    epochs = sorted(int(process.communicate(timeout=30)[0]) for process in processes)
+    assert epochs == list(range(1, count + 1))
+    registry = EpochRegistry(share)
+    assert registry.latest() == count
+    claimed_by = {json.loads((share / "epochs" / str(e)).read_text())["node_id"] for e in epochs}
+    assert len(claimed_by) == count
+
+
+def test_a_stale_listing_hint_still_finds_the_next_free_epoch(share: Path) -> None:
+    registry = EpochRegistry(share)
+    for _ in range(3):
+        registry.claim_next({})
+    # Claiming walks past existing names with exclusive creates, whatever the hint.
+    assert registry.claim_next({}) == 4
+    assert registry.is_current(4) and not registry.is_current(3)
+
+
+def test_lease_is_lost_once_a_later_epoch_exists(share: Path) -> None:
+    lease = Lease(share, "old")
+    assert lease.try_acquire()
+    epoch = lease.claim_epoch()
+    lease.revalidate()
+    EpochRegistry(share).claim_next({"node_id": "someone else"})
+    with pytest.raises(LeaseLost, match=f"epoch {epoch + 1}"):
+        lease.revalidate()
+    # A lost lease must not overwrite the lock file's record on release.
+    before = (share / LOCK_FILE_NAME).read_bytes()
+    lease.release()
+    assert (share / LOCK_FILE_NAME).read_bytes() == before
+
+
+def test_lease_without_epoch_is_not_valid(share: Path) -> None:
+    lease = Lease(share, "n1")
+    assert lease.try_acquire()
+    with pytest.raises(LeaseLost, match="no epoch"):
+        lease.revalidate()
+
+
+def test_epoch_claim_needs_the_lock(share: Path) -> None:
+    with pytest.raises(LeaseLost):
+        Lease(share, "n1").claim_epoch()
+
+
+def test_lock_file_created_with_readable_mode(share: Path) -> None:
+    lock = ShareLock(share)
+    assert lock.try_acquire()
+    assert (os.stat(share / LOCK_FILE_NAME).st_mode & 0o777) & 0o044

@@ -1,0 +1,1 @@
+"""Tests of the share profiles and the doctor."""

@@ -1,0 +1,282 @@
+"""The doctor against recorded mount tables (pyfakefs) and against this machine's real one."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from pyfakefs.fake_filesystem import FakeFilesystem
+
+import nfs_profiles
+from locker.lockfile import LockMethod
+from locker.probe import check_share
+from nfs_profiles import codes
+from nfs_profiles.doctor import Diagnosis, Severity, check_for_run, diagnose, render_text
+from tests.nfs_profiles import mountinfo_samples as samples
+
+SHARE = "/srv/primacy/orders"
+PROFILE_DIR = Path(nfs_profiles.__file__).parent
+
+
+def doctor_on(fs: FakeFilesystem, share_line: str, path: str = SHARE) -> Diagnosis:
+    """Run the doctor on ``path`` in a fake host whose mount table is BASE plus ``share_line``."""
+    fs.add_real_directory(PROFILE_DIR)
+    fs.create_file("/proc/self/mountinfo", contents=samples.BASE + share_line)
+    fs.create_dir(path)
+    return diagnose(Path(path))
+
+
+def problems(diagnosis: Diagnosis) -> set[tuple[str | None, str]]:
+    return {(finding.code, finding.subject) for finding in diagnosis.problems}
+
+
+R, W = codes.OPTION_REFUSED, codes.OPTION_NOT_RECOMMENDED
+
+CASES = {
+    "nfs4 as recommended": (samples.NFS4_RECOMMENDED, "nfs4", Severity.OK, set()),
+    "nfs4.1 over IPv6": (samples.NFS4_IPV6_VERS41, "nfs4", Severity.OK, set()),
+    "nfs4 with distribution defaults": (
+        samples.NFS4_DISTRIBUTION_DEFAULTS,
+        "nfs4",
+        Severity.WARNING,
+        {(W, "soft"), (W, "timeo=20"), (W, "lookupcache=none"), (W, "sync")},
+    ),
+    "nfs4.0 with lookupcache=pos": (
+        samples.NFS40_LOOKUPCACHE_POS,
+        "nfs4",
+        Severity.WARNING,
+        {(W, "vers=4.2"), (W, "lookupcache=none"), (codes.OPTION_DISCOURAGED, "lookupcache=pos")},
+    ),
+    "nfs3": (
+        samples.NFS3,
+        "nfs4",
+        Severity.REFUSED,
+        {(R, "vers=3"), (W, "soft"), (W, "timeo=20"), (W, "lookupcache=none"), (W, "sync")},
+    ),
+    "nfs3 with nolock": (
+        samples.NFS3_NOLOCK,
+        "nfs4",
+        Severity.REFUSED,
+        {(R, "vers=3"), (R, "nolock"), (R, "local_lock=all"), (W, "lookupcache=none"), (W, "sync")},
+    ),
+    "nfs4 with local_lock=flock": (
+        samples.NFS4_LOCAL_LOCK_FLOCK,
+        "nfs4",
+        Severity.REFUSED,
+        {(R, "local_lock=flock")},
+    ),
+    "gfs2 as recommended": (samples.GFS2_RECOMMENDED, "gfs2", Severity.OK, set()),
+    "gfs2 with localflocks": (
+        samples.GFS2_LOCALFLOCKS,
+        "gfs2",
+        Severity.REFUSED,
+        {(R, "localflocks")},
+    ),
+    "gfs2 with lock_nolock": (
+        samples.GFS2_LOCK_NOLOCK,
+        "gfs2",
+        Severity.REFUSED,
+        {(R, "lockproto=lock_nolock"), (W, "noatime")},
+    ),
+    "cifs as recommended": (samples.CIFS_RECOMMENDED, "cifs", Severity.OK, set()),
+    "smb3 with defaults": (
+        samples.SMB3_DEFAULTS,
+        "cifs",
+        Severity.WARNING,
+        {(W, "cache=none"), (W, "actimeo=0"), (W, "echo_interval=10")},
+    ),
+    "cifs with nobrl": (samples.CIFS_NOBRL, "cifs", Severity.REFUSED, {(R, "nobrl")}),
+    "cifs with SMB1": (samples.CIFS_SMB1, "cifs", Severity.REFUSED, {(R, "vers=1.0")}),
+    "ext4": (samples.EXT4, "local", Severity.OK, set()),
+    "xfs": (samples.XFS, "local", Severity.OK, set()),
+    "btrfs subvolume": (samples.BTRFS, "local", Severity.OK, set()),
+    "ext4 read-only": (
+        samples.EXT4_READ_ONLY,
+        "local",
+        Severity.REFUSED,
+        {(codes.READ_ONLY_MOUNT, "ro")},
+    ),
+    "ext4 nobarrier": (
+        samples.EXT4_NOBARRIER,
+        "local",
+        Severity.WARNING,
+        {(codes.OPTION_DISCOURAGED, "nobarrier")},
+    ),
+    "tmpfs": (samples.TMPFS, "local", Severity.WARNING, {(codes.FILESYSTEM_WARNING, "tmpfs")}),
+    "fuse.sshfs": (
+        samples.FUSE_SSHFS,
+        "local",
+        Severity.WARNING,
+        {(codes.FILESYSTEM_WARNING, "fuse.sshfs")},
+    ),
+    "ocfs2": (samples.OCFS2, None, Severity.REFUSED, {(codes.FILESYSTEM_REFUSED, "ocfs2")}),
+    "overlay (unknown)": (
+        samples.OVERLAY,
+        "local",
+        Severity.WARNING,
+        {(codes.FILESYSTEM_UNKNOWN, "overlay")},
+    ),
+}
+
+
+@pytest.mark.parametrize(("sample", "profile", "severity", "expected"), CASES.values(), ids=CASES)
+def test_recorded_mount_tables(
+    fs: FakeFilesystem,
+    sample: str,
+    profile: str | None,
+    severity: Severity,
+    expected: set[tuple[str, str]],
+) -> None:
+    diagnosis = doctor_on(fs, sample)
+    assert diagnosis.mount is not None
+    assert diagnosis.mount.mount_point == "/srv/primacy"
+    assert (diagnosis.profile.name if diagnosis.profile else None) == profile
+    assert problems(diagnosis) == expected
+    assert diagnosis.severity is severity
+    assert diagnosis.exit_code == int(severity)
+    for finding in diagnosis.problems:
+        assert finding.why and finding.fix, f"{finding.subject} lacks a why or a fix"
+
+
+def test_recommended_options_are_each_reported_ok(fs: FakeFilesystem) -> None:
+    diagnosis = doctor_on(fs, samples.NFS4_RECOMMENDED)
+    ok = {finding.subject for finding in diagnosis.findings if finding.severity is Severity.OK}
+    assert ok == {
+        "vers=4.2",
+        "soft",
+        "timeo=20",
+        "retrans=2",
+        "lookupcache=none",
+        "sync",
+        "intr",
+        "proto=tcp",
+    }
+
+
+def test_escaped_space_in_mount_point(fs: FakeFilesystem) -> None:
+    diagnosis = doctor_on(fs, samples.ESCAPED_SPACE, path="/srv/primacy share/orders")
+    assert diagnosis.mount is not None
+    assert diagnosis.mount.mount_point == "/srv/primacy share"
+    assert diagnosis.profile is not None and diagnosis.profile.name == "nfs4"
+
+
+def test_longest_prefix_is_a_whole_path_component(fs: FakeFilesystem) -> None:
+    diagnosis = doctor_on(fs, samples.NFS4_RECOMMENDED, path="/srv/primacyx")
+    assert diagnosis.mount is not None
+    assert (diagnosis.mount.mount_point, diagnosis.mount.fs_type) == ("/srv", "xfs")
+
+
+def test_the_last_of_stacked_mounts_wins(fs: FakeFilesystem) -> None:
+    diagnosis = doctor_on(fs, samples.NFS3 + samples.NFS4_RECOMMENDED)
+    assert diagnosis.mount is not None and diagnosis.mount.fs_type == "nfs4"
+    assert diagnosis.severity is Severity.OK
+
+
+def test_missing_path_is_refused_and_not_touched(fs: FakeFilesystem) -> None:
+    fs.add_real_directory(PROFILE_DIR)
+    fs.create_file("/proc/self/mountinfo", contents=samples.BASE + samples.NFS4_RECOMMENDED)
+    probed: list[Path] = []
+    diagnosis = diagnose(
+        Path("/srv/primacy/absent"),
+        lock_probe=lambda share, method: probed.append(share),
+        fsync_round_trip=True,
+    )
+    assert problems(diagnosis) == {(codes.PATH_UNUSABLE, "/srv/primacy/absent")}
+    assert diagnosis.refused
+    assert probed == []
+
+
+def test_unreadable_mount_table_is_a_warning(fs: FakeFilesystem) -> None:
+    fs.add_real_directory(PROFILE_DIR)
+    fs.create_dir(SHARE)
+    diagnosis = diagnose(Path(SHARE))
+    assert {finding.code for finding in diagnosis.problems} == {codes.MOUNT_TABLE_UNREADABLE}
+    assert diagnosis.severity is Severity.WARNING
+
+
+def test_check_for_run_refuses_nfs3_with_a_greppable_summary(fs: FakeFilesystem) -> None:
+    fs.add_real_directory(PROFILE_DIR)
+    fs.create_file("/proc/self/mountinfo", contents=samples.BASE + samples.NFS3_NOLOCK)
+    fs.create_dir(SHARE)
+    verdict = check_for_run(Path(SHARE))
+    assert verdict.refused
+    assert verdict.summary().startswith(f"{codes.OPTION_REFUSED} the share {SHARE} (nfs on ")
+    assert "primacy doctor" in verdict.summary()
+
+
+def test_check_for_run_passes_a_recommended_share(fs: FakeFilesystem) -> None:
+    fs.add_real_directory(PROFILE_DIR)
+    fs.create_file("/proc/self/mountinfo", contents=samples.BASE + samples.NFS4_RECOMMENDED)
+    fs.create_dir(SHARE)
+    verdict = check_for_run(Path(SHARE))
+    assert not verdict.refused
+    assert verdict.profile is not None and verdict.profile.lock_method == "posix"
+    assert verdict.summary() == f"the share {SHARE} (nfs4 on /srv/primacy) passes every check"
+
+
+def test_text_report_explains_each_problem(fs: FakeFilesystem) -> None:
+    text = render_text(doctor_on(fs, samples.NFS3_NOLOCK))
+    assert f"REFUSED  {codes.OPTION_REFUSED} nolock: refused" in text
+    assert "why: with nolock the lock is only taken on this client" in text
+    assert "fix: remove nolock from the mount options" in text
+    assert text.rstrip().endswith("verdict: refused (exit 2)")
+
+
+def test_json_report(fs: FakeFilesystem) -> None:
+    report = json.loads(json.dumps(doctor_on(fs, samples.SMB3_DEFAULTS).to_dict()))
+    assert report["verdict"] == "warning" and report["exit_code"] == 1
+    assert report["mount"]["fs_type"] == "smb3"
+    assert report["mount"]["options"]["vers"] == "3.0"
+    assert report["profile"]["name"] == "cifs"
+    assert report["profile"]["lock_method"] == "posix"
+    warned = {item["subject"] for item in report["findings"] if item["severity"] == "warning"}
+    assert warned == {"cache=none", "actimeo=0", "echo_interval=10"}
+
+
+# ---- round trips on a real directory ------------------------------------------------------
+
+
+def real_probe(share: Path, method: str) -> None:
+    check_share(share, LockMethod(method))
+
+
+def test_real_round_trips_on_tmp_path(tmp_path: Path) -> None:
+    diagnosis = diagnose(tmp_path, lock_probe=real_probe, fsync_round_trip=True)
+    trips = {f.subject.split(" (")[0]: f for f in diagnosis.findings if "round trip" in f.subject}
+    assert set(trips) == {"lock round trip", "fsync round trip"}
+    assert trips["lock round trip"].severity is Severity.OK
+    assert trips["fsync round trip"].severity is Severity.OK
+    assert " ms" in trips["fsync round trip"].message
+    assert list(tmp_path.iterdir()) == [], "the doctor left files in the share"
+
+
+def test_a_failing_lock_probe_refuses(tmp_path: Path) -> None:
+    def probe(share: Path, method: str) -> None:
+        raise RuntimeError(f"{method} locks on {share} do not exclude each other")
+
+    diagnosis = diagnose(tmp_path, lock_probe=probe)
+    (finding,) = [f for f in diagnosis.findings if f.code == codes.LOCK_ROUND_TRIP_FAILED]
+    assert finding.severity is Severity.REFUSED
+    assert "do not exclude each other" in finding.message
+
+
+def test_a_slow_lock_round_trip_warns(tmp_path: Path) -> None:
+    def probe(share: Path, method: str) -> None:
+        time.sleep(0.2)  # the local profile's budget is half of 250 ms
+
+    diagnosis = diagnose(tmp_path, lock_probe=probe)
+    assert codes.LOCK_ROUND_TRIP_SLOW in {finding.code for finding in diagnosis.problems}
+
+
+def test_this_machines_mount_table_finds_the_repository() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    diagnosis = diagnose(repo)
+    assert diagnosis.mount is not None
+    device = os.stat(repo).st_dev
+    assert diagnosis.mount.device == f"{os.major(device)}:{os.minor(device)}"
+    print(f"\nthe repository is on {diagnosis.mount.fs_type} at {diagnosis.mount.mount_point}")
+    assert diagnosis.profile is not None
+    assert diagnosis.profile.matches_fs_type(diagnosis.mount.fs_type)

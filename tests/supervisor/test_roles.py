@@ -1,0 +1,266 @@
+"""The role machine, driven by events and a fake clock: no sleeps, no I/O."""
+
+from __future__ import annotations
+
+import pytest
+
+from supervisor import roles
+from supervisor.roles import (
+    TRANSITIONS,
+    ClaimEpoch,
+    EpochClaimed,
+    Exit,
+    LeaseLost,
+    LockResult,
+    Priority,
+    Revalidate,
+    RevalidationPassed,
+    Role,
+    RoleChanged,
+    RoleMachine,
+    RoleMachineError,
+    ServingStopped,
+    StartServing,
+    StopRequested,
+    StopServing,
+    Tick,
+    Timings,
+    TryLock,
+    YieldLock,
+)
+
+TIMINGS = Timings(
+    lock_acquire_sleep_interval_s=0.1,
+    lock_keep_alive_period_s=0.25,
+    takeover_delay_s=0.275,
+    child_max_restarts=2,
+    child_restart_window_s=60.0,
+    crash_loop_hold_off_s=5.0,
+)
+
+
+class Driver:
+    """Feeds events at chosen times and remembers the actions."""
+
+    def __init__(self, priority: Priority = Priority.NORMAL) -> None:
+        self.machine = RoleMachine(TIMINGS, priority)
+        self.now = 0.0
+
+    def at(self, when: float, event: roles.Event = Tick()) -> list[roles.Action]:
+        """Like the shell: the event, then a tick so due timers fire."""
+        self.now = when
+        actions = self.machine.handle(event, when)
+        if not isinstance(event, Tick):
+            actions += self.machine.handle(Tick(), when)
+        return actions
+
+    def kinds(self, actions: list[roles.Action]) -> list[type]:
+        return [type(action) for action in actions if not isinstance(action, RoleChanged)]
+
+    def become_master(self) -> None:
+        assert self.kinds(self.at(0.0)) == [TryLock]
+        assert self.kinds(self.at(0.01, LockResult(True))) == [ClaimEpoch]
+        self.at(0.02, EpochClaimed(7))
+        assert self.kinds(self.at(0.02 + TIMINGS.takeover_delay_s)) == [Revalidate]
+        started = self.now
+        assert self.kinds(self.at(self.now + 0.001, RevalidationPassed(started))) == [StartServing]
+        assert self.machine.role is Role.MASTER
+
+
+# ---- the table itself ---------------------------------------------------------
+
+@pytest.mark.parametrize(("role", "trigger", "expected"), [
+    (Role.STARTING, "lock_acquired", Role.ACQUIRED),
+    (Role.STARTING, "lock_busy", Role.SLAVE),
+    (Role.STARTING, "not_eligible", Role.SLAVE),
+    (Role.SLAVE, "lock_acquired", Role.ACQUIRED),
+    (Role.SLAVE, "stop", Role.STOPPED),
+    (Role.ACQUIRED, "takeover_ready", Role.MASTER),
+    (Role.ACQUIRED, "lease_lost", Role.DEMOTING),
+    (Role.MASTER, "lease_lost", Role.DEMOTING),
+    (Role.MASTER, "child_crash_loop", Role.DEMOTING),
+    (Role.MASTER, "stop", Role.STOPPING),
+    (Role.DEMOTING, "serving_stopped", Role.SLAVE),
+    (Role.STOPPING, "serving_stopped", Role.STOPPED),
+])
+def test_transition_table(role: Role, trigger: str, expected: Role) -> None:
+    assert TRANSITIONS[role][trigger] is expected
+
+
+def test_every_role_is_in_the_table_and_slaves_never_jump_to_master() -> None:
+    assert set(TRANSITIONS) == set(Role)
+    assert Role.MASTER not in TRANSITIONS[Role.SLAVE].values()
+    assert Role.MASTER not in TRANSITIONS[Role.STARTING].values()
+
+
+def test_an_event_the_table_does_not_allow_raises() -> None:
+    machine = RoleMachine(TIMINGS, Priority.NORMAL)
+    with pytest.raises(RoleMachineError, match="serving_stopped"):
+        machine.handle(ServingStopped(), 0.0)
+
+
+# ---- slave behaviour ------------------------------------------------------------
+
+def test_slave_tries_the_lock_every_acquire_interval() -> None:
+    d = Driver()
+    assert d.kinds(d.at(0.0)) == [TryLock]
+    d.at(0.005, LockResult(False))
+    assert d.machine.role is Role.SLAVE
+    assert d.kinds(d.at(0.05)) == []
+    assert d.machine.next_deadline() == pytest.approx(0.105)
+    assert d.kinds(d.at(d.machine.next_deadline())) == [TryLock]
+
+
+def test_no_second_lock_attempt_while_one_is_in_flight() -> None:
+    d = Driver()
+    d.at(0.0)
+    assert d.kinds(d.at(5.0)) == []
+
+
+def test_priority_never_does_not_try_the_lock() -> None:
+    d = Driver(Priority.NEVER)
+    actions = d.at(0.0)
+    assert d.kinds(actions) == []
+    assert d.machine.role is Role.SLAVE
+    assert d.kinds(d.at(100.0)) == []
+
+
+def test_lower_priority_yields_a_free_lock_until_its_delay_has_passed() -> None:
+    d = Driver(Priority.NORMAL)
+    d.at(0.0, roles.PeersSeen(Priority.HIGHEST))  # two levels above: waits 2 intervals
+    d.at(0.0)
+    assert d.kinds(d.at(0.01, LockResult(True))) == [YieldLock]
+    d.at(0.11)
+    assert d.kinds(d.at(0.12, LockResult(True))) == [YieldLock]
+    d.at(0.22)
+    assert d.kinds(d.at(0.23, LockResult(True))) == [ClaimEpoch]
+    assert d.machine.role is Role.ACQUIRED
+
+
+def test_equal_priorities_do_not_wait() -> None:
+    d = Driver(Priority.NORMAL)
+    d.at(0.0, roles.PeersSeen(Priority.NORMAL))
+    d.at(0.0)
+    assert d.kinds(d.at(0.01, LockResult(True))) == [ClaimEpoch]
+
+
+# ---- taking over and serving ----------------------------------------------------
+
+def test_new_master_waits_the_takeover_delay_and_a_fresh_lease_check_before_serving() -> None:
+    d = Driver()
+    d.at(0.0)
+    d.at(0.01, LockResult(True))
+    d.at(0.02, EpochClaimed(3))
+    assert d.machine.role is Role.ACQUIRED
+    # An ordinary keepalive check during the wait does not promote.
+    assert d.kinds(d.at(0.27)) == [Revalidate]
+    assert d.kinds(d.at(0.28, RevalidationPassed(0.27))) == []
+    assert d.machine.role is Role.ACQUIRED
+    assert not d.machine.is_serving(0.28)
+    ready = d.machine.next_deadline()
+    assert ready == pytest.approx(0.295)
+    assert d.kinds(d.at(ready)) == [Revalidate]
+    assert d.kinds(d.at(0.30, RevalidationPassed(ready))) == [StartServing]
+    assert d.machine.is_serving(0.30)
+
+
+def test_master_claim_expires_one_keepalive_after_the_last_passed_check_started() -> None:
+    d = Driver()
+    d.become_master()
+    started = d.machine.last_ok_revalidation_start
+    assert started is not None
+    assert d.machine.is_serving(started + 0.249)
+    assert not d.machine.is_serving(started + 0.25)
+
+
+def test_master_checks_its_lease_twice_per_keepalive_period() -> None:
+    d = Driver()
+    d.become_master()
+    started = d.machine.last_ok_revalidation_start
+    assert started is not None
+    assert d.machine.next_deadline() == pytest.approx(started + 0.125)
+    assert d.kinds(d.at(started + 0.125)) == [Revalidate]
+
+
+def test_lost_lease_demotes_at_once_without_a_graceful_release() -> None:
+    d = Driver()
+    d.become_master()
+    d.at(d.now + 0.125)
+    actions = d.at(d.now + 0.01, LeaseLost("lock file replaced"))
+    assert StopServing(graceful=False, reason="lock file replaced") in actions
+    assert d.machine.role is Role.DEMOTING
+    assert not d.machine.is_serving(d.now)
+    d.at(d.now + 0.01, ServingStopped())
+    assert d.machine.role is Role.SLAVE
+    assert d.machine.epoch is None
+
+
+def test_a_hung_lease_check_demotes_when_it_outlives_the_keepalive_period() -> None:
+    d = Driver()
+    d.become_master()
+    check_started = d.now + 0.125
+    assert d.kinds(d.at(check_started)) == [Revalidate]
+    assert d.kinds(d.at(check_started + 0.2)) == []
+    actions = d.at(check_started + 0.25)
+    assert d.kinds(actions) == [StopServing]
+    assert d.machine.role is Role.DEMOTING
+
+
+def test_graceful_stop_releases_the_lock_and_exits() -> None:
+    d = Driver()
+    d.become_master()
+    actions = d.at(d.now + 0.01, StopRequested("SIGTERM"))
+    assert StopServing(graceful=True, reason="SIGTERM") in actions
+    assert d.machine.role is Role.STOPPING
+    assert d.kinds(d.at(d.now + 0.01, ServingStopped())) == [Exit]
+    assert d.machine.role is Role.STOPPED
+
+
+def test_slave_stops_at_once() -> None:
+    d = Driver()
+    d.at(0.0)
+    d.at(0.01, LockResult(False))
+    assert d.kinds(d.at(0.02, StopRequested())) == [Exit]
+
+
+def test_a_child_that_keeps_crashing_gives_the_lock_up_and_holds_off() -> None:
+    d = Driver()
+    d.become_master()
+    assert d.kinds(d.at(d.now + 0.01, roles.ChildExited(1))) == [roles.RestartChild]
+    assert d.kinds(d.at(d.now + 0.01, roles.ChildExited(1))) == [roles.RestartChild]
+    actions = d.at(d.now + 0.01, roles.ChildExited(1))
+    assert d.kinds(actions) == [StopServing]
+    assert actions[-1] == StopServing(graceful=True, reason=actions[-1].reason)  # type: ignore[union-attr]
+    d.at(d.now + 0.1, ServingStopped())
+    assert d.machine.role is Role.SLAVE
+    # No lock attempt during the hold-off, one right after it.
+    assert d.kinds(d.at(d.now + 4.0)) == []
+    assert d.kinds(d.at(d.now + 1.5)) == [TryLock]
+
+
+def test_lock_result_arriving_after_stop_is_ignored() -> None:
+    d = Driver()
+    d.at(0.0)
+    d.at(0.01, StopRequested())
+    assert d.at(0.02, LockResult(True)) == []
+    assert d.machine.role is Role.STOPPED
+
+
+def test_master_left_makes_a_slave_try_at_once_instead_of_at_the_next_poll() -> None:
+    d = Driver()
+    d.at(0.0)
+    d.at(0.01, LockResult(False))
+    assert d.kinds(d.at(0.02, roles.MasterLeft())) == [TryLock]
+
+
+def test_master_left_during_an_attempt_retries_right_after_it() -> None:
+    d = Driver()
+    d.at(0.0)
+    assert d.kinds(d.at(0.005, roles.MasterLeft())) == []
+    assert d.kinds(d.at(0.01, LockResult(False))) == [TryLock]
+
+
+def test_master_left_does_not_move_a_never_node() -> None:
+    d = Driver(Priority.NEVER)
+    d.at(0.0)
+    assert d.kinds(d.at(0.01, roles.MasterLeft())) == []

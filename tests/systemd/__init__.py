@@ -1,0 +1,1 @@
+"""Tests of the systemd units and their installation."""
