@@ -18,8 +18,9 @@ class ApiServer:
     """Bind in the caller's thread (so errors surface there), then serve on a background thread."""
 
     def __init__(self, app: FastAPI, host: str, port: int) -> None:
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                                lifespan="off")
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+        )
         self._server = uvicorn.Server(config)
         self._host, self._port = host, port
         self._socket: socket.socket | None = None
@@ -28,8 +29,12 @@ class ApiServer:
 
     def start(self, timeout_s: float = 10.0) -> None:
         self._socket = self._bind()
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
-                                        name="primacy-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [self._socket]},
+            name="primacy-http",
+            daemon=True,
+        )
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:

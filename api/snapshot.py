@@ -26,7 +26,7 @@ class StatusSnapshot:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def is_serving_master(self, now_monotonic: float | None = None) -> bool:
-        """A master claims the role only while its last lease check is younger than one keepalive."""
+        """A master claims the role only while its last lease check is under one keepalive old."""
         now = time.monotonic() if now_monotonic is None else now_monotonic
         return self.role == "master" and now < self.master_claim_expires_monotonic
 

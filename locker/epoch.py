@@ -65,7 +65,9 @@ class EpochRegistry:
                 epoch += 1
                 continue
             try:
-                os.write(fd, (json.dumps({"epoch": epoch, **holder}, sort_keys=True) + "\n").encode())
+                os.write(
+                    fd, (json.dumps({"epoch": epoch, **holder}, sort_keys=True) + "\n").encode()
+                )
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -98,7 +98,9 @@ class ShareLock:
         self._open_current_file()
         assert self._fd is not None
         try:
-            self._locker.lock(self._fd, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+            self._locker.lock(
+                self._fd, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+            )
         except portalocker.AlreadyLocked:
             return False
         # The file may have been replaced between opening and locking it:
@@ -131,7 +133,9 @@ class ShareLock:
         if (path_stat.st_dev, path_stat.st_ino) != (held_stat.st_dev, held_stat.st_ino):
             raise LockLost(f"the lock file {self.path} was replaced by another file")
         try:
-            self._locker.lock(self._fd, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+            self._locker.lock(
+                self._fd, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+            )
         except portalocker.AlreadyLocked:
             raise LockLost("re-asserting the lock was refused: another holder has it") from None
         except (portalocker.LockException, OSError) as exc:
@@ -154,18 +158,20 @@ class ShareLock:
         return HolderInfo.from_bytes(os.pread(self._fd, _HOLDER_MAX_BYTES, 0))
 
     def release(self, node_id: str) -> None:
-        """Mark the record released, drop the lock and close the descriptor."""
-        if self._fd is not None and self._held:
-            previous = self.read_holder()
-            epoch = previous.epoch if previous else None
-            released = HolderInfo.for_this_process(node_id, epoch)
-            try:
+        """Mark the record released, drop the lock and close the descriptor.
+
+        The lock is dropped even when the share fails while marking the record.
+        """
+        try:
+            if self._fd is not None and self._held:
+                previous = self.read_holder()
+                epoch = previous.epoch if previous else None
+                now = HolderInfo.for_this_process(node_id, epoch)
                 self.write_holder(
-                    HolderInfo(released.node_id, released.host, released.pid, released.since_unix_s, epoch, True)
+                    HolderInfo(now.node_id, now.host, now.pid, now.since_unix_s, epoch, True)
                 )
-            except OSError:
-                pass  # releasing must not fail because the share is sick
-        self.close()
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Drop the lock (if held) by closing the one descriptor."""

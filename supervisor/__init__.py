@@ -1,1 +1,1 @@
-"""The node: configuration, the role state machine, its threaded shell, child processes and the CLI."""
+"""The node: configuration, the role state machine, its shell, child processes and the CLI."""

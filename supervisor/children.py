@@ -12,7 +12,6 @@ import logging
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 
 import psutil
@@ -63,7 +62,7 @@ class ChildProcess:
         return code
 
     def stop(self, *, graceful: bool) -> None:
-        """Stop the child and every descendant: SIGTERM then SIGKILL after the grace, or SIGKILL at once."""
+        """Stop the child and all descendants: SIGTERM, SIGKILL after the grace (or at once)."""
         tree = self._tree()
         if not tree:
             self._reap_orphans()
@@ -83,11 +82,14 @@ class ChildProcess:
                 log.error("PRIMACY-1103 child pid=%d did not die after SIGKILL", self._process.pid)
             self._process = None
         self._reap_orphans()
-        log.info("PRIMACY-1102 child tree stopped (%d processes, %s)", len(tree),
-                 "graceful" if graceful else "killed")
+        log.info(
+            "PRIMACY-1102 child tree stopped (%d processes, %s)",
+            len(tree),
+            "graceful" if graceful else "killed",
+        )
 
     def _tree(self) -> list[psutil.Process]:
-        """The child, its descendants, and anything still in its session (daemonised grandchildren)."""
+        """The child, its descendants, and orphans re-parented to us (daemonised grandchildren)."""
         found: dict[int, psutil.Process] = {}
         if self._process is not None:
             try:
@@ -119,20 +121,3 @@ def _signal(proc: psutil.Process, sig: int) -> None:
         proc.send_signal(sig)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         pass
-
-
-def wait_gone(pids: Sequence[int], timeout_s: float) -> list[int]:
-    """Pids still alive (and not zombies) after waiting up to ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = [pid for pid in pids if _alive(pid)]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

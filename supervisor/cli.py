@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from api.server import ApiServerError
-from nfs_profiles import codes as share_codes
-from nfs_profiles.doctor import check_for_run
 from locker.epoch import EpochRegistry
 from locker.lockfile import read_holder_from_outside
 from locker.probe import ShareUnusable, check_share
+from nfs_profiles import codes as share_codes
+from nfs_profiles.doctor import check_for_run
 from supervisor.config import (
     DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS,
     DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS,
@@ -26,6 +26,7 @@ from supervisor.config import (
     load_config,
 )
 from supervisor.doctor_cli import register as register_doctor_commands
+from supervisor.journal_cli import register as register_journal_commands
 from supervisor.registry import NodeRegistry
 
 EXIT_OK = 0
@@ -45,37 +46,70 @@ EXIT_CODES_HELP = """exit codes:
 
 def _run_parser(subparsers: Any) -> None:
     run = subparsers.add_parser(
-        "run", help="run this node's supervisor",
+        "run",
+        help="run this node's supervisor",
         description="Run a primacy supervisor: take the share's lock when it is free and serve as "
-                    "master, or wait as a slave. Every option can also be set in the --config TOML "
-                    "file (key = option name with underscores); options given here win.",
-        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "master, or wait as a slave. Every option can also be set in the --config TOML "
+        "file (key = option name with underscores); options given here win.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--config", type=Path, help="TOML config file")
     run.add_argument("--node-id", help="this node's name, unique in the group")
     run.add_argument("--share", type=Path, help="the shared data directory")
     run.add_argument("--http", help="HOST:PORT of the status endpoint (default 127.0.0.1:8008)")
-    run.add_argument("--lock-acquire-sleep-interval-ms", "--lock-acquire-sleep-interval", type=int,
-                     metavar="MS", dest="lock_acquire_sleep_interval_ms",
-                     help=f"how often a slave tries the lock (default {DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS})")
-    run.add_argument("--lock-keep-alive-period-ms", "--lock-keep-alive-period", type=int, metavar="MS",
-                     dest="lock_keep_alive_period_ms",
-                     help="a master's claim lasts this long after each lease check; it checks twice "
-                          f"per period (default {DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS})")
-    run.add_argument("--takeover-delay-ms", type=int, metavar="MS",
-                     help="wait after claiming the epoch before serving; at least the keepalive "
-                          "period (default: keepalive period + 10%%)")
-    run.add_argument("--priority", choices=["never", "normal", "high", "highest"],
-                     help="never: never master; lower priorities wait longer for a free lock")
-    run.add_argument("--lock-method", choices=["flock", "posix"], help="lock primitive (default flock)")
-    run.add_argument("--exec-stop-grace-ms", type=int, metavar="MS",
-                     help="SIGTERM to SIGKILL grace for the exec child (default 5000)")
+    run.add_argument(
+        "--lock-acquire-sleep-interval-ms",
+        "--lock-acquire-sleep-interval",
+        type=int,
+        metavar="MS",
+        dest="lock_acquire_sleep_interval_ms",
+        help=f"how often a slave tries the lock (default {DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS})",
+    )
+    run.add_argument(
+        "--lock-keep-alive-period-ms",
+        "--lock-keep-alive-period",
+        type=int,
+        metavar="MS",
+        dest="lock_keep_alive_period_ms",
+        help="a master's claim lasts this long after each lease check; it checks twice "
+        f"per period (default {DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS})",
+    )
+    run.add_argument(
+        "--takeover-delay-ms",
+        type=int,
+        metavar="MS",
+        help="wait after claiming the epoch before serving; at least the keepalive "
+        "period (default: keepalive period + 10%%)",
+    )
+    run.add_argument(
+        "--priority",
+        choices=["never", "normal", "high", "highest"],
+        help="never: never master; lower priorities wait longer for a free lock",
+    )
+    run.add_argument(
+        "--lock-method", choices=["flock", "posix"], help="lock primitive (default flock)"
+    )
+    run.add_argument(
+        "--exec-stop-grace-ms",
+        type=int,
+        metavar="MS",
+        help="SIGTERM to SIGKILL grace for the exec child (default 5000)",
+    )
     run.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    run.add_argument("--force-unsupported-share", action="store_true", default=None,
-                     help="start even on a share `primacy doctor` refuses (logged loudly; you own the risk)")
-    run.add_argument("--exec", dest="exec_marker", action="store_true",
-                     help="everything after --exec (and an optional --) is the command to run as "
-                          "the master's child")
+    run.add_argument(
+        "--force-unsupported-share",
+        action="store_true",
+        default=None,
+        help="start even on a share `primacy doctor` refuses (logged loudly; you own the risk)",
+    )
+    run.add_argument(
+        "--exec",
+        dest="exec_marker",
+        action="store_true",
+        help="everything after --exec (and an optional --) is the command to run as "
+        "the master's child",
+    )
     run.set_defaults(func=cmd_run)
 
 
@@ -84,7 +118,7 @@ def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
     if "--exec" not in argv:
         return argv, None
     at = argv.index("--exec")
-    command = argv[at + 1:]
+    command = argv[at + 1 :]
     if command[:1] == ["--"]:
         command = command[1:]
     return argv[: at + 1], command
@@ -94,16 +128,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     from supervisor.node import Node  # keeps `primacy status` fast: no FastAPI import
 
     overrides = {
-        "node_id": args.node_id, "share": args.share, "http": args.http,
+        "node_id": args.node_id,
+        "share": args.share,
+        "http": args.http,
         "lock_acquire_sleep_interval_ms": args.lock_acquire_sleep_interval_ms,
         "lock_keep_alive_period_ms": args.lock_keep_alive_period_ms,
-        "takeover_delay_ms": args.takeover_delay_ms, "priority": args.priority,
-        "lock_method": args.lock_method, "exec_stop_grace_ms": args.exec_stop_grace_ms,
-        "log_level": args.log_level, "exec": args.exec_command,
+        "takeover_delay_ms": args.takeover_delay_ms,
+        "priority": args.priority,
+        "lock_method": args.lock_method,
+        "exec_stop_grace_ms": args.exec_stop_grace_ms,
+        "log_level": args.log_level,
+        "exec": args.exec_command,
         "force_unsupported_share": args.force_unsupported_share,
     }
     if args.exec_marker and not args.exec_command:
-        return _fail(EXIT_USAGE, "PRIMACY-2001 --exec needs a command after it, e.g. --exec -- mybroker --port 61616")
+        return _fail(
+            EXIT_USAGE,
+            "PRIMACY-2001 --exec needs a command after it, e.g. --exec -- mybroker --port 61616",
+        )
     try:
         config = load_config(args.config, overrides)
     except ConfigError as exc:
@@ -129,11 +171,16 @@ def _check_mount(share: Path, force: bool) -> str | None:
     log = logging.getLogger("primacy.cli")
     verdict = check_for_run(share)
     if verdict.refused and not force:
-        return (f"{share_codes.RUN_SHARE_REFUSED} {verdict.summary()}; fix the mount, or start with "
-                "--force-unsupported-share if you accept the risk")
+        return (
+            f"{share_codes.RUN_SHARE_REFUSED} {verdict.summary()}; fix the mount, or start with "
+            "--force-unsupported-share if you accept the risk"
+        )
     if verdict.refused:
-        log.warning("%s starting on a refused share because --force-unsupported-share was given: %s",
-                    share_codes.RUN_SHARE_FORCED, verdict.summary())
+        log.warning(
+            "%s starting on a refused share because --force-unsupported-share was given: %s",
+            share_codes.RUN_SHARE_FORCED,
+            verdict.summary(),
+        )
     elif verdict.problems:
         log.warning("%s %s", share_codes.RUN_SHARE_WARNINGS, verdict.summary())
     return None
@@ -141,9 +188,10 @@ def _check_mount(share: Path, force: bool) -> str | None:
 
 def _status_parser(subparsers: Any) -> None:
     status = subparsers.add_parser(
-        "status", help="who is master: from the share itself or from a node's endpoint",
+        "status",
+        help="who is master: from the share itself or from a node's endpoint",
         description="Show who holds the lock, the current epoch and the known nodes, read from the "
-                    "share (--share) or from a running node's status endpoint (--url).",
+        "share (--share) or from a running node's status endpoint (--url).",
     )
     source = status.add_mutually_exclusive_group(required=True)
     source.add_argument("--share", type=Path, help="the shared data directory")
@@ -168,32 +216,51 @@ def _status_from_url(url: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
-        print(f"node {data['node']}: {data['role']}, epoch {data['epoch']}, "
-              f"{'serving' if data.get('serving') else 'not serving'}, since {_when(data['since_unix_s'])}")
+        print(
+            f"node {data['node']}: {data['role']}, epoch {data['epoch']}, "
+            f"{'serving' if data.get('serving') else 'not serving'}, "
+            f"since {_when(data['since_unix_s'])}"
+        )
     return EXIT_OK
 
 
 def _status_from_share(share: Path, as_json: bool) -> int:
     if not share.is_dir():
-        return _fail(EXIT_SHARE_UNUSABLE, f"PRIMACY-2002 the share {share} does not exist or is not a directory")
+        return _fail(
+            EXIT_SHARE_UNUSABLE,
+            f"PRIMACY-2002 the share {share} does not exist or is not a directory",
+        )
     holder = read_holder_from_outside(share)
     epochs = EpochRegistry(share)
     latest = epochs.latest()
     nodes = NodeRegistry(share).entries()
     if as_json:
-        print(json.dumps({
-            "holder": None if holder is None else vars(holder),
-            "epoch": latest, "epoch_record": epochs.read(latest) if latest else None,
-            "nodes": [vars(node) for node in nodes],
-        }, indent=2, sort_keys=True))
+        print(
+            json.dumps(
+                {
+                    "holder": None if holder is None else vars(holder),
+                    "epoch": latest,
+                    "epoch_record": epochs.read(latest) if latest else None,
+                    "nodes": [vars(node) for node in nodes],
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
         return EXIT_OK
     if holder is None:
         print("lock: never taken")
     elif holder.released:
-        print(f"lock: released by {holder.node_id} at {_when(holder.since_unix_s)} (epoch {holder.epoch})")
+        print(
+            f"lock: released by {holder.node_id} at {_when(holder.since_unix_s)} "
+            f"(epoch {holder.epoch})"
+        )
     else:
-        print(f"lock: held by {holder.node_id} on {holder.host} pid {holder.pid}, epoch {holder.epoch}, "
-              f"since {_when(holder.since_unix_s)}")
+        print(
+            f"lock: held by {holder.node_id} on {holder.host} pid {holder.pid}, "
+            f"epoch {holder.epoch}, "
+            f"since {_when(holder.since_unix_s)}"
+        )
     print(f"current epoch: {latest}")
     now = time.time()
     for node in nodes:
@@ -208,10 +275,12 @@ def _when(unix_s: float) -> str:
 
 def _demo_parser(subparsers: Any) -> None:
     demo = subparsers.add_parser(
-        "demo", help="start a three-node group on a temporary share and show failovers",
-        description="Start three nodes on a temporary local share, show who is master, SIGKILL it and "
-                    "time the takeover, then hand over gracefully with SIGTERM. Everything started "
-                    "is stopped and the temporary share removed at the end.",
+        "demo",
+        help="start a three-node group on a temporary share and show failovers",
+        description="Start three nodes on a temporary local share, show who is master, SIGKILL "
+        "it and "
+        "time the takeover, then hand over gracefully with SIGTERM. Everything started "
+        "is stopped and the temporary share removed at the end.",
     )
     demo.add_argument("--nodes", type=int, default=3, help="group size (default 3)")
     demo.set_defaults(func=cmd_demo)
@@ -224,8 +293,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
 
 
 def _fail(code: int, message: str) -> int:
@@ -237,13 +309,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="primacy",
         description="High availability for message brokers on shared storage: the node holding the "
-                    "share's lock is master, the others wait and take over when it goes.",
+        "share's lock is master, the others wait and take over when it goes.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _run_parser(subparsers)
     _status_parser(subparsers)
     _demo_parser(subparsers)
     register_doctor_commands(subparsers)
+    register_journal_commands(subparsers)
     return parser
 
 

@@ -50,7 +50,9 @@ class NodeConfig(BaseModel):
     node_id: str
     share: Path
     http: str = "127.0.0.1:8008"
-    lock_acquire_sleep_interval_ms: int = Field(DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS, ge=10, le=600_000)
+    lock_acquire_sleep_interval_ms: int = Field(
+        DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS, ge=10, le=600_000
+    )
     lock_keep_alive_period_ms: int = Field(DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS, ge=20, le=600_000)
     takeover_delay_ms: int | None = Field(None, ge=0, le=3_600_000)
     priority: Literal["never", "normal", "high", "highest"] = "normal"
@@ -68,7 +70,9 @@ class NodeConfig(BaseModel):
     @classmethod
     def _node_id_is_a_name(cls, value: str) -> str:
         if not _NODE_ID.match(value):
-            raise ValueError("use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+            raise ValueError(
+                "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
         return value
 
     @field_validator("http")
@@ -79,10 +83,14 @@ class NodeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _takeover_delay_covers_keepalive(self) -> NodeConfig:
-        if self.takeover_delay_ms is not None and self.takeover_delay_ms < self.lock_keep_alive_period_ms:
+        if (
+            self.takeover_delay_ms is not None
+            and self.takeover_delay_ms < self.lock_keep_alive_period_ms
+        ):
             raise ValueError(
-                f"takeover_delay_ms ({self.takeover_delay_ms}) must be at least lock_keep_alive_period_ms "
-                f"({self.lock_keep_alive_period_ms}): a shorter wait lets a new master serve while an old "
+                f"takeover_delay_ms ({self.takeover_delay_ms}) must be at least "
+                f"lock_keep_alive_period_ms ({self.lock_keep_alive_period_ms}): a shorter wait "
+                "lets a new master serve while an old "
                 "one that lost its lock unknowingly may still claim the role"
             )
         return self
@@ -134,7 +142,9 @@ def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConf
     for required in ("node_id", "share"):
         if required not in values:
             flag = "--" + required.replace("_", "-")
-            raise ConfigError(f"{required!r} is not set: give {flag} or put {required} in the config file")
+            raise ConfigError(
+                f"{required!r} is not set: give {flag} or put {required} in the config file"
+            )
     try:
         return NodeConfig(**values)
     except ValidationError as exc:

@@ -47,17 +47,25 @@ def _tour(group: Group, count: int) -> int:
 
     print(f"\n1. crash: kill -9 the master {master.node_id} (pid {master.pid})")
     took_s, new = _time_takeover(group, master, signal.SIGKILL)
-    print(f"   {new.node_id} is serving as master {took_s:.3f} s after the kill "
-          f"(epoch {_status(new).get('epoch')})")
+    print(
+        f"   {new.node_id} is serving as master {took_s:.3f} s after the kill "
+        f"(epoch {_status(new).get('epoch')})"
+    )
 
     print(f"\n2. graceful: SIGTERM the master {new.node_id}; it releases the lock at once")
     took_s, newest = _time_takeover(group, new, signal.SIGTERM)
-    print(f"   {newest.node_id} is serving as master {took_s:.3f} s after the SIGTERM "
-          f"(epoch {_status(newest).get('epoch')})")
+    print(
+        f"   {newest.node_id} is serving as master {took_s:.3f} s after the SIGTERM "
+        f"(epoch {_status(newest).get('epoch')})"
+    )
     _show(group, "after both failovers")
-    print("\nwhy about a third of a second: a slave tries the lock every 100 ms, and a new master waits\n"
-          "one keepalive period (250 ms + 10%) after claiming its epoch, so that an old master that\n"
-          "lost its lock without knowing has stopped claiming the role first (docs/operator-guide.md).")
+    print(
+        "\nwhy about a third of a second: a slave tries the lock every 100 ms, and a new master "
+        "waits\n"
+        "one keepalive period (250 ms + 10%) after claiming its epoch, so that an old master that\n"
+        "lost its lock without knowing has stopped claiming the role first "
+        "(docs/operator-guide.md)."
+    )
     return 0
 
 
@@ -94,5 +102,7 @@ def _show(group: Group, title: str) -> None:
             print(f"   {node.node_id:<6} {node.pid:>7}  {'(gone)':<9} {'':>5}")
             continue
         status = _status(node)
-        print(f"   {node.node_id:<6} {node.pid:>7}  {status.get('role', '?')!s:<9} "
-              f"{status.get('epoch') or '-'!s:>5}  http://127.0.0.1:{node.port}/status")
+        print(
+            f"   {node.node_id:<6} {node.pid:>7}  {status.get('role', '?')!s:<9} "
+            f"{status.get('epoch') or '-'!s:>5}  http://127.0.0.1:{node.port}/status"
+        )

@@ -1,4 +1,4 @@
-"""A group of real supervisor processes on one machine: for `primacy demo`, the tests and benchmarks.
+"""A group of real supervisor processes on one machine, for `primacy demo`, tests and benchmarks.
 
 Every process started here is tracked by pid and killed by ``Group.close``.
 Status endpoints listen on loopback ports picked free by the kernel.
@@ -74,17 +74,39 @@ class Group:
     nodes: dict[str, NodeProcess] = field(default_factory=dict)
     every_process: list[NodeProcess] = field(default_factory=list)
 
-    def start(self, node_id: str, *extra: str, exec_command: Sequence[str] | None = None,
-              env: dict[str, str] | None = None) -> NodeProcess:
+    def start(
+        self,
+        node_id: str,
+        *extra: str,
+        exec_command: Sequence[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> NodeProcess:
         port = free_port()
         log_path = self.log_dir / f"{node_id}.log"
-        args = [sys.executable, "-m", "supervisor", "run", "--node-id", node_id, "--share", str(self.share),
-                "--http", f"127.0.0.1:{port}", *self.common_args, *extra]
+        args = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "run",
+            "--node-id",
+            node_id,
+            "--share",
+            str(self.share),
+            "--http",
+            f"127.0.0.1:{port}",
+            *self.common_args,
+            *extra,
+        ]
         if exec_command:
             args += ["--exec", "--", *exec_command]
         with open(log_path, "ab") as log_file:
-            process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+            process = subprocess.Popen(
+                args,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
+            )
         node = NodeProcess(node_id, port, process, log_path)
         self.nodes[node_id] = node
         self.every_process.append(node)
@@ -93,7 +115,11 @@ class Group:
     def start_many(self, count: int, *extra: str) -> list[NodeProcess]:
         started = [self.start(f"n{index}", *extra) for index in range(1, count + 1)]
         for node in started:
-            wait_until(lambda node=node: node.status("/health") == 200, 20, f"{node.node_id} answers /health")
+            wait_until(
+                lambda node=node: node.status("/health") == 200,
+                20,
+                f"{node.node_id} answers /health",
+            )
         return started
 
     def alive(self) -> list[NodeProcess]:

@@ -87,7 +87,9 @@ class Node:
         self.machine = RoleMachine(config.timings(), config.node_priority)
         self.lease = Lease(config.share, config.node_id, config.lock_method)
         self._io = LockIoWorker(self._events.put)
-        self._child = ChildProcess(config.exec, config.exec_stop_grace_ms / 1000) if config.exec else None
+        self._child = (
+            ChildProcess(config.exec, config.exec_stop_grace_ms / 1000) if config.exec else None
+        )
         self._registry = NodeRegistry(config.share)
         self._stop = threading.Event()
         self._registry_wake = threading.Event()
@@ -101,9 +103,12 @@ class Node:
         self._snapshot = self._build_snapshot()
         host, port = config.http_host_port
         self._api = ApiServer(create_app(self.snapshot), host, port)
-        self._registry_thread = threading.Thread(target=self._registry_loop, name="primacy-registry",
-                                                 daemon=True)
-        self._watcher = ShareWatcher(config.share, config.node_id, lambda: self.post(roles.MasterLeft()))
+        self._registry_thread = threading.Thread(
+            target=self._registry_loop, name="primacy-registry", daemon=True
+        )
+        self._watcher = ShareWatcher(
+            config.share, config.node_id, lambda: self.post(roles.MasterLeft())
+        )
 
     # ---- public ------------------------------------------------------------
 
@@ -123,8 +128,13 @@ class Node:
         self._api.start()  # raises ApiServerError before anything else has started
         self._registry_thread.start()
         self._watcher.start()
-        log.info("PRIMACY-1000 node %s starting: share=%s http=%s priority=%s", self.config.node_id,
-                 self.config.share, self._api.address, self.config.priority)
+        log.info(
+            "PRIMACY-1000 node %s starting: share=%s http=%s priority=%s",
+            self.config.node_id,
+            self.config.share,
+            self._api.address,
+            self.config.priority,
+        )
         try:
             self._loop()
         finally:
@@ -184,7 +194,9 @@ class Node:
                 started_at = self._clock()
                 self._io.submit(lambda: self._revalidate(started_at))
             case roles.StartServing(epoch=epoch):
-                log.info("PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch)
+                log.info(
+                    "PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch
+                )
                 self._start_child(epoch)
             case roles.RestartChild():
                 if self._child is not None:
@@ -233,9 +245,18 @@ class Node:
         return roles.RevalidationPassed(started_at)
 
     def _release(self, graceful: bool) -> roles.Event:
+        """Let the lock go; whatever the share does, the role loop hears that serving stopped."""
         if graceful:
-            self.lease.release()
-            log.info("PRIMACY-1004 node %s released the lock", self.config.node_id)
+            try:
+                self.lease.release()
+                log.info("PRIMACY-1004 node %s released the lock", self.config.node_id)
+            except OSError as exc:
+                log.warning(
+                    "PRIMACY-1009 node %s could not mark the lock released (%s); dropping it",
+                    self.config.node_id,
+                    exc,
+                )
+                self.lease.abandon()
         else:
             self.lease.abandon()
         return roles.ServingStopped()
@@ -245,18 +266,22 @@ class Node:
     def _start_child(self, epoch: int) -> None:
         if self._child is None:
             return
-        self._child.start({
-            "PRIMACY_EPOCH": str(epoch),
-            "PRIMACY_NODE_ID": self.config.node_id,
-            "PRIMACY_SHARE": str(Path(self.config.share).resolve()),
-        })
+        self._child.start(
+            {
+                "PRIMACY_EPOCH": str(epoch),
+                "PRIMACY_NODE_ID": self.config.node_id,
+                "PRIMACY_SHARE": str(Path(self.config.share).resolve()),
+            }
+        )
 
     def _check_child(self) -> None:
         if self._child is None:
             return
         code = self._child.poll_exit()
         if code is not None:
-            log.warning("PRIMACY-1104 child of node %s exited with code %d", self.config.node_id, code)
+            log.warning(
+                "PRIMACY-1104 child of node %s exited with code %d", self.config.node_id, code
+            )
             self.post(roles.ChildExited(code))
 
     def _stop_serving(self, graceful: bool, reason: str) -> None:
@@ -272,14 +297,20 @@ class Node:
         if change.old is Role.STARTING:
             self._first_lock_attempt_done = True
             self._notifier.ready()
-        if change.new is Role.STOPPING or change.new is Role.STOPPED and change.old is Role.SLAVE:
+        if change.new is Role.STOPPING or (change.new is Role.STOPPED and change.old is Role.SLAVE):
             self._notifier.stopping()
         epoch = change.epoch if change.epoch is not None else self.machine.epoch
         self._notifier.status(f"{change.new} (epoch {epoch}): {change.reason}")
         # Publish at once: slaves watching the registry learn that a master left.
         self._registry_wake.set()
-        log.info("PRIMACY-1001 node %s role %s -> %s epoch=%s: %s", self.config.node_id, change.old,
-                 change.new, epoch, change.reason)
+        log.info(
+            "PRIMACY-1001 node %s role %s -> %s epoch=%s: %s",
+            self.config.node_id,
+            change.old,
+            change.new,
+            epoch,
+            change.reason,
+        )
 
     # ---- registry ----------------------------------------------------------
 
@@ -292,14 +323,25 @@ class Node:
 
     def _refresh_registry(self) -> None:
         snap = self._snapshot
-        entry = NodeEntry(self.config.node_id, socket.gethostname(), os.getpid(), self._api.address,
-                          self.config.priority, snap.role, snap.epoch, time.time())
+        entry = NodeEntry(
+            self.config.node_id,
+            socket.gethostname(),
+            os.getpid(),
+            self._api.address,
+            self.config.priority,
+            snap.role,
+            snap.epoch,
+            time.time(),
+        )
         try:
             self._registry.publish(entry)
             others = [e for e in self._registry.live_entries() if e.node_id != self.config.node_id]
         except OSError as exc:
-            log.warning("PRIMACY-1008 node %s cannot refresh the node registry: %s",
-                        self.config.node_id, exc)
+            log.warning(
+                "PRIMACY-1008 node %s cannot refresh the node registry: %s",
+                self.config.node_id,
+                exc,
+            )
             return
         best = max((_priority_of(entry) for entry in others), default=Priority.NEVER)
         if best != self.machine.best_other_priority:
@@ -327,25 +369,27 @@ class Node:
     def _shutdown(self) -> None:
         self._stop.set()
         self._registry_wake.set()
-        self._watcher.stop()
         if self._child is not None:
             self._child.stop(graceful=True)
         self._io.submit(self._final_release)
         if not self._io.close(timeout_s=5.0):
-            log.error("PRIMACY-1009 node %s: the share did not answer while releasing the lock",
-                      self.config.node_id)
+            log.error(
+                "PRIMACY-1009 node %s: the share did not answer while releasing the lock",
+                self.config.node_id,
+            )
         else:
             # After the lock is free: this entry is what wakes the slaves.
             self._registry_thread.join(5.0)
             self._refresh_registry()
         self._snapshot = self._build_snapshot()
+        self._watcher.stop()  # last: joining the observer takes a while and wakes no one
         self._api.stop()
         self._notifier.close()
         log.info("PRIMACY-1010 node %s stopped", self.config.node_id)
 
     def _final_release(self) -> None:
         if self.lease.held:
-            self.lease.release()
+            self._release(graceful=True)
         else:
             self.lease.abandon()
 

@@ -57,7 +57,7 @@ class NodeRegistry:
         for name in names:
             if name.startswith(".") or not name.endswith(".json"):
                 continue
-            entry = _parse((self.directory / name))
+            entry = _parse(self.directory / name)
             if entry is not None:
                 found.append(entry)
         return found
@@ -71,8 +71,12 @@ def _parse(path: Path) -> NodeEntry | None:
     try:
         raw: dict[str, Any] = json.loads(path.read_text())
         return NodeEntry(
-            node_id=str(raw["node_id"]), host=str(raw["host"]), pid=int(raw["pid"]),
-            http=str(raw["http"]), priority=str(raw["priority"]), role=str(raw["role"]),
+            node_id=str(raw["node_id"]),
+            host=str(raw["host"]),
+            pid=int(raw["pid"]),
+            http=str(raw["http"]),
+            priority=str(raw["priority"]),
+            role=str(raw["role"]),
             epoch=None if raw.get("epoch") is None else int(raw["epoch"]),
             updated_unix_s=float(raw["updated_unix_s"]),
         )

@@ -30,14 +30,34 @@ class Role(enum.StrEnum):
 
 S = Role
 TRANSITIONS: dict[Role, dict[str, Role]] = {
-    S.STARTING: {"lock_acquired": S.ACQUIRED, "lock_busy": S.SLAVE, "lock_yielded": S.SLAVE,
-                 "not_eligible": S.SLAVE, "stop": S.STOPPED},
-    S.SLAVE: {"lock_acquired": S.ACQUIRED, "lock_busy": S.SLAVE, "lock_yielded": S.SLAVE,
-              "stop": S.STOPPED},
-    S.ACQUIRED: {"epoch_claimed": S.ACQUIRED, "revalidated": S.ACQUIRED,
-                 "takeover_ready": S.MASTER, "lease_lost": S.DEMOTING, "stop": S.STOPPING},
-    S.MASTER: {"revalidated": S.MASTER, "child_exited": S.MASTER, "lease_lost": S.DEMOTING,
-               "child_crash_loop": S.DEMOTING, "step_down": S.DEMOTING, "stop": S.STOPPING},
+    S.STARTING: {
+        "lock_acquired": S.ACQUIRED,
+        "lock_busy": S.SLAVE,
+        "lock_yielded": S.SLAVE,
+        "not_eligible": S.SLAVE,
+        "stop": S.STOPPED,
+    },
+    S.SLAVE: {
+        "lock_acquired": S.ACQUIRED,
+        "lock_busy": S.SLAVE,
+        "lock_yielded": S.SLAVE,
+        "stop": S.STOPPED,
+    },
+    S.ACQUIRED: {
+        "epoch_claimed": S.ACQUIRED,
+        "revalidated": S.ACQUIRED,
+        "takeover_ready": S.MASTER,
+        "lease_lost": S.DEMOTING,
+        "stop": S.STOPPING,
+    },
+    S.MASTER: {
+        "revalidated": S.MASTER,
+        "child_exited": S.MASTER,
+        "lease_lost": S.DEMOTING,
+        "child_crash_loop": S.DEMOTING,
+        "step_down": S.DEMOTING,
+        "stop": S.STOPPING,
+    },
     S.DEMOTING: {"serving_stopped": S.SLAVE, "stop": S.STOPPING},
     S.STOPPING: {"serving_stopped": S.STOPPED, "stop": S.STOPPING},
     S.STOPPED: {"stop": S.STOPPED},
@@ -55,6 +75,7 @@ class Priority(enum.IntEnum):
 
 
 # ---- events (what happened) ------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Tick:
@@ -117,11 +138,23 @@ class PeersSeen:
     best_other_priority: Priority
 
 
-Event = (Tick | LockResult | EpochClaimed | RevalidationPassed | LeaseLost | ChildExited
-         | ServingStopped | StopRequested | StepDownRequested | MasterLeft | PeersSeen)
+Event = (
+    Tick
+    | LockResult
+    | EpochClaimed
+    | RevalidationPassed
+    | LeaseLost
+    | ChildExited
+    | ServingStopped
+    | StopRequested
+    | StepDownRequested
+    | MasterLeft
+    | PeersSeen
+)
 
 
 # ---- actions (what the shell must do) --------------------------------------
+
 
 @dataclass(frozen=True)
 class TryLock:
@@ -174,8 +207,17 @@ class Exit:
     pass
 
 
-Action = (TryLock | YieldLock | ClaimEpoch | Revalidate | StartServing | RestartChild
-          | StopServing | RoleChanged | Exit)
+Action = (
+    TryLock
+    | YieldLock
+    | ClaimEpoch
+    | Revalidate
+    | StartServing
+    | RestartChild
+    | StopServing
+    | RoleChanged
+    | Exit
+)
 
 _LOCK_IO = (TryLock, ClaimEpoch, Revalidate)
 
@@ -221,7 +263,7 @@ class RoleMachine:
     # ---- what the outside may ask ------------------------------------------
 
     def is_serving(self, now: float) -> bool:
-        """True only for a master whose last passed revalidation started less than one keepalive ago."""
+        """True only for a master whose last passed lease check started under one keepalive ago."""
         return self.role is Role.MASTER and self.claim_expires_at() > now
 
     def claim_expires_at(self) -> float:
@@ -293,15 +335,23 @@ class RoleMachine:
     def _on_tick(self, now: float, actions: list[Action]) -> None:
         if self._io_in_flight is not None:
             if now - self._io_started_at >= self._io_timeout() and self.role in (
-                Role.ACQUIRED, Role.MASTER
+                Role.ACQUIRED,
+                Role.MASTER,
             ):
-                self._demote(now, actions, "the lease check did not finish within the keepalive "
-                             "period (hung share?)", graceful=False, trigger="lease_lost")
+                self._demote(
+                    now,
+                    actions,
+                    "the lease check did not finish within the keepalive period (hung share?)",
+                    graceful=False,
+                    trigger="lease_lost",
+                )
             return
         if self.role in (Role.STARTING, Role.SLAVE):
             if self.priority is Priority.NEVER:
                 if self.role is Role.STARTING:
-                    self._apply("not_eligible", now, actions, "priority never: will not take the lock")
+                    self._apply(
+                        "not_eligible", now, actions, "priority never: will not take the lock"
+                    )
                 return
             if now >= self._next_lock_attempt_at and now >= self._hold_off_until:
                 self._start_io(TryLock(), now, actions)
@@ -331,7 +381,9 @@ class RoleMachine:
             self._first_seen_free_at = now
         if now - self._first_seen_free_at < self._priority_delay():
             actions.append(YieldLock())
-            self._apply("lock_yielded", now, actions, "the lock is free; a higher priority node goes first")
+            self._apply(
+                "lock_yielded", now, actions, "the lock is free; a higher priority node goes first"
+            )
             return
         self._first_seen_free_at = None
         self._apply("lock_acquired", now, actions, "acquired the lock")
@@ -355,14 +407,21 @@ class RoleMachine:
         if self.role is not Role.MASTER:
             return
         self._child_exits.append(now)
-        while self._child_exits and now - self._child_exits[0] > self.timings.child_restart_window_s:
+        while (
+            self._child_exits and now - self._child_exits[0] > self.timings.child_restart_window_s
+        ):
             self._child_exits.popleft()
         if len(self._child_exits) > self.timings.child_max_restarts:
             self._child_exits.clear()
             self._hold_off_until = now + self.timings.crash_loop_hold_off_s
-            self._demote(now, actions, f"the child keeps exiting (last code {code}); "
-                         "giving the lock up so another node can try", graceful=True,
-                         trigger="child_crash_loop")
+            self._demote(
+                now,
+                actions,
+                f"the child keeps exiting (last code {code}); "
+                "giving the lock up so another node can try",
+                graceful=True,
+                trigger="child_crash_loop",
+            )
             return
         self._apply("child_exited", now, actions, f"child exited with code {code}; restarting")
         actions.append(RestartChild())
@@ -379,8 +438,9 @@ class RoleMachine:
 
     # ---- helpers -----------------------------------------------------------
 
-    def _demote(self, now: float, actions: list[Action], reason: str, *, graceful: bool,
-                trigger: str) -> None:
+    def _demote(
+        self, now: float, actions: list[Action], reason: str, *, graceful: bool, trigger: str
+    ) -> None:
         self._takeover_ready_at = None
         self._apply(trigger, now, actions, reason)
         actions.append(StopServing(graceful=graceful, reason=reason))

@@ -36,7 +36,11 @@ class _Handler(FileSystemEventHandler):
         path = Path(str(event.dest_path or event.src_path))
         if path.name == LOCK_FILE_NAME and event.event_type == "deleted":
             self._on_master_left()
-        elif path.parent.name == NODES_DIR_NAME and path.suffix == ".json" and not path.name.startswith("."):
+        elif (
+            path.parent.name == NODES_DIR_NAME
+            and path.suffix == ".json"
+            and not path.name.startswith(".")
+        ):
             self._on_registry_entry(path)
 
     def _on_registry_entry(self, path: Path) -> None:

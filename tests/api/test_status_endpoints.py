@@ -16,16 +16,22 @@ from tests.harness.group import free_port
 
 class Source:
     def __init__(self) -> None:
-        self.current = StatusSnapshot(node="n1", role="starting", epoch=None, since_unix_s=time.time(),
-                                      priority="normal")
+        self.current = StatusSnapshot(
+            node="n1", role="starting", epoch=None, since_unix_s=time.time(), priority="normal"
+        )
 
     def __call__(self) -> StatusSnapshot:
         return self.current
 
     def set(self, role: str, claim_for_s: float = 0.0, epoch: int | None = None) -> None:
-        self.current = StatusSnapshot(node="n1", role=role, epoch=epoch, since_unix_s=time.time(),
-                                      priority="normal",
-                                      master_claim_expires_monotonic=time.monotonic() + claim_for_s)
+        self.current = StatusSnapshot(
+            node="n1",
+            role=role,
+            epoch=epoch,
+            since_unix_s=time.time(),
+            priority="normal",
+            master_claim_expires_monotonic=time.monotonic() + claim_for_s,
+        )
 
 
 @pytest.fixture
@@ -43,16 +49,28 @@ def served() -> Iterator[tuple[Source, str]]:
 ENDPOINTS = ["/master", "/primary", "/slave", "/standby", "/replica", "/health", "/status"]
 
 
-@pytest.mark.parametrize(("role", "claim_for_s", "expected"), [
-    ("master", 10.0, {"/master": 200, "/primary": 200, "/slave": 503, "/standby": 503, "/replica": 503}),
-    ("master", -0.001, {"/master": 503, "/primary": 503, "/slave": 503}),  # claim expired
-    ("slave", 0.0, {"/master": 503, "/primary": 503, "/slave": 200, "/standby": 200, "/replica": 200}),
-    ("acquired", 10.0, {"/master": 503, "/slave": 503}),
-    ("demoting", 0.0, {"/master": 503, "/slave": 503}),
-    ("starting", 0.0, {"/master": 503, "/slave": 503}),
-])
-def test_roles_are_answered_by_status_codes(served: tuple[Source, str], role: str, claim_for_s: float,
-                                            expected: dict[str, int]) -> None:
+@pytest.mark.parametrize(
+    ("role", "claim_for_s", "expected"),
+    [
+        (
+            "master",
+            10.0,
+            {"/master": 200, "/primary": 200, "/slave": 503, "/standby": 503, "/replica": 503},
+        ),
+        ("master", -0.001, {"/master": 503, "/primary": 503, "/slave": 503}),  # claim expired
+        (
+            "slave",
+            0.0,
+            {"/master": 503, "/primary": 503, "/slave": 200, "/standby": 200, "/replica": 200},
+        ),
+        ("acquired", 10.0, {"/master": 503, "/slave": 503}),
+        ("demoting", 0.0, {"/master": 503, "/slave": 503}),
+        ("starting", 0.0, {"/master": 503, "/slave": 503}),
+    ],
+)
+def test_roles_are_answered_by_status_codes(
+    served: tuple[Source, str], role: str, claim_for_s: float, expected: dict[str, int]
+) -> None:
     source, base = served
     source.set(role, claim_for_s, epoch=4)
     for path, code in expected.items():

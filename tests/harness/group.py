@@ -10,7 +10,15 @@ from dataclasses import dataclass
 
 from supervisor.localgroup import Group, NodeProcess, free_port, http_status, wait_until
 
-__all__ = ["Answer", "Group", "MasterPoller", "NodeProcess", "free_port", "http_status", "wait_until"]
+__all__ = [
+    "Answer",
+    "Group",
+    "MasterPoller",
+    "NodeProcess",
+    "free_port",
+    "http_status",
+    "wait_until",
+]
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ class MasterPoller:
         oks = sorted((a for a in self.answers if a.status == 200), key=lambda a: a.sent_at)
         found = []
         for index, first in enumerate(oks):
-            for second in oks[index + 1:]:
+            for second in oks[index + 1 :]:
                 if second.sent_at > first.received_at:
                     break
                 if second.node_id != first.node_id:

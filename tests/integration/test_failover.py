@@ -49,7 +49,8 @@ def test_sigkill_of_the_master_makes_another_node_master(group: Group) -> None:
     new = group.wait_for_master(exclude={old.node_id})
     survivors = [node for node in nodes if node is not old]
     assert {n.node_id: n.status("/master") for n in survivors} == {
-        n.node_id: (200 if n is new else 503) for n in survivors}
+        n.node_id: (200 if n is new else 503) for n in survivors
+    }
     assert httpx.get(f"http://127.0.0.1:{new.port}/status").json()["epoch"] == old_epoch + 1
 
 
@@ -67,8 +68,9 @@ def test_sigterm_hands_over_without_waiting_for_a_poll_interval(group: Group) ->
 
 
 @pytest.mark.parametrize("how", ["delete", "replace"])
-def test_master_demotes_when_its_lock_file_is_deleted_or_replaced(group: Group, share: Path,
-                                                                   how: str) -> None:
+def test_master_demotes_when_its_lock_file_is_deleted_or_replaced(
+    group: Group, share: Path, how: str
+) -> None:
     nodes = group.start_many(2)
     old = group.wait_for_master()
     with MasterPoller(nodes) as poller:
@@ -83,8 +85,9 @@ def test_master_demotes_when_its_lock_file_is_deleted_or_replaced(group: Group, 
     assert "lock file" in old.log().split("PRIMACY-1003", 1)[1].splitlines()[0]
 
 
-def test_frozen_master_whose_lock_file_was_replaced_never_serves_again(group: Group,
-                                                                      share: Path) -> None:
+def test_frozen_master_whose_lock_file_was_replaced_never_serves_again(
+    group: Group, share: Path
+) -> None:
     nodes = group.start_many(2)
     old = group.wait_for_master()
     other = next(node for node in nodes if node is not old)
@@ -97,8 +100,11 @@ def test_frozen_master_whose_lock_file_was_replaced_never_serves_again(group: Gr
         old.signal(signal.SIGCONT)
         wait_until(lambda: "PRIMACY-1003" in old.log(), 10, "the old master to demote")
         time.sleep(0.5)
-    late_claims = [a for a in poller.answers
-                   if a.node_id == old.node_id and a.status == 200 and a.received_at > frozen_at]
+    late_claims = [
+        a
+        for a in poller.answers
+        if a.node_id == old.node_id and a.status == 200 and a.received_at > frozen_at
+    ]
     assert late_claims == []
     assert poller.overlaps() == []
     assert other.is_master() and not old.is_master()
@@ -123,7 +129,9 @@ def test_higher_priority_node_wins_a_free_lock(group: Group) -> None:
     group.wait_for_master()
     low = group.start("low", "--priority", "normal")
     high = group.start("high", "--priority", "highest")
-    wait_until(lambda: low.status("/slave") == 200 and high.status("/slave") == 200, 20, "two slaves")
+    wait_until(
+        lambda: low.status("/slave") == 200 and high.status("/slave") == 200, 20, "two slaves"
+    )
     time.sleep(1.5)  # let every node see the others in the registry
     holder.signal(signal.SIGKILL)
     assert group.wait_for_master(exclude={"holder"}) is high
@@ -146,8 +154,15 @@ CHILD_SCRIPT = textwrap.dedent("""
 
 
 def _read_pids(base: Path) -> tuple[int, int, int]:
-    wait_until(lambda: Path(f"{base}.child").exists() and Path(f"{base}.grandchild").exists()
-               and Path(f"{base}.grandchild").read_text() != "", 20, "the exec child to start")
+    wait_until(
+        lambda: (
+            Path(f"{base}.child").exists()
+            and Path(f"{base}.grandchild").exists()
+            and Path(f"{base}.grandchild").read_text() != ""
+        ),
+        20,
+        "the exec child to start",
+    )
     pid, epoch, _node = Path(f"{base}.child").read_text().split()
     return int(pid), int(Path(f"{base}.grandchild").read_text()), int(epoch)
 
@@ -164,13 +179,18 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_exec_child_tree_is_stopped_on_demotion_and_on_stop(group: Group, share: Path,
-                                                            tmp_path: Path) -> None:
+def test_exec_child_tree_is_stopped_on_demotion_and_on_stop(
+    group: Group, share: Path, tmp_path: Path
+) -> None:
     base = tmp_path / "pids"
     script = tmp_path / "child.py"
     script.write_text(CHILD_SCRIPT)
-    node = group.start("solo", "--exec-stop-grace-ms", "2000",
-                       exec_command=[sys.executable, str(script), str(base)])
+    node = group.start(
+        "solo",
+        "--exec-stop-grace-ms",
+        "2000",
+        exec_command=[sys.executable, str(script), str(base)],
+    )
     child, grandchild, epoch = _read_pids(base)
     assert epoch == 1
     for suffix in (".child", ".grandchild"):
@@ -189,12 +209,18 @@ def test_exec_child_tree_is_stopped_on_demotion_and_on_stop(group: Group, share:
 
 def test_a_crash_looping_child_hands_the_lock_to_another_node(group: Group, tmp_path: Path) -> None:
     config = tmp_path / "node.toml"
-    config.write_text("exec_max_restarts = 1\nexec_restart_window_s = 30\ncrash_loop_hold_off_ms = 60000\n")
+    config.write_text(
+        "exec_max_restarts = 1\nexec_restart_window_s = 30\ncrash_loop_hold_off_ms = 60000\n"
+    )
     crashing = [sys.executable, "-c", "import sys; sys.exit(3)"]
     first = group.start("first", "--config", str(config), exec_command=crashing)
     group.wait_for_master()
-    second = group.start("second", "--config", str(config), exec_command=[sys.executable, "-c",
-                                                                          "import time; time.sleep(600)"])
+    second = group.start(
+        "second",
+        "--config",
+        str(config),
+        exec_command=[sys.executable, "-c", "import time; time.sleep(600)"],
+    )
     wait_until(second.is_master, 20, "the second node to take over from the crash-looping one")
     assert "keeps exiting" in first.log()
     assert first.status("/slave") == 200
@@ -205,8 +231,11 @@ def test_fifty_takeovers_never_show_two_masters(group: Group) -> None:
     with MasterPoller(nodes) as poller:
         for _ in range(50):
             # Restarts overlap the next takeover; keep a slave ready to take over.
-            wait_until(lambda: sum(n.status("/health") == 200 for n in group.alive()) >= 2, 20,
-                       "two running nodes")
+            wait_until(
+                lambda: sum(n.status("/health") == 200 for n in group.alive()) >= 2,
+                20,
+                "two running nodes",
+            )
             old = group.wait_for_master()
             old.signal(signal.SIGKILL)
             old.process.wait(10)

@@ -37,8 +37,12 @@ class Holder:
     """Another process that takes the lock and keeps it until its stdin closes."""
 
     def __init__(self, share: Path, method: LockMethod) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", HOLDER_SCRIPT, str(share), method],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER_SCRIPT, str(share), method],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.process.stdout is not None
         self.answer = self.process.stdout.readline().strip()
 
@@ -57,8 +61,9 @@ def holders() -> Iterator[list[Holder]]:
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_only_one_process_holds_the_lock_until_it_dies(share: Path, method: LockMethod,
-                                                       holders: list[Holder]) -> None:
+def test_only_one_process_holds_the_lock_until_it_dies(
+    share: Path, method: LockMethod, holders: list[Holder]
+) -> None:
     holders.append(Holder(share, method))
     assert holders[0].answer == "held"
     mine = ShareLock(share, method)
@@ -73,7 +78,8 @@ def test_only_one_process_holds_the_lock_until_it_dies(share: Path, method: Lock
 
 @pytest.mark.parametrize("method", METHODS)
 def test_holder_keeps_its_lock_while_writing_and_reading_the_holder_record(
-        share: Path, method: LockMethod, holders: list[Holder]) -> None:
+    share: Path, method: LockMethod, holders: list[Holder]
+) -> None:
     mine = ShareLock(share, method)
     assert mine.try_acquire()
     for epoch in range(3):
@@ -86,13 +92,14 @@ def test_holder_keeps_its_lock_while_writing_and_reading_the_holder_record(
 
 @pytest.mark.parametrize("method", METHODS)
 def test_deleted_lock_file_is_recreated_by_a_slave_and_the_old_holder_notices(
-        share: Path, method: LockMethod, holders: list[Holder]) -> None:
+    share: Path, method: LockMethod, holders: list[Holder]
+) -> None:
     old = ShareLock(share, method)
     assert old.try_acquire()
     (share / LOCK_FILE_NAME).unlink()
     holders.append(Holder(share, method))
     assert holders[0].answer == "held"
-    with pytest.raises(LockLost, match="replaced|deleted"):
+    with pytest.raises(LockLost, match=r"replaced|deleted"):
         old.revalidate()
     old.close()
 
@@ -125,9 +132,15 @@ CLAIM_SCRIPT = textwrap.dedent("""
 
 def test_concurrent_claims_get_distinct_contiguous_epochs(share: Path) -> None:
     count = 8
-    processes = [subprocess.Popen([sys.executable, "-c", CLAIM_SCRIPT, str(share), f"n{i}"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                 for i in range(count)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIM_SCRIPT, str(share), f"n{i}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
     for process in processes:
         assert process.stdin is not None
         process.stdin.write("go\n")

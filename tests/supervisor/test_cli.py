@@ -15,8 +15,13 @@ from tests.harness.group import free_port
 
 
 def primacy(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor", *args], capture_output=True, text=True,
-                          timeout=timeout_s, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _assert_clean_failure(result: subprocess.CompletedProcess[str], code: int, words: str) -> None:
@@ -26,8 +31,15 @@ def _assert_clean_failure(result: subprocess.CompletedProcess[str], code: int, w
 
 
 def test_missing_share_exits_3(tmp_path: Path) -> None:
-    result = primacy("run", "--node-id", "a", "--share", str(tmp_path / "nope"), "--http",
-                     f"127.0.0.1:{free_port()}")
+    result = primacy(
+        "run",
+        "--node-id",
+        "a",
+        "--share",
+        str(tmp_path / "nope"),
+        "--http",
+        f"127.0.0.1:{free_port()}",
+    )
     _assert_clean_failure(result, 3, "does not exist")
 
 
@@ -38,7 +50,9 @@ def test_share_that_is_a_file_exits_3(tmp_path: Path) -> None:
 
 
 def test_bad_flag_value_exits_2(share: Path) -> None:
-    result = primacy("run", "--node-id", "a", "--share", str(share), "--lock-keep-alive-period-ms", "1")
+    result = primacy(
+        "run", "--node-id", "a", "--share", str(share), "--lock-keep-alive-period-ms", "1"
+    )
     _assert_clean_failure(result, 2, "lock_keep_alive_period_ms")
 
 
@@ -52,7 +66,9 @@ def test_busy_http_port_exits_4(share: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = primacy("run", "--node-id", "a", "--share", str(share), "--http", f"127.0.0.1:{port}")
+        result = primacy(
+            "run", "--node-id", "a", "--share", str(share), "--http", f"127.0.0.1:{port}"
+        )
     _assert_clean_failure(result, 4, "cannot listen")
 
 
@@ -62,7 +78,7 @@ def test_status_from_the_share(share: Path) -> None:
     epoch = lease.claim_epoch()
     result = primacy("status", "--share", str(share))
     assert result.returncode == 0, result.stderr
-    assert f"held by alpha" in result.stdout and f"current epoch: {epoch}" in result.stdout
+    assert "held by alpha" in result.stdout and f"current epoch: {epoch}" in result.stdout
     lease.release()
     result = primacy("status", "--share", str(share))
     assert "released by alpha" in result.stdout

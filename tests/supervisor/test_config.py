@@ -19,9 +19,13 @@ def test_defaults_and_the_derived_takeover_delay(tmp_path: Path) -> None:
 
 def test_flags_win_over_the_file(tmp_path: Path) -> None:
     file = tmp_path / "node.toml"
-    file.write_text(f'node_id = "file"\nshare = "{tmp_path}"\nlock_keep_alive_period_ms = 900\n'
-                    'priority = "high"\n')
-    config = load_config(file, {"node_id": "flag", "priority": None, "lock_keep_alive_period_ms": 400})
+    file.write_text(
+        f'node_id = "file"\nshare = "{tmp_path}"\nlock_keep_alive_period_ms = 900\n'
+        'priority = "high"\n'
+    )
+    config = load_config(
+        file, {"node_id": "flag", "priority": None, "lock_keep_alive_period_ms": 400}
+    )
     assert config.node_id == "flag"
     assert config.priority == "high"
     assert config.lock_keep_alive_period_ms == 400
@@ -34,15 +38,20 @@ def test_unknown_key_is_refused_by_name(tmp_path: Path) -> None:
         load_config(file, {})
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
-    ("lock_keep_alive_period_ms", 5, "lock_keep_alive_period_ms"),
-    ("priority", "sometimes", "priority"),
-    ("http", "localhost", "http"),
-    ("node_id", "bad id!", "node_id"),
-    ("lock_method", "fcntl", "lock_method"),
-    ("takeover_delay_ms", 10, "takeover_delay_ms"),
-])
-def test_bad_values_are_refused_by_name(tmp_path: Path, key: str, value: object, message: str) -> None:
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("lock_keep_alive_period_ms", 5, "lock_keep_alive_period_ms"),
+        ("priority", "sometimes", "priority"),
+        ("http", "localhost", "http"),
+        ("node_id", "bad id!", "node_id"),
+        ("lock_method", "fcntl", "lock_method"),
+        ("takeover_delay_ms", 10, "takeover_delay_ms"),
+    ],
+)
+def test_bad_values_are_refused_by_name(
+    tmp_path: Path, key: str, value: object, message: str
+) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(None, {"node_id": "a", "share": tmp_path, key: value})
 

@@ -29,6 +29,7 @@ from supervisor.roles import (
     YieldLock,
 )
 
+TICK = Tick()
 TIMINGS = Timings(
     lock_acquire_sleep_interval_s=0.1,
     lock_keep_alive_period_s=0.25,
@@ -46,7 +47,7 @@ class Driver:
         self.machine = RoleMachine(TIMINGS, priority)
         self.now = 0.0
 
-    def at(self, when: float, event: roles.Event = Tick()) -> list[roles.Action]:
+    def at(self, when: float, event: roles.Event = TICK) -> list[roles.Action]:
         """Like the shell: the event, then a tick so due timers fire."""
         self.now = when
         actions = self.machine.handle(event, when)
@@ -69,20 +70,24 @@ class Driver:
 
 # ---- the table itself ---------------------------------------------------------
 
-@pytest.mark.parametrize(("role", "trigger", "expected"), [
-    (Role.STARTING, "lock_acquired", Role.ACQUIRED),
-    (Role.STARTING, "lock_busy", Role.SLAVE),
-    (Role.STARTING, "not_eligible", Role.SLAVE),
-    (Role.SLAVE, "lock_acquired", Role.ACQUIRED),
-    (Role.SLAVE, "stop", Role.STOPPED),
-    (Role.ACQUIRED, "takeover_ready", Role.MASTER),
-    (Role.ACQUIRED, "lease_lost", Role.DEMOTING),
-    (Role.MASTER, "lease_lost", Role.DEMOTING),
-    (Role.MASTER, "child_crash_loop", Role.DEMOTING),
-    (Role.MASTER, "stop", Role.STOPPING),
-    (Role.DEMOTING, "serving_stopped", Role.SLAVE),
-    (Role.STOPPING, "serving_stopped", Role.STOPPED),
-])
+
+@pytest.mark.parametrize(
+    ("role", "trigger", "expected"),
+    [
+        (Role.STARTING, "lock_acquired", Role.ACQUIRED),
+        (Role.STARTING, "lock_busy", Role.SLAVE),
+        (Role.STARTING, "not_eligible", Role.SLAVE),
+        (Role.SLAVE, "lock_acquired", Role.ACQUIRED),
+        (Role.SLAVE, "stop", Role.STOPPED),
+        (Role.ACQUIRED, "takeover_ready", Role.MASTER),
+        (Role.ACQUIRED, "lease_lost", Role.DEMOTING),
+        (Role.MASTER, "lease_lost", Role.DEMOTING),
+        (Role.MASTER, "child_crash_loop", Role.DEMOTING),
+        (Role.MASTER, "stop", Role.STOPPING),
+        (Role.DEMOTING, "serving_stopped", Role.SLAVE),
+        (Role.STOPPING, "serving_stopped", Role.STOPPED),
+    ],
+)
 def test_transition_table(role: Role, trigger: str, expected: Role) -> None:
     assert TRANSITIONS[role][trigger] is expected
 
@@ -100,6 +105,7 @@ def test_an_event_the_table_does_not_allow_raises() -> None:
 
 
 # ---- slave behaviour ------------------------------------------------------------
+
 
 def test_slave_tries_the_lock_every_acquire_interval() -> None:
     d = Driver()
@@ -145,6 +151,7 @@ def test_equal_priorities_do_not_wait() -> None:
 
 
 # ---- taking over and serving ----------------------------------------------------
+
 
 def test_new_master_waits_the_takeover_delay_and_a_fresh_lease_check_before_serving() -> None:
     d = Driver()

@@ -1,0 +1,135 @@
+"""Checkpoints: the journal state at a known position, written atomically, read back verified.
+
+File ``checkpoints/checkpoint-<last sequence>-<epoch>.ckpt``: 8-byte magic,
+u32 version, u32 CRC32C of the body, u64 body length, then the body (UTF-8
+JSON). Written to a temporary name, fsynced, renamed, and the directory
+fsynced, so a reader sees a whole checkpoint or none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import crc32c
+
+from store.fences import FenceTable
+from store.state import JournalState
+
+CHECKPOINT_MAGIC = b"PRIMCKPT"
+CHECKPOINT_VERSION = 1
+_HEADER = struct.Struct("<8sIIQ")
+_NAME = re.compile(r"^checkpoint-(\d{20})-(\d{10})\.ckpt$")
+
+
+class CheckpointUnusable(ValueError):
+    """A checkpoint file that is damaged, foreign, or refers to segments that are gone."""
+
+
+@dataclass(frozen=True)
+class SegmentPosition:
+    """How much of one segment a checkpoint's state covers."""
+
+    segment: str
+    offset: int
+    complete: bool  # no record of this segment past ``offset`` will ever count
+
+
+@dataclass
+class Checkpoint:
+    """The state, the segment positions it covers, and the fences known when it was taken."""
+
+    epoch: int
+    state: JournalState
+    positions: dict[str, SegmentPosition]
+    fences: FenceTable
+
+    def to_bytes(self) -> bytes:
+        body: dict[str, Any] = {
+            "epoch": self.epoch,
+            "state": self.state.to_json(),
+            "positions": [[p.segment, p.offset, p.complete] for p in self.positions.values()],
+            "fences": self.fences.to_json(),
+        }
+        data = json.dumps(body, separators=(",", ":")).encode()
+        return (
+            _HEADER.pack(CHECKPOINT_MAGIC, CHECKPOINT_VERSION, crc32c.crc32c(data), len(data))
+            + data
+        )
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, dedupe_window_messages: int) -> Checkpoint:
+        if len(raw) < _HEADER.size:
+            raise CheckpointUnusable("the checkpoint file is shorter than its header")
+        magic, version, crc, length = _HEADER.unpack_from(raw, 0)
+        body = raw[_HEADER.size :]
+        if magic != CHECKPOINT_MAGIC or version != CHECKPOINT_VERSION:
+            raise CheckpointUnusable("not a checkpoint of a supported version")
+        if length != len(body) or crc32c.crc32c(body) != crc:
+            raise CheckpointUnusable("the checkpoint fails its length or CRC32C check")
+        data = json.loads(body.decode())
+        positions = {
+            name: SegmentPosition(name, int(offset), bool(complete))
+            for name, offset, complete in data["positions"]
+        }
+        return cls(
+            epoch=int(data["epoch"]),
+            state=JournalState.from_json(data["state"], dedupe_window_messages),
+            positions=positions,
+            fences=FenceTable.from_json(data["fences"]),
+        )
+
+
+def checkpoint_name(last_sequence: int, epoch: int) -> str:
+    return f"checkpoint-{last_sequence:020d}-{epoch:010d}.ckpt"
+
+
+def list_checkpoints(directory: Path) -> list[Path]:
+    """Checkpoint files, newest (highest last sequence, then epoch) first."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = [(int(m[1]), int(m[2]), name) for name in names if (m := _NAME.match(name))]
+    return [directory / name for _, _, name in sorted(found, reverse=True)]
+
+
+def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> Path:
+    """Write atomically: temporary file, fsync, rename, fsync the directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / checkpoint_name(checkpoint.state.last_sequence, checkpoint.epoch)
+    temporary = directory / f".{final.name}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        data = checkpoint.to_bytes()
+        written = 0
+        while written < len(data):
+            written += os.write(fd, memoryview(data)[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, final)
+    fsync_directory(directory)
+    return final
+
+
+def prune_checkpoints(directory: Path, keep: int) -> None:
+    """Delete all but the ``keep`` newest checkpoints.
+
+    Temporary files are left alone: one may belong to another process mid-write.
+    """
+    for old in list_checkpoints(directory)[keep:]:
+        old.unlink(missing_ok=True)
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

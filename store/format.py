@@ -1,0 +1,488 @@
+"""The journal's on-disk format: segment headers, batches, records; the one encoder and decoder.
+
+``docs/journal-format.md`` is the contract, byte by byte; this module implements
+it and everything that reads the journal (recovery, ``primacy journal``, the
+Spark replay) imports it rather than parsing bytes itself.
+
+A batch is laid out for columnar readers: a fixed-width record-header array,
+then four heaps (destinations, message ids, headers, payloads), each holding
+that field of every record back to back. ``decode_batch`` turns a batch into
+numpy columns (and ``BatchColumns.to_arrow`` into a ``pyarrow.RecordBatch``)
+without a Python loop per record. numpy and pyarrow are imported only there:
+the write path needs neither.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import crc32c
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
+FORMAT_VERSION = 1
+SEGMENT_MAGIC = b"PRIMACYJ"
+BATCH_MAGIC = b"PJB1"
+ALIGNMENT = 8
+MAX_BATCH_BYTES = 2**31 - 1  # heap offsets are int32 in Arrow's binary type
+
+# Segment header: magic, version, header_len, node_id_len, reserved,
+# epoch, first_sequence, created_unix_ns, reserved, header_crc32c; node id follows.
+_SEGMENT_HEADER = struct.Struct("<8sHHHHQQqII")
+SEGMENT_HEADER_FIXED_LEN = _SEGMENT_HEADER.size  # 48
+_SEGMENT_CRC_OFFSET = 44
+
+# Batch header: magic, crc32c, batch_len, record_count, epoch, first_sequence,
+# commit_unix_ns, heap_len, record_header_len, flags.
+_BATCH_HEADER = struct.Struct("<4sIIIQQqIHH")
+BATCH_HEADER_LEN = _BATCH_HEADER.size  # 48
+_BATCH_CRC_START = 8
+
+# Record header: sequence, epoch, timestamp_unix_ns, type, flags,
+# destination_len, message_id_len, reserved, headers_len, payload_len.
+_RECORD_HEADER = struct.Struct("<QQqBBHHHII")
+RECORD_HEADER_LEN = _RECORD_HEADER.size  # 40
+
+_HEADER_KEY_LEN = struct.Struct("<H")
+_HEADER_VALUE_LEN = struct.Struct("<I")
+_FENCE_COUNT = struct.Struct("<II")
+_FENCE_ENTRY = struct.Struct("<QQQ")
+
+MAX_DESTINATION_BYTES = 0xFFFF
+MAX_MESSAGE_ID_BYTES = 0xFFFF
+
+
+class FormatError(ValueError):
+    """Bytes that do not follow the journal format."""
+
+
+class RecordType(enum.IntEnum):
+    """What a record says; the number is what is stored."""
+
+    SEND = 1
+    ACK = 2
+    CONTROL = 3
+    FENCE = 4
+
+
+@dataclass(frozen=True)
+class SegmentHeader:
+    """The header at offset 0 of every segment file."""
+
+    epoch: int
+    first_sequence: int
+    node_id: str
+    created_unix_ns: int
+    format_version: int = FORMAT_VERSION
+    header_len: int = 0
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """The fixed 48-byte header in front of every batch."""
+
+    crc32c: int
+    batch_len: int
+    record_count: int
+    epoch: int
+    first_sequence: int
+    commit_unix_ns: int
+    heap_len: int
+
+    @property
+    def last_sequence(self) -> int:
+        return self.first_sequence + self.record_count - 1
+
+
+@dataclass(frozen=True)
+class EncodedRecord:
+    """One record ready to be placed in a batch (sequence and epoch come from the batch)."""
+
+    record_type: RecordType
+    timestamp_unix_ns: int
+    destination: bytes = b""
+    message_id: bytes = b""
+    headers: bytes = b""
+    payload: bytes = b""
+
+    @property
+    def encoded_len(self) -> int:
+        """Bytes this record takes in a batch: header slot plus its heap bytes."""
+        return (
+            RECORD_HEADER_LEN
+            + len(self.destination)
+            + len(self.message_id)
+            + len(self.headers)
+            + len(self.payload)
+        )
+
+
+@dataclass(frozen=True)
+class Record:
+    """One decoded record, for tools and recovery (columnar readers use ``decode_batch``)."""
+
+    sequence: int
+    epoch: int
+    timestamp_unix_ns: int
+    record_type: RecordType
+    destination: str
+    message_id: str
+    headers: dict[str, str]
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class FenceEntry:
+    """One earlier-epoch segment and the length the new master found for it."""
+
+    epoch: int
+    first_sequence: int
+    length: int
+
+
+class BatchStatus(enum.Enum):
+    """The outcome of checking the bytes at one offset."""
+
+    OK = "ok"
+    INCOMPLETE = "incomplete"  # the file ends before the batch does
+    BAD_MAGIC = "bad magic"
+    BAD_HEADER = "inconsistent header"
+    BAD_CRC = "crc mismatch"
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def encode_headers(headers: dict[str, str] | None) -> bytes:
+    """Message headers as repeated (u16 key length, key, u32 value length, value), UTF-8."""
+    if not headers:
+        return b""
+    parts: list[bytes] = []
+    for key, value in headers.items():
+        key_bytes, value_bytes = key.encode(), value.encode()
+        if len(key_bytes) > 0xFFFF:
+            raise FormatError(f"header name {key[:40]!r}... is longer than 65535 bytes")
+        parts += [
+            _HEADER_KEY_LEN.pack(len(key_bytes)),
+            key_bytes,
+            _HEADER_VALUE_LEN.pack(len(value_bytes)),
+            value_bytes,
+        ]
+    return b"".join(parts)
+
+
+def encode_fence(entries: list[FenceEntry]) -> bytes:
+    """A FENCE record's payload: u32 count, u32 reserved, then (epoch, first_sequence, length)."""
+    body = [_FENCE_COUNT.pack(len(entries), 0)]
+    body += [_FENCE_ENTRY.pack(e.epoch, e.first_sequence, e.length) for e in entries]
+    return b"".join(body)
+
+
+def encode_control(event: dict[str, Any]) -> bytes:
+    """A CONTROL record's payload: one JSON object, UTF-8, keys sorted."""
+    return json.dumps(event, sort_keys=True, separators=(",", ":")).encode()
+
+
+def encode_segment_header(header: SegmentHeader) -> bytes:
+    node = header.node_id.encode()
+    if len(node) > 0xFFFF:
+        raise FormatError("the node id is longer than 65535 bytes")
+    padded = node + b"\0" * (-len(node) % ALIGNMENT)
+    header_len = SEGMENT_HEADER_FIXED_LEN + len(padded)
+    fixed = _SEGMENT_HEADER.pack(
+        SEGMENT_MAGIC, FORMAT_VERSION, header_len, len(node), 0,
+        header.epoch, header.first_sequence, header.created_unix_ns, 0, 0,
+    )  # fmt: skip
+    crc = crc32c.crc32c(padded, crc32c.crc32c(fixed[:_SEGMENT_CRC_OFFSET]))
+    return fixed[:_SEGMENT_CRC_OFFSET] + struct.pack("<I", crc) + padded
+
+
+def encode_batch(
+    epoch: int, first_sequence: int, commit_unix_ns: int, records: list[EncodedRecord]
+) -> bytes:
+    """One batch: header, record-header array, four heaps, zero padding to 8 bytes."""
+    if not records:
+        raise FormatError("a batch holds at least one record")
+    slots = [
+        _RECORD_HEADER.pack(
+            first_sequence + index,
+            epoch,
+            r.timestamp_unix_ns,
+            int(r.record_type),
+            0,
+            len(r.destination),
+            len(r.message_id),
+            0,
+            len(r.headers),
+            len(r.payload),
+        )
+        for index, r in enumerate(records)
+    ]
+    heaps = [r.destination for r in records]
+    heaps += [r.message_id for r in records]
+    heaps += [r.headers for r in records]
+    heaps += [r.payload for r in records]
+    body = b"".join(slots + heaps)
+    heap_len = len(body) - RECORD_HEADER_LEN * len(records)
+    unpadded = BATCH_HEADER_LEN + len(body)
+    batch_len = unpadded + (-unpadded % ALIGNMENT)
+    if batch_len > MAX_BATCH_BYTES:
+        raise FormatError(f"a batch of {batch_len} bytes exceeds the format's {MAX_BATCH_BYTES}")
+    tail = _BATCH_HEADER.pack(
+        BATCH_MAGIC, 0, batch_len, len(records), epoch, first_sequence, commit_unix_ns,
+        heap_len, RECORD_HEADER_LEN, 0,
+    )[_BATCH_CRC_START:]  # fmt: skip
+    padding = b"\0" * (batch_len - unpadded)
+    crc = crc32c.crc32c(padding, crc32c.crc32c(body, crc32c.crc32c(tail)))
+    return BATCH_MAGIC + struct.pack("<I", crc) + tail + body + padding
+
+
+# ---------------------------------------------------------------- checking
+
+
+def decode_segment_header(data: bytes | memoryview) -> SegmentHeader:
+    """Parse and check a segment header; FormatError if it is short, foreign or damaged."""
+    if len(data) < SEGMENT_HEADER_FIXED_LEN:
+        raise FormatError("the segment header is incomplete")
+    magic, version, header_len, node_len, _, epoch, first, created, _, crc = (
+        _SEGMENT_HEADER.unpack_from(data, 0)
+    )
+    if magic != SEGMENT_MAGIC:
+        raise FormatError("the file does not start with the journal segment magic")
+    if version != FORMAT_VERSION:
+        raise FormatError(
+            f"segment format version {version} is not supported (only {FORMAT_VERSION})"
+        )
+    if header_len < SEGMENT_HEADER_FIXED_LEN + node_len or header_len > len(data):
+        raise FormatError("the segment header is incomplete or its length is wrong")
+    expected = crc32c.crc32c(
+        bytes(data[SEGMENT_HEADER_FIXED_LEN:header_len]),
+        crc32c.crc32c(bytes(data[:_SEGMENT_CRC_OFFSET])),
+    )
+    if crc != expected:
+        raise FormatError("the segment header fails its CRC32C")
+    node = bytes(data[SEGMENT_HEADER_FIXED_LEN : SEGMENT_HEADER_FIXED_LEN + node_len])
+    return SegmentHeader(epoch, first, node.decode(errors="replace"), created, version, header_len)
+
+
+def check_batch(data: bytes | memoryview, offset: int) -> tuple[BatchStatus, BatchHeader | None]:
+    """Check the batch starting at ``offset``: magic, lengths, structure, CRC32C."""
+    available = len(data) - offset
+    if available < BATCH_HEADER_LEN:
+        return BatchStatus.INCOMPLETE, None
+    magic, crc, batch_len, count, epoch, first, commit, heap_len, slot_len, _ = (
+        _BATCH_HEADER.unpack_from(data, offset)
+    )
+    if magic != BATCH_MAGIC:
+        return BatchStatus.BAD_MAGIC, None
+    header = BatchHeader(crc, batch_len, count, epoch, first, commit, heap_len)
+    content = BATCH_HEADER_LEN + count * slot_len + heap_len
+    if (
+        count < 1
+        or slot_len != RECORD_HEADER_LEN
+        or batch_len % ALIGNMENT
+        or not content <= batch_len < content + ALIGNMENT
+    ):
+        return BatchStatus.BAD_HEADER, header
+    if batch_len > available:
+        return BatchStatus.INCOMPLETE, header
+    view = memoryview(data)[offset + _BATCH_CRC_START : offset + batch_len]
+    if crc32c.crc32c(view) != crc:
+        return BatchStatus.BAD_CRC, header
+    return BatchStatus.OK, header
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def iter_records(batch: bytes | memoryview, *, keys_only: bool = False) -> Iterator[Record]:
+    """Yield the records of one checked batch (``batch`` starts at its header).
+
+    ``keys_only`` leaves headers and payload empty, which is all recovery needs.
+    """
+    view = memoryview(batch)
+    header = _header_of(view)
+    slots = [
+        _RECORD_HEADER.unpack_from(view, BATCH_HEADER_LEN + i * RECORD_HEADER_LEN)
+        for i in range(header.record_count)
+    ]
+    cursor = BATCH_HEADER_LEN + header.record_count * RECORD_HEADER_LEN
+    heap_starts = []
+    for field in (5, 6, 8, 9):  # destination, message id, headers, payload lengths
+        heap_starts.append(cursor)
+        cursor += sum(slot[field] for slot in slots)
+    dest_at, id_at, headers_at, payload_at = heap_starts
+    for seq, epoch, ts, rtype, _, dlen, mlen, _, hlen, plen in slots:
+        headers = (
+            decode_headers(view[headers_at : headers_at + hlen]) if hlen and not keys_only else {}
+        )
+        yield Record(
+            sequence=seq,
+            epoch=epoch,
+            timestamp_unix_ns=ts,
+            record_type=RecordType(rtype),
+            destination=str(view[dest_at : dest_at + dlen], "utf-8"),
+            message_id=str(view[id_at : id_at + mlen], "utf-8"),
+            headers=headers,
+            payload=b"" if keys_only else bytes(view[payload_at : payload_at + plen]),
+        )
+        dest_at, id_at, headers_at, payload_at = (
+            dest_at + dlen, id_at + mlen, headers_at + hlen, payload_at + plen,
+        )  # fmt: skip
+
+
+def decode_headers(data: bytes | memoryview) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    view, at = memoryview(data), 0
+    while at < len(view):
+        (key_len,) = _HEADER_KEY_LEN.unpack_from(view, at)
+        at += _HEADER_KEY_LEN.size
+        key = str(view[at : at + key_len], "utf-8")
+        at += key_len
+        (value_len,) = _HEADER_VALUE_LEN.unpack_from(view, at)
+        at += _HEADER_VALUE_LEN.size
+        headers[key] = str(view[at : at + value_len], "utf-8")
+        at += value_len
+    return headers
+
+
+def decode_fence(payload: bytes) -> list[FenceEntry]:
+    """The segments a FENCE record lists, in stored order."""
+    count, _ = _FENCE_COUNT.unpack_from(payload, 0)
+    return [
+        FenceEntry(*_FENCE_ENTRY.unpack_from(payload, _FENCE_COUNT.size + i * _FENCE_ENTRY.size))
+        for i in range(count)
+    ]
+
+
+def decode_control(payload: bytes) -> dict[str, Any]:
+    event = json.loads(payload.decode())
+    if not isinstance(event, dict):
+        raise FormatError("a CONTROL record's payload is not a JSON object")
+    return event
+
+
+def _header_of(view: memoryview) -> BatchHeader:
+    _, crc, batch_len, count, epoch, first, commit, heap_len, _, _ = _BATCH_HEADER.unpack_from(
+        view, 0
+    )
+    return BatchHeader(crc, batch_len, count, epoch, first, commit, heap_len)
+
+
+# ---------------------------------------------------------------- columnar decoding
+
+
+def record_dtype() -> np.dtype[Any]:
+    """The numpy structured dtype of one 40-byte record header."""
+    import numpy as np
+
+    return np.dtype(
+        [
+            ("sequence", "<u8"),
+            ("epoch", "<u8"),
+            ("timestamp_unix_ns", "<i8"),
+            ("record_type", "u1"),
+            ("flags", "u1"),
+            ("destination_len", "<u2"),
+            ("message_id_len", "<u2"),
+            ("reserved", "<u2"),
+            ("headers_len", "<u4"),
+            ("payload_len", "<u4"),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class BinaryColumn:
+    """A variable-width column: value i is ``data[offsets[i]:offsets[i + 1]]``."""
+
+    offsets: npt.NDArray[np.int32]
+    data: memoryview
+
+    def value(self, index: int) -> bytes:
+        return bytes(self.data[int(self.offsets[index]) : int(self.offsets[index + 1])])
+
+
+@dataclass(frozen=True)
+class BatchColumns:
+    """One batch as columns; arrays view the batch's bytes where they can."""
+
+    header: BatchHeader
+    sequence: npt.NDArray[np.uint64]
+    epoch: npt.NDArray[np.uint64]
+    timestamp_unix_ns: npt.NDArray[np.int64]
+    record_type: npt.NDArray[np.uint8]
+    destination: BinaryColumn
+    message_id: BinaryColumn
+    headers: BinaryColumn
+    payload: BinaryColumn
+
+    def to_arrow(self) -> pa.RecordBatch:
+        """The batch as a ``pyarrow.RecordBatch`` (headers stay in their binary encoding)."""
+        import pyarrow as pa
+
+        n = len(self.sequence)
+
+        def column(values: BinaryColumn, kind: pa.DataType) -> pa.Array:
+            buffers = [None, pa.py_buffer(values.offsets), pa.py_buffer(values.data)]
+            return pa.Array.from_buffers(kind, n, buffers)
+
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(self.sequence, pa.uint64()),
+                pa.array(self.epoch, pa.uint64()),
+                pa.array(self.timestamp_unix_ns.view("datetime64[ns]"), pa.timestamp("ns", "UTC")),
+                pa.array(self.record_type, pa.uint8()),
+                column(self.destination, pa.string()),
+                column(self.message_id, pa.string()),
+                column(self.headers, pa.binary()),
+                column(self.payload, pa.binary()),
+            ],
+            names=list(ARROW_COLUMNS),
+        )
+
+
+ARROW_COLUMNS = (
+    "sequence",
+    "epoch",
+    "timestamp",
+    "record_type",
+    "destination",
+    "message_id",
+    "headers",
+    "payload",
+)
+
+
+def decode_batch(batch: bytes | memoryview) -> BatchColumns:
+    """Decode one checked batch (``batch`` starts at its header) into numpy columns, loop-free."""
+    import numpy as np
+
+    view = memoryview(batch)
+    header = _header_of(view)
+    n = header.record_count
+    slots = np.frombuffer(view, dtype=record_dtype(), count=n, offset=BATCH_HEADER_LEN)
+    cursor = BATCH_HEADER_LEN + n * RECORD_HEADER_LEN
+    columns: list[BinaryColumn] = []
+    for field in ("destination_len", "message_id_len", "headers_len", "payload_len"):
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(slots[field], out=offsets[1:])
+        size = int(offsets[-1])
+        columns.append(BinaryColumn(offsets, view[cursor : cursor + size]))
+        cursor += size
+    return BatchColumns(
+        header,
+        slots["sequence"].copy(),
+        slots["epoch"].copy(),
+        slots["timestamp_unix_ns"].copy(),
+        slots["record_type"].copy(),
+        *columns,
+    )

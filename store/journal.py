@@ -1,0 +1,303 @@
+"""The journal store a master writes through: open (recover and fence), append, checkpoint, close.
+
+Open it only after claiming an epoch: ``JournalStore.open(config, epoch=...,
+fencing_check=lease.revalidate)``. Opening recovers the state, writes this
+epoch's fence as the first batch of its first segment, and starts the one
+writer thread that ``close()`` stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from store import format as fmt
+from store import messages
+from store.checkpoint import (
+    Checkpoint,
+    SegmentPosition,
+    fsync_directory,
+    prune_checkpoints,
+    write_checkpoint,
+)
+from store.config import StoreConfig, SyncPolicy
+from store.errors import JournalError, MessageTooLarge, StaleEpoch
+from store.recovery import RecoveryResult, recover
+from store.retention import SegmentFacts, segments_to_remove
+from store.segments import CHECKPOINT_DIR_NAME, SegmentRef, list_segments
+from store.state import JournalState, PendingMessage
+from store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Figures for the status endpoint and metrics."""
+
+    epoch: int
+    sync_policy: SyncPolicy
+    last_sequence: int
+    pending_messages: int
+    batches_written: int
+    records_written: int
+    bytes_written: int
+    current_segment: str
+    fenced_records_at_open: int
+    damaged_batches_at_open: int
+    torn_tails_at_open: int
+    failure: str | None
+
+
+class JournalStore:
+    """One master's journal: group-committed appends, nothing acked after a failed fencing check."""
+
+    def __init__(self, config: StoreConfig, epoch: int, recovery: RecoveryResult) -> None:
+        # Use ``open``: construction alone does not recover, fence or start the writer.
+        self.config = config
+        self.epoch = epoch
+        self.recovery = recovery
+        self._state = JournalState.from_json(
+            recovery.state.to_json(), config.dedupe_window_messages
+        )  # the writer's own copy, so ``recovery.state`` stays what was recovered
+        self._positions: dict[str, SegmentPosition] = {
+            name: SegmentPosition(name, end, complete=True)
+            for name, end in recovery.valid_ends.items()
+        }
+        self._records_since_checkpoint = 0
+        self._segment = SegmentFile(
+            config.journal_dir, epoch, config.node_id, config.segment_max_bytes
+        )
+        self._writer: GroupCommitWriter | None = None
+
+    @classmethod
+    def open(
+        cls, config: StoreConfig, *, epoch: int, fencing_check: Callable[[], None]
+    ) -> JournalStore:
+        """Recover, fence every earlier epoch, start the writer. Call after claiming ``epoch``."""
+        journal_dir = config.journal_dir
+        journal_dir.mkdir(parents=True, exist_ok=True)
+        newer = [s.name for s in list_segments(journal_dir) if s.epoch >= epoch]
+        if newer:
+            raise StaleEpoch(
+                f"the journal already has segments of epoch {epoch} or later ({newer[0]}); "
+                "claim a new epoch before opening the journal"
+            )
+        recovery = recover(
+            journal_dir, dedupe_window_messages=config.dedupe_window_messages, quarantine=True
+        )
+        fence = [
+            fmt.FenceEntry(s.epoch, s.first_sequence, recovery.valid_ends.get(s.name, 0))
+            for s in recovery.segments
+        ]
+        recovery.fences.add(epoch, fence)
+        store = cls(config, epoch, recovery)
+        store._writer = GroupCommitWriter(
+            store._segment,
+            config.sync_policy,
+            fencing_check,
+            store._on_commit,
+            recovery.state.last_sequence + 1,
+            config.max_batch_bytes,
+            config.background_sync_interval_s,
+        )
+        try:
+            # Nothing else is queued yet, so the fence is alone in the first batch.
+            record = fmt.EncodedRecord(
+                fmt.RecordType.FENCE, time.time_ns(), payload=fmt.encode_fence(fence)
+            )
+            store._writer.submit(record, "", "", durable=True).result()
+        except BaseException:
+            store.close()
+            raise
+        messages.log(
+            logging.INFO,
+            messages.FENCE_WRITTEN,
+            f"epoch {epoch} fenced {len(fence)} earlier segment(s) in {store._segment.name}",
+        )
+        return store
+
+    # ------------------------------------------------------------ appending
+
+    def append_send(
+        self,
+        destination: str,
+        message_id: str,
+        payload: bytes,
+        headers: dict[str, str] | None = None,
+    ) -> Future[int]:
+        """Journal a message; the future gives its sequence once acknowledged per sync policy."""
+        record = fmt.EncodedRecord(
+            fmt.RecordType.SEND,
+            time.time_ns(),
+            _bounded(destination, fmt.MAX_DESTINATION_BYTES, "destination"),
+            _bounded(message_id, fmt.MAX_MESSAGE_ID_BYTES, "message id"),
+            fmt.encode_headers(headers),
+            bytes(payload),
+        )
+        if record.encoded_len > self.config.max_message_size:
+            detail = (
+                f"message {message_id!r} to {destination!r} takes {record.encoded_len} bytes, "
+                f"more than max_message_size ({self.config.max_message_size}); nothing was written"
+            )
+            messages.log(logging.WARNING, messages.MESSAGE_TOO_LARGE, detail)
+            raise MessageTooLarge(messages.text(messages.MESSAGE_TOO_LARGE, detail))
+        return self._require_writer().submit(record, destination, message_id)
+
+    def append_ack(self, destination: str, message_id: str) -> Future[int]:
+        """Journal that a consumer acknowledged the message: it is no longer pending."""
+        record = fmt.EncodedRecord(
+            fmt.RecordType.ACK,
+            time.time_ns(),
+            _bounded(destination, fmt.MAX_DESTINATION_BYTES, "destination"),
+            _bounded(message_id, fmt.MAX_MESSAGE_ID_BYTES, "message id"),
+        )
+        return self._require_writer().submit(record, destination, message_id)
+
+    def append_control(self, event: dict[str, Any]) -> Future[int]:
+        """Journal a control event (a role change); always synced and checked before completing."""
+        payload = fmt.encode_control(event)
+        if len(payload) > self.config.max_message_size:
+            raise MessageTooLarge("the control event is larger than max_message_size")
+        record = fmt.EncodedRecord(fmt.RecordType.CONTROL, time.time_ns(), payload=payload)
+        return self._require_writer().submit(record, "", "", durable=True)
+
+    def checkpoint(self) -> Future[Path]:
+        """Write a checkpoint (then apply retention) on the writer thread, between batches."""
+        return self._require_writer().call(self._write_checkpoint)
+
+    def read_message(self, message: PendingMessage) -> fmt.Record:
+        """Read back the full SEND record of a pending message (the broker's queue rebuild)."""
+        path = self.config.journal_dir / message.segment
+        with open(path, "rb") as handle:
+            handle.seek(message.batch_offset)
+            _, header = fmt.check_batch(handle.read(fmt.BATCH_HEADER_LEN), 0)
+            if header is None:
+                raise JournalError(f"no batch at {message.segment}:{message.batch_offset}")
+            handle.seek(message.batch_offset)
+            data = handle.read(header.batch_len)
+        status, header = fmt.check_batch(data, 0)
+        if status is not fmt.BatchStatus.OK:
+            raise JournalError(
+                f"the batch at {message.segment}:{message.batch_offset} is {status.value}"
+            )
+        for record in fmt.iter_records(data):
+            if record.sequence == message.sequence:
+                return record
+        raise JournalError(f"sequence {message.sequence} is not in its batch")
+
+    def stats(self) -> StoreStats:
+        writer = self._writer
+        report = self.recovery.report
+        return StoreStats(
+            epoch=self.epoch,
+            sync_policy=self.config.sync_policy,
+            last_sequence=self._state.last_sequence,
+            pending_messages=self._state.pending_count(),
+            batches_written=writer.batches_written if writer else 0,
+            records_written=writer.records_written if writer else 0,
+            bytes_written=writer.bytes_written if writer else 0,
+            current_segment=self._segment.name,
+            fenced_records_at_open=report.fenced_records,
+            damaged_batches_at_open=len(report.damaged),
+            torn_tails_at_open=len(report.torn_tails),
+            failure=str(writer.failure) if writer and writer.failure else None,
+        )
+
+    def close(self) -> None:
+        """Write what is queued, sync, stop the writer thread. Safe to call twice."""
+        if self._writer is not None:
+            self._writer.close()
+
+    def __enter__(self) -> JournalStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ writer thread only
+
+    def _require_writer(self) -> GroupCommitWriter:
+        if self._writer is None:
+            raise JournalError("the journal store was not opened with JournalStore.open")
+        return self._writer
+
+    def _on_commit(self, batch: list[QueuedRecord], segment: str, offset: int, length: int) -> None:
+        for queued in batch:
+            self._state.apply(
+                queued.record.record_type,
+                queued.sequence,
+                queued.destination,
+                queued.message_id,
+                segment,
+                offset,
+            )
+        self._positions[segment] = SegmentPosition(segment, offset + length, complete=False)
+        for name, end in self._segment.sealed.items():
+            self._positions[name] = SegmentPosition(name, end, complete=True)
+        self._records_since_checkpoint += len(batch)
+        if self._records_since_checkpoint >= self.config.checkpoint_interval_records:
+            self._records_since_checkpoint = 0
+            # Runs right after this batch's waiters are completed, not before.
+            self._require_writer().call(self._write_checkpoint).add_done_callback(_log_failure)
+
+    def _write_checkpoint(self) -> Path:
+        self._records_since_checkpoint = 0
+        self._segment.sync()  # the checkpoint must never cover bytes the disk does not have
+        directory = self.config.journal_dir / CHECKPOINT_DIR_NAME
+        checkpoint = Checkpoint(
+            self.epoch, self._state, dict(self._positions), self.recovery.fences
+        )
+        path = write_checkpoint(directory, checkpoint)
+        prune_checkpoints(directory, self.config.checkpoints_kept)
+        messages.log(logging.INFO, messages.CHECKPOINT_WRITTEN, path.name)
+        self._apply_retention(checkpoint)
+        return path
+
+    def _apply_retention(self, checkpoint: Checkpoint) -> list[SegmentRef]:
+        facts = []
+        for segment in list_segments(self.config.journal_dir):
+            try:
+                info = segment.path.stat()
+            except FileNotFoundError:
+                continue
+            position = checkpoint.positions.get(segment.name)
+            facts.append(
+                SegmentFacts(
+                    segment,
+                    info.st_size,
+                    info.st_mtime,
+                    covered_by_checkpoint=position is not None and position.complete,
+                    pending_messages=self._state.pending_by_segment.get(segment.name, 0),
+                )
+            )
+        removed = segments_to_remove(
+            facts,
+            now_unix_s=time.time(),
+            max_age_s=self.config.retention_max_age_s,
+            max_bytes=self.config.retention_max_bytes,
+            current_segment=self._segment.name,
+        )
+        for segment in removed:
+            os.unlink(segment.path)
+            messages.log(logging.INFO, messages.SEGMENT_RETIRED, segment.name)
+        if removed:
+            fsync_directory(self.config.journal_dir)
+        return removed
+
+
+def _bounded(text: str, limit: int, what: str) -> bytes:
+    data = text.encode()
+    if len(data) > limit:
+        raise MessageTooLarge(f"the {what} is {len(data)} bytes, more than the format's {limit}")
+    return data
+
+
+def _log_failure(future: Future[Path]) -> None:
+    error = future.exception()
+    if error is not None and not isinstance(error, JournalError):
+        messages.LOG.error("writing a checkpoint failed: %s", error)

@@ -1,0 +1,42 @@
+"""Stable message codes the journal logs; operators grep for these, so never renumber them."""
+
+from __future__ import annotations
+
+import logging
+
+LOG = logging.getLogger("primacy.store")
+
+TRANSACTION_LOSS_AVERTED = "PRIMACY-1014"
+TORN_TAIL_CUT = "PRIMACY-1401"
+DAMAGED_BATCH_QUARANTINED = "PRIMACY-1402"
+FENCING_CHECK_FAILED = "PRIMACY-1403"
+MESSAGE_TOO_LARGE = "PRIMACY-1404"
+CHECKPOINT_SKIPPED = "PRIMACY-1405"
+SEGMENT_RETIRED = "PRIMACY-1406"
+JOURNAL_WRITE_FAILED = "PRIMACY-1407"
+SEGMENT_HEADER_DAMAGED = "PRIMACY-1408"
+FENCE_WRITTEN = "PRIMACY-1409"
+CHECKPOINT_WRITTEN = "PRIMACY-1410"
+
+TITLES = {
+    TRANSACTION_LOSS_AVERTED: "transaction loss averted",
+    TORN_TAIL_CUT: "torn journal tail cut off",
+    DAMAGED_BATCH_QUARANTINED: "damaged journal batch quarantined",
+    FENCING_CHECK_FAILED: "fencing check failed, journal stopped accepting writes",
+    MESSAGE_TOO_LARGE: "message refused, larger than max_message_size",
+    CHECKPOINT_SKIPPED: "checkpoint unusable, skipped",
+    SEGMENT_RETIRED: "segment removed by retention",
+    JOURNAL_WRITE_FAILED: "journal write failed, journal stopped accepting writes",
+    SEGMENT_HEADER_DAMAGED: "segment header damaged",
+    FENCE_WRITTEN: "fence written",
+    CHECKPOINT_WRITTEN: "checkpoint written",
+}
+
+
+def text(code: str, detail: str) -> str:
+    """The one line an operator sees: code, fixed title, then the specifics."""
+    return f"{code} {TITLES[code]}: {detail}"
+
+
+def log(level: int, code: str, detail: str) -> None:
+    LOG.log(level, text(code, detail), extra={"primacy_code": code})

@@ -1,0 +1,275 @@
+"""Recovery: rebuild the journal state from the newest valid checkpoint and the records after it.
+
+Reads every segment in (epoch, first sequence) order, applies every fence,
+and applies the valid records in sequence order. Torn tails, damaged batches
+and fenced writes are reported (and logged with their stable codes); none of
+them stops the store from opening.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from store import format as fmt
+from store import messages
+from store.checkpoint import Checkpoint, CheckpointUnusable, SegmentPosition, list_checkpoints
+from store.fences import FenceTable
+from store.segments import (
+    CHECKPOINT_DIR_NAME,
+    QUARANTINE_DIR_NAME,
+    BatchAt,
+    Damage,
+    DamageKind,
+    SegmentRef,
+    epoch_tails,
+    iter_batches,
+    list_segments,
+    read_segment,
+    scan_segment,
+)
+from store.state import JournalState
+
+BatchVisitor = Callable[[SegmentRef, BatchAt, memoryview], None]
+
+
+@dataclass(frozen=True)
+class FencedWrite:
+    """Bytes of a segment past the fence that applies to it: writes that never counted."""
+
+    segment: str
+    offset: int
+    length: int
+    batches: int
+    records: int
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What recovery read, and everything it could not use."""
+
+    segments: int
+    segments_read: int
+    batches_read: int
+    records_applied: int
+    bytes_read: int
+    torn_tails: tuple[Damage, ...]
+    damaged: tuple[Damage, ...]
+    fenced: tuple[FencedWrite, ...]
+    checkpoint: str | None
+    skipped_checkpoints: tuple[str, ...]
+    duration_s: float
+
+    @property
+    def fenced_records(self) -> int:
+        return sum(f.records for f in self.fenced)
+
+
+@dataclass
+class RecoveryResult:
+    """The recovered state plus what a writer needs to continue after it."""
+
+    state: JournalState
+    report: RecoveryReport
+    fences: FenceTable
+    segments: list[SegmentRef]
+    # End of the last valid batch recovery applied, per segment: what a new fence lists.
+    valid_ends: dict[str, int] = field(default_factory=dict)
+
+
+def recover(
+    journal_dir: Path,
+    *,
+    dedupe_window_messages: int = 100_000,
+    use_checkpoint: bool = True,
+    quarantine: bool = False,
+    visit: BatchVisitor | None = None,
+    log: bool = True,
+) -> RecoveryResult:
+    """Recover the state of the journal in ``journal_dir`` (read-only unless ``quarantine``).
+
+    ``quarantine`` copies damaged batches into ``journal/quarantine/``;
+    ``visit`` is called for every valid, unfenced batch read (tools use it).
+    """
+    started = time.perf_counter()
+    segments = list_segments(journal_dir)
+    skipped: list[str] = []
+    checkpoint = (
+        _newest_usable_checkpoint(journal_dir, segments, dedupe_window_messages, skipped)
+        if use_checkpoint
+        else None
+    )
+    if checkpoint is None:
+        state = JournalState(dedupe_window_messages)
+        fences = FenceTable()
+        positions: dict[str, SegmentPosition] = {}
+    else:
+        state, fences, positions = checkpoint.state, checkpoint.fences, checkpoint.positions
+    for segment in segments:
+        fence = _first_batch_fence(segment)
+        if fence is not None:
+            fences.add(*fence)
+    tails = epoch_tails(segments)
+    torn: list[Damage] = []
+    damaged: list[Damage] = []
+    fenced: list[FencedWrite] = []
+    valid_ends: dict[str, int] = {}
+    counts = {"segments": 0, "batches": 0, "records": 0, "bytes": 0}
+    for segment in segments:
+        position = positions.get(segment.name)
+        if position is not None and position.complete:
+            valid_ends[segment.name] = position.offset
+            continue
+        data = read_segment(segment)
+        scan = scan_segment(
+            segment,
+            data,
+            start_offset=position.offset if position else 0,
+            fence_limit=fences.limit_for(segment.epoch, segment.first_sequence),
+            is_epoch_tail=segment.name in tails,
+        )
+        counts["segments"] += 1
+        counts["bytes"] += len(data)
+        valid_ends[segment.name] = scan.valid_end if scan.header else 0
+        for damage in scan.damage:
+            (torn if damage.kind is DamageKind.TORN_TAIL else damaged).append(damage)
+            if quarantine and damage.kind is not DamageKind.TORN_TAIL:
+                _quarantine(journal_dir, segment, damage, data)
+        if scan.fenced_offset is not None:
+            fenced.append(
+                FencedWrite(
+                    segment.name,
+                    scan.fenced_offset,
+                    len(data) - scan.fenced_offset,
+                    scan.fenced_batches,
+                    scan.fenced_records,
+                )
+            )
+        for batch, view in iter_batches(data, scan):
+            counts["batches"] += 1
+            if visit is not None:
+                visit(segment, batch, view)
+            for record in fmt.iter_records(view, keys_only=True):
+                counts["records"] += 1
+                state.apply(
+                    record.record_type,
+                    record.sequence,
+                    record.destination,
+                    record.message_id,
+                    segment.name,
+                    batch.offset,
+                )
+    report = RecoveryReport(
+        segments=len(segments),
+        segments_read=counts["segments"],
+        batches_read=counts["batches"],
+        records_applied=counts["records"],
+        bytes_read=counts["bytes"],
+        torn_tails=tuple(torn),
+        damaged=tuple(damaged),
+        fenced=tuple(fenced),
+        checkpoint=_describe(checkpoint),
+        skipped_checkpoints=tuple(skipped),
+        duration_s=time.perf_counter() - started,
+    )
+    if log:
+        log_report(report)
+    return RecoveryResult(state, report, fences, segments, valid_ends)
+
+
+def _describe(checkpoint: Checkpoint | None) -> str | None:
+    if checkpoint is None:
+        return None
+    return f"checkpoint at sequence {checkpoint.state.last_sequence} (epoch {checkpoint.epoch})"
+
+
+def log_report(report: RecoveryReport) -> None:
+    """Log every finding once, each with its stable code."""
+    for damage in report.torn_tails:
+        messages.log(
+            logging.WARNING,
+            messages.TORN_TAIL_CUT,
+            f"{damage.segment} from byte {damage.offset} ({damage.length} bytes, {damage.reason})",
+        )
+    for damage in report.damaged:
+        code = (
+            messages.SEGMENT_HEADER_DAMAGED
+            if damage.kind is DamageKind.BAD_SEGMENT_HEADER
+            else messages.DAMAGED_BATCH_QUARANTINED
+        )
+        messages.log(
+            logging.ERROR,
+            code,
+            f"{damage.segment} bytes {damage.offset}..{damage.offset + damage.length} "
+            f"({damage.reason}); its records are not recovered, a copy is in quarantine/",
+        )
+    for write in report.fenced:
+        if write.records or write.length:
+            messages.log(
+                logging.WARNING,
+                messages.TRANSACTION_LOSS_AVERTED,
+                f"{write.records} record(s) in {write.batches} batch(es) of {write.segment} "
+                f"past its fence at byte {write.offset} were written by a stale master "
+                "and are ignored",
+            )
+    for name in report.skipped_checkpoints:
+        messages.log(logging.WARNING, messages.CHECKPOINT_SKIPPED, name)
+
+
+def _newest_usable_checkpoint(
+    journal_dir: Path, segments: list[SegmentRef], dedupe_window: int, skipped: list[str]
+) -> Checkpoint | None:
+    sizes = {}
+    for segment in segments:
+        try:
+            sizes[segment.name] = segment.path.stat().st_size
+        except FileNotFoundError:
+            continue
+    for path in list_checkpoints(journal_dir / CHECKPOINT_DIR_NAME):
+        try:
+            checkpoint = Checkpoint.from_bytes(path.read_bytes(), dedupe_window)
+            for position in checkpoint.positions.values():
+                if not position.complete and sizes.get(position.segment, -1) < position.offset:
+                    raise CheckpointUnusable(f"segment {position.segment} is missing or shorter")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            skipped.append(f"{path.name}: {exc}")
+            continue
+        return checkpoint
+    return None
+
+
+def _first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntry]] | None:
+    """The fence an epoch's first segment opens with, if this segment has one."""
+    try:
+        with open(segment.path, "rb") as handle:
+            head = handle.read(64 * 1024)
+            header = fmt.decode_segment_header(head)
+            status, batch = fmt.check_batch(head, header.header_len)
+            if status is fmt.BatchStatus.INCOMPLETE and batch is not None:
+                handle.seek(0)
+                head = handle.read(header.header_len + batch.batch_len)
+                status, batch = fmt.check_batch(head, header.header_len)
+    except (OSError, fmt.FormatError):
+        return None
+    if status is not fmt.BatchStatus.OK or batch is None:
+        return None
+    view = memoryview(head)[header.header_len : header.header_len + batch.batch_len]
+    for record in fmt.iter_records(view):
+        if record.record_type is fmt.RecordType.FENCE:
+            return record.epoch, fmt.decode_fence(record.payload)
+    return None
+
+
+def _quarantine(journal_dir: Path, segment: SegmentRef, damage: Damage, data: bytes) -> None:
+    """Keep a copy of damaged bytes for inspection; the segment itself is never rewritten."""
+    directory = journal_dir / QUARANTINE_DIR_NAME
+    directory.mkdir(exist_ok=True)
+    target = directory / f"{segment.name}.{damage.offset}.{damage.kind.value}"
+    if not target.exists():
+        temporary = target.with_suffix(target.suffix + ".tmp")
+        temporary.write_bytes(data[damage.offset : damage.offset + damage.length])
+        shutil.move(temporary, target)

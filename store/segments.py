@@ -1,0 +1,212 @@
+"""Segment files on the share: names, listing, and scanning one segment with damage classified.
+
+Scanning is read-only; it says where the valid batches are, where a torn tail
+starts, which byte ranges are damaged and which are fenced. Recovery and the
+journal tools decide what to do with that.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from store import format as fmt
+
+SEGMENT_SUFFIX = ".seg"
+_SEGMENT_NAME = re.compile(r"^(\d{10})-(\d{20})\.seg$")
+QUARANTINE_DIR_NAME = "quarantine"
+CHECKPOINT_DIR_NAME = "checkpoints"
+
+
+@dataclass(frozen=True, order=True)
+class SegmentRef:
+    """One segment file, ordered by (epoch, first sequence) as recovery reads them."""
+
+    epoch: int
+    first_sequence: int
+    path: Path = field(compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """How a fence names this segment."""
+        return (self.epoch, self.first_sequence)
+
+
+def segment_name(epoch: int, first_sequence: int) -> str:
+    return f"{epoch:010d}-{first_sequence:020d}{SEGMENT_SUFFIX}"
+
+
+def list_segments(journal_dir: Path) -> list[SegmentRef]:
+    """Every segment file in the journal directory, oldest epoch and sequence first."""
+    try:
+        names = os.listdir(journal_dir)
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        match = _SEGMENT_NAME.match(name)
+        if match:
+            found.append(SegmentRef(int(match[1]), int(match[2]), journal_dir / name))
+    return sorted(found)
+
+
+def epoch_tails(segments: list[SegmentRef]) -> set[str]:
+    """Names of the last segment of each epoch: the only places a crash can tear a batch."""
+    last: dict[int, SegmentRef] = {}
+    for segment in segments:
+        last[segment.epoch] = segment
+    return {segment.name for segment in last.values()}
+
+
+class DamageKind(enum.StrEnum):
+    TORN_TAIL = "torn_tail"  # after the last valid batch of an epoch's last segment
+    DAMAGED_BATCH = (
+        "damaged_batch"  # anywhere else: a valid batch follows, or the segment is sealed
+    )
+    BAD_SEGMENT_HEADER = "bad_segment_header"
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A byte range recovery could not use, and why."""
+
+    kind: DamageKind
+    segment: str
+    offset: int
+    length: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class BatchAt:
+    """A valid batch: where it starts and its header."""
+
+    offset: int
+    header: fmt.BatchHeader
+
+
+@dataclass
+class SegmentScan:
+    """What one pass over a segment found."""
+
+    segment: SegmentRef
+    header: fmt.SegmentHeader | None
+    size: int
+    batches: list[BatchAt] = field(default_factory=list)
+    damage: list[Damage] = field(default_factory=list)
+    fenced_offset: int | None = None  # where fenced bytes start, if any
+    fenced_batches: int = 0
+    fenced_records: int = 0
+    valid_end: int = 0  # end of the last valid, unfenced batch (or of the header)
+
+
+def read_segment(segment: SegmentRef) -> bytes:
+    with open(segment.path, "rb") as handle:
+        return handle.read()
+
+
+def scan_segment(
+    segment: SegmentRef,
+    data: bytes,
+    *,
+    start_offset: int = 0,
+    fence_limit: int | None = None,
+    is_epoch_tail: bool = False,
+) -> SegmentScan:
+    """Classify every byte of ``data`` from ``start_offset`` on (see docs/journal-format.md).
+
+    ``fence_limit`` is the length a later epoch's fence allows (0: the whole
+    segment is fenced); batches that do not end within it are fenced writes.
+    """
+    scan = SegmentScan(segment, None, len(data))
+    try:
+        scan.header = fmt.decode_segment_header(data)
+    except fmt.FormatError as exc:
+        if fence_limit == 0:
+            scan.fenced_offset = 0
+        elif is_epoch_tail and _looks_torn(data):
+            scan.damage.append(Damage(DamageKind.TORN_TAIL, segment.name, 0, len(data), str(exc)))
+        else:
+            scan.damage.append(
+                Damage(DamageKind.BAD_SEGMENT_HEADER, segment.name, 0, len(data), str(exc))
+            )
+        return scan
+    offset = max(start_offset, scan.header.header_len)
+    scan.valid_end = offset
+    limit = len(data) if fence_limit is None else min(fence_limit, len(data))
+    while offset < len(data):
+        status, header = fmt.check_batch(data, offset)
+        if status is fmt.BatchStatus.OK and header is not None:
+            if offset + header.batch_len > limit:
+                break
+            scan.batches.append(BatchAt(offset, header))
+            offset += header.batch_len
+            scan.valid_end = offset
+            continue
+        if offset >= limit:
+            break
+        next_valid = _next_valid_batch(data, offset, header)
+        if next_valid is None:
+            kind = DamageKind.TORN_TAIL if is_epoch_tail else DamageKind.DAMAGED_BATCH
+            end = limit
+        else:
+            kind, end = DamageKind.DAMAGED_BATCH, min(next_valid, limit)
+        scan.damage.append(Damage(kind, segment.name, offset, end - offset, status.value))
+        if next_valid is None or next_valid >= limit:
+            offset = end
+            break
+        offset = next_valid
+    if offset < len(data) and fence_limit is not None:
+        scan.fenced_offset = offset
+        _count_fenced(scan, data, offset)
+    return scan
+
+
+def _looks_torn(data: bytes) -> bool:
+    """A header cut short by a crash: shorter than a full header, or zeros where bytes were due."""
+    return len(data) < fmt.SEGMENT_HEADER_FIXED_LEN or not data.startswith(fmt.SEGMENT_MAGIC)
+
+
+def _next_valid_batch(data: bytes, offset: int, header: fmt.BatchHeader | None) -> int | None:
+    """The offset of the next valid batch after a bad one, or None if none follows."""
+    if header is not None and header.batch_len > 0 and offset + header.batch_len < len(data):
+        candidate = offset + header.batch_len
+        if fmt.check_batch(data, candidate)[0] is fmt.BatchStatus.OK:
+            return candidate
+    position = offset + 1
+    while True:
+        position = data.find(fmt.BATCH_MAGIC, position)
+        if position < 0:
+            return None
+        if (
+            position % fmt.ALIGNMENT == 0
+            and fmt.check_batch(data, position)[0] is fmt.BatchStatus.OK
+        ):
+            return position
+        position += 1
+
+
+def _count_fenced(scan: SegmentScan, data: bytes, offset: int) -> None:
+    """Count the complete batches past the fence, for the loss-averted report."""
+    while offset < len(data):
+        status, header = fmt.check_batch(data, offset)
+        if status is not fmt.BatchStatus.OK or header is None:
+            return
+        scan.fenced_batches += 1
+        scan.fenced_records += header.record_count
+        offset += header.batch_len
+
+
+def iter_batches(data: bytes, scan: SegmentScan) -> Iterator[tuple[BatchAt, memoryview]]:
+    """The valid batches of a scan with their bytes (a view, no copy)."""
+    view = memoryview(data)
+    for batch in scan.batches:
+        yield batch, view[batch.offset : batch.offset + batch.header.batch_len]

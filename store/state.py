@@ -1,0 +1,111 @@
+"""What the journal says is true: messages sent and not yet acknowledged, ids seen, last sequence.
+
+Recovery builds a ``JournalState`` by applying records in sequence order; the
+writer keeps one up to date as batches commit, and checkpoints save it. The
+broker builds its queues from ``pending`` (in sequence order per destination)
+and drops resends whose message id ``is_duplicate``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from store.format import RecordType
+
+
+@dataclass(frozen=True)
+class PendingMessage:
+    """A SEND not yet acknowledged, and where its record lies (read it with ``read_message``)."""
+
+    destination: str
+    message_id: str
+    sequence: int
+    segment: str
+    batch_offset: int
+
+
+class JournalState:
+    """The state the records up to ``last_sequence`` describe."""
+
+    def __init__(self, dedupe_window_messages: int) -> None:
+        self.dedupe_window_messages = dedupe_window_messages
+        self.pending: dict[str, dict[str, PendingMessage]] = {}
+        self.seen_message_ids: OrderedDict[str, int] = OrderedDict()
+        self.last_sequence = 0
+        self.pending_by_segment: Counter[str] = Counter()
+
+    def is_duplicate(self, message_id: str) -> bool:
+        """True if a SEND with this id is within the dedupe window (a resend to drop)."""
+        return message_id in self.seen_message_ids
+
+    def pending_count(self) -> int:
+        return sum(len(messages) for messages in self.pending.values())
+
+    def apply(
+        self,
+        record_type: RecordType,
+        sequence: int,
+        destination: str,
+        message_id: str,
+        segment: str,
+        batch_offset: int,
+    ) -> None:
+        """Apply one record; records must come in increasing sequence order."""
+        self.last_sequence = max(self.last_sequence, sequence)
+        if record_type is RecordType.SEND:
+            if message_id in self.seen_message_ids:
+                return  # a resend the broker should have dropped: the first copy wins
+            message = PendingMessage(destination, message_id, sequence, segment, batch_offset)
+            self.pending.setdefault(destination, {})[message_id] = message
+            self.pending_by_segment[segment] += 1
+            self.seen_message_ids[message_id] = sequence
+            if len(self.seen_message_ids) > self.dedupe_window_messages:
+                self.seen_message_ids.popitem(last=False)
+        elif record_type is RecordType.ACK:
+            queue = self.pending.get(destination)
+            acked = queue.pop(message_id, None) if queue is not None else None
+            if acked is not None:
+                self.pending_by_segment[acked.segment] -= 1
+                if not self.pending_by_segment[acked.segment]:
+                    del self.pending_by_segment[acked.segment]
+            if queue is not None and not queue:
+                del self.pending[destination]
+
+    def summary(self) -> tuple[int, dict[str, list[tuple[str, int]]], list[tuple[str, int]]]:
+        """A comparable value: last sequence, pending ids per destination, seen ids in order."""
+        pending = {
+            destination: [(m.message_id, m.sequence) for m in messages.values()]
+            for destination, messages in sorted(self.pending.items())
+        }
+        return self.last_sequence, pending, list(self.seen_message_ids.items())
+
+    def to_json(self) -> dict[str, Any]:
+        messages = sorted(
+            (m for queue in self.pending.values() for m in queue.values()),
+            key=lambda m: m.sequence,
+        )
+        pending = [
+            [m.destination, m.message_id, m.sequence, m.segment, m.batch_offset] for m in messages
+        ]
+        return {
+            "last_sequence": self.last_sequence,
+            "dedupe_window_messages": self.dedupe_window_messages,
+            "pending": pending,
+            "seen_message_ids": [[key, seq] for key, seq in self.seen_message_ids.items()],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], dedupe_window_messages: int) -> JournalState:
+        state = cls(dedupe_window_messages)
+        state.last_sequence = int(data["last_sequence"])
+        for destination, message_id, sequence, segment, offset in data["pending"]:
+            message = PendingMessage(destination, message_id, int(sequence), segment, int(offset))
+            state.pending.setdefault(destination, {})[message_id] = message
+            state.pending_by_segment[segment] += 1
+        for message_id, sequence in data["seen_message_ids"]:
+            state.seen_message_ids[message_id] = int(sequence)
+        while len(state.seen_message_ids) > dedupe_window_messages:
+            state.seen_message_ids.popitem(last=False)
+        return state

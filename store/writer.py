@@ -1,0 +1,286 @@
+"""Group commit: one writer thread turns everything queued into one batch, one write, one check.
+
+For each batch: encode, one ``os.write`` of the whole batch, fdatasync if the
+policy asks, then the fencing check (which therefore starts after the write
+returned), then the commit hook, then every waiter is completed. If the check
+or the write fails, no waiter of that batch or behind it is acknowledged and
+the writer stops for good.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from store import format as fmt
+from store import messages
+from store.checkpoint import fsync_directory
+from store.config import SyncPolicy
+from store.errors import JournalClosed, JournalError, JournalFenced, JournalWriteFailed
+from store.segments import segment_name
+
+
+@dataclass(frozen=True)
+class QueuedRecord:
+    """One record waiting for the writer, with the sequence it was given on submit."""
+
+    sequence: int
+    record: fmt.EncodedRecord
+    destination: str
+    message_id: str
+    future: Future[int]
+    durable: bool  # sync and check before completing, whatever the policy
+
+
+class SegmentFile:
+    """The one segment this writer appends to; rotates to a new file past the size limit."""
+
+    def __init__(self, journal_dir: Path, epoch: int, node_id: str, max_bytes: int) -> None:
+        self.journal_dir = journal_dir
+        self.epoch = epoch
+        self.node_id = node_id
+        self.max_bytes = max_bytes
+        self.fd: int | None = None
+        self.name = ""
+        self.size = 0
+        self.header_len = 0
+        self.sealed: dict[str, int] = {}  # our own finished segments and their lengths
+
+    def write(self, batch: bytes, first_sequence: int) -> int:
+        """Append one batch in one write call (rotating first if it would not fit); its offset."""
+        if self.fd is None or (
+            self.size + len(batch) > self.max_bytes and self.size > self.header_len
+        ):
+            self._rotate(first_sequence)
+        assert self.fd is not None
+        offset = self.size
+        view = memoryview(batch)
+        written = os.write(self.fd, view)
+        while written < len(view):  # short writes happen on full disks and signals
+            written += os.write(self.fd, view[written:])
+        self.size += len(batch)
+        return offset
+
+    def sync(self) -> None:
+        if self.fd is not None:
+            os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+    def _rotate(self, first_sequence: int) -> None:
+        if self.fd is not None:
+            self.close()
+            self.sealed[self.name] = self.size
+        name = segment_name(self.epoch, first_sequence)
+        header = fmt.encode_segment_header(
+            fmt.SegmentHeader(self.epoch, first_sequence, self.node_id, time.time_ns())
+        )
+        fd = os.open(
+            self.journal_dir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644
+        )
+        try:
+            os.write(fd, header)
+            os.fdatasync(fd)
+            fsync_directory(self.journal_dir)  # the new name must survive a crash too
+        except OSError:
+            os.close(fd)
+            raise
+        self.fd, self.name, self.size, self.header_len = fd, name, len(header), len(header)
+
+
+CommitHook = Callable[[list[QueuedRecord], str, int, int], None]
+
+
+class GroupCommitWriter:
+    """Owns the writer thread; ``close()`` drains the queue and joins it."""
+
+    def __init__(
+        self,
+        segment: SegmentFile,
+        policy: SyncPolicy,
+        fencing_check: Callable[[], None],
+        on_commit: CommitHook,
+        next_sequence: int,
+        max_batch_bytes: int,
+        background_sync_interval_s: float,
+    ) -> None:
+        self.segment = segment
+        self.policy = policy
+        self.fencing_check = fencing_check
+        self.on_commit = on_commit
+        self.max_batch_bytes = max_batch_bytes
+        self.background_sync_interval_s = background_sync_interval_s
+        self.next_sequence = next_sequence
+        self.failure: JournalError | None = None
+        self.batches_written = 0
+        self.records_written = 0
+        self.bytes_written = 0
+        self._queue: deque[QueuedRecord] = deque()
+        self._jobs: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._closing = False
+        self._dirty = False
+        self._last_sync_s = time.monotonic()
+        self._condition = threading.Condition()
+        self._thread = threading.Thread(
+            target=self._run, name="primacy-journal-writer", daemon=True
+        )
+        self._thread.start()
+
+    def submit(
+        self, record: fmt.EncodedRecord, destination: str, message_id: str, *, durable: bool = False
+    ) -> Future[int]:
+        """Queue one record; the future gives its sequence once acknowledged per policy."""
+        future: Future[int] = Future()
+        with self._condition:
+            self._raise_if_stopped()
+            sequence = self.next_sequence
+            self.next_sequence += 1
+            queued = QueuedRecord(sequence, record, destination, message_id, future, durable)
+            if self.policy is SyncPolicy.NO_SYNC and not durable:
+                # NO_SYNC acknowledges before writing (see the docs); done before the
+                # writer can see the record, so only one side ever completes it.
+                future.set_result(sequence)
+            self._queue.append(queued)
+            self._condition.notify()
+        return future
+
+    def call(self, job: Callable[[], Any]) -> Future[Any]:
+        """Run ``job`` on the writer thread between batches (checkpoints, retention)."""
+        future: Future[Any] = Future()
+        with self._condition:
+            self._raise_if_stopped()
+            self._jobs.append((job, future))
+            self._condition.notify()
+        return future
+
+    def close(self) -> None:
+        """Write what is queued, sync, stop the thread and wait for it."""
+        with self._condition:
+            self._closing = True
+            self._condition.notify()
+        self._thread.join()
+
+    def _raise_if_stopped(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+        if self._closing:
+            raise JournalClosed("the journal is closed; no more writes are accepted")
+
+    def _run(self) -> None:
+        try:
+            while self._step():
+                pass
+            if self.failure is None:
+                self.segment.close()
+        except BaseException as exc:  # never leave waiters hanging, whatever happened
+            self._fail(JournalWriteFailed(f"the journal writer stopped unexpectedly: {exc!r}"))
+        finally:
+            if self.segment.fd is not None:
+                os.close(self.segment.fd)
+                self.segment.fd = None
+
+    def _step(self) -> bool:
+        """Commit one batch and run pending jobs; False once closed and drained."""
+        with self._condition:
+            while not self._queue and not self._jobs and not self._closing:
+                if self._dirty:
+                    timeout = self.background_sync_interval_s
+                    if not self._condition.wait(timeout):
+                        break
+                else:
+                    self._condition.wait()
+            batch = self._take_batch()
+            jobs = list(self._jobs)
+            self._jobs.clear()
+            stop = self._closing and not self._queue and not self._jobs and not batch
+        if batch and not self._commit(batch):
+            return False
+        if self._dirty and time.monotonic() - self._last_sync_s >= self.background_sync_interval_s:
+            self._sync_or_fail()
+        for job, future in jobs:
+            try:
+                future.set_result(job())
+            except Exception as exc:
+                future.set_exception(exc)
+        return not stop and self.failure is None
+
+    def _take_batch(self) -> list[QueuedRecord]:
+        batch: list[QueuedRecord] = []
+        size = fmt.BATCH_HEADER_LEN
+        while self._queue and (
+            not batch or size + self._queue[0].record.encoded_len <= self.max_batch_bytes
+        ):
+            queued = self._queue.popleft()
+            size += queued.record.encoded_len
+            batch.append(queued)
+        return batch
+
+    def _commit(self, batch: list[QueuedRecord]) -> bool:
+        first = batch[0].sequence
+        try:
+            data = fmt.encode_batch(
+                self.segment.epoch, first, time.time_ns(), [q.record for q in batch]
+            )
+            offset = self.segment.write(data, first)
+            if self.policy is SyncPolicy.SYNC or any(q.durable for q in batch):
+                self.segment.sync()
+                self._last_sync_s = time.monotonic()
+            else:
+                self._dirty = True
+        except OSError as exc:
+            self._fail(JournalWriteFailed(f"writing the journal failed: {exc}"), batch)
+            messages.log(logging.CRITICAL, messages.JOURNAL_WRITE_FAILED, str(exc))
+            return False
+        try:
+            self.fencing_check()  # starts only now, after the write (and sync) returned
+        except Exception as exc:
+            detail = f"after writing sequences {first}..{batch[-1].sequence}: {exc}"
+            messages.log(logging.CRITICAL, messages.FENCING_CHECK_FAILED, detail)
+            self._fail(JournalFenced(f"this node lost mastership of the journal ({exc})"), batch)
+            return False
+        self.batches_written += 1
+        self.records_written += len(batch)
+        self.bytes_written += len(data)
+        self.on_commit(batch, self.segment.name, offset, len(data))
+        for queued in batch:
+            if not queued.future.done():
+                queued.future.set_result(queued.sequence)
+        return True
+
+    def _sync_or_fail(self) -> None:
+        try:
+            self.segment.sync()
+            self._dirty = False
+            self._last_sync_s = time.monotonic()
+        except OSError as exc:
+            messages.log(logging.CRITICAL, messages.JOURNAL_WRITE_FAILED, f"fdatasync: {exc}")
+            self._fail(JournalWriteFailed(f"syncing the journal failed: {exc}"))
+
+    def _fail(self, error: JournalError, batch: list[QueuedRecord] | None = None) -> None:
+        """Stop for good: fail this batch, everything queued, and every later submit."""
+        with self._condition:
+            if self.failure is None:
+                self.failure = error
+            waiting = list(batch or []) + list(self._queue)
+            jobs = list(self._jobs)
+            self._queue.clear()
+            self._jobs.clear()
+        for queued in waiting:
+            if not queued.future.done():
+                queued.future.set_exception(error)
+        for _, future in jobs:
+            future.set_exception(error)

@@ -1,0 +1,74 @@
+"""``primacy journal verify|dump|stats SHARE``: the command-line face of store.tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from store import tools
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``journal`` command and its subcommands; each sets ``func(args) -> exit code``."""
+    journal = subparsers.add_parser("journal", help="inspect the journal on a share (read-only)")
+    commands = journal.add_subparsers(dest="journal_command", required=True)
+
+    verify = commands.add_parser("verify", help="check every batch and every checkpoint")
+    verify.add_argument("share", type=Path)
+    verify.set_defaults(func=run_verify)
+
+    dump = commands.add_parser("dump", help="print valid records in sequence order")
+    dump.add_argument("share", type=Path)
+    dump.add_argument("--from", dest="from_sequence", type=int, default=0, metavar="SEQ")
+    dump.add_argument("--json", action="store_true", help="one JSON object per line")
+    dump.set_defaults(func=run_dump)
+
+    stats = commands.add_parser("stats", help="records, bytes, segments, epochs, fenced, damaged")
+    stats.add_argument("share", type=Path)
+    stats.set_defaults(func=run_stats)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    result = tools.verify(args.share)
+    report = result.report
+    print(
+        f"{report.segments} segment(s), {report.batches_read} valid batch(es), "
+        f"{report.records_applied} record(s); {len(report.torn_tails)} torn tail(s), "
+        f"{len(report.damaged)} damaged, {report.fenced_records} fenced record(s)"
+    )
+    for torn in report.torn_tails:
+        print(
+            f"torn tail (cut off, expected after a crash): {torn.segment} from byte {torn.offset}"
+        )
+    for problem in result.problems:
+        print(f"PROBLEM: {problem}")
+    return 0 if result.ok else 1
+
+
+def run_dump(args: argparse.Namespace) -> int:
+    def emit(record: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(record, sort_keys=True))
+        else:
+            what = record.get("destination") or record.get("event") or record.get("fence", "")
+            print(
+                f"{record['sequence']:>10} e{record['epoch']} {record['type']:<7} {what} "
+                f"{record.get('message_id', '')}"
+            )
+
+    try:
+        tools.dump(args.share, emit, args.from_sequence)
+    except BrokenPipeError:  # `| head` is a normal way to read a dump
+        sys.stderr.close()
+    return 0
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    figures = tools.stats(args.share)
+    for key, value in asdict(figures).items():
+        print(f"{key}: {value}")
+    return 0
