@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -126,6 +127,7 @@ def run(kills: int, handovers: int, bare_rounds: int) -> None:
         claims = sum(1 for answer in poller.answers if answer.status == 200)
     finally:
         group.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     print()
     print("three nodes, default settings")
     print("(acquire interval 100 ms, keepalive 250 ms, takeover wait 275 ms)")

@@ -4,12 +4,16 @@
 keepalive calls it, and the journal calls it as its fencing check after every
 group commit. It passes only if the lock file is still the one we hold, the
 lock re-asserts on the held descriptor, and no later epoch exists.
+
+The journal calls it from its writer thread, so every method holds one
+mutex: the descriptor is never checked on one thread while another closes it.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +34,7 @@ class Lease:
         self.lock = ShareLock(self.share, method)
         self.epochs = EpochRegistry(self.share)
         self._epoch: int | None = None
+        self._mutex = threading.RLock()
 
     @property
     def epoch(self) -> int | None:
@@ -42,43 +47,47 @@ class Lease:
 
     def try_acquire(self) -> bool:
         """One non-blocking attempt at the lock. The epoch is claimed separately."""
-        return self.lock.try_acquire()
+        with self._mutex:
+            return self.lock.try_acquire()
 
     def claim_epoch(self) -> int:
         """Claim epoch N+1 (before reading anything else) and record it in the lock file."""
-        if not self.lock.held:
-            raise LeaseLost("cannot claim an epoch without holding the lock")
-        holder = {
-            "node_id": self.node_id,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "claimed_unix_s": time.time(),
-        }
-        self._epoch = self.epochs.claim_next(holder)
-        self.lock.write_holder(HolderInfo.for_this_process(self.node_id, self._epoch))
-        return self._epoch
+        with self._mutex:
+            if not self.lock.held:
+                raise LeaseLost("cannot claim an epoch without holding the lock")
+            holder = {
+                "node_id": self.node_id,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "claimed_unix_s": time.time(),
+            }
+            self._epoch = self.epochs.claim_next(holder)
+            self.lock.write_holder(HolderInfo.for_this_process(self.node_id, self._epoch))
+            return self._epoch
 
     def revalidate(self) -> None:
         """Raise LeaseLost unless we still hold the lock and our epoch is still current."""
-        try:
-            self.lock.revalidate()
-        except LockLost as exc:
-            raise LeaseLost(str(exc)) from exc
-        if self._epoch is None:
-            raise LeaseLost("no epoch has been claimed under this lock")
-        try:
-            current = self.epochs.is_current(self._epoch)
-        except OSError as exc:
-            raise LeaseLost(f"cannot look up the next epoch: {exc}") from exc
-        if not current:
-            raise LeaseLost(f"epoch {self._epoch + 1} was claimed by another node")
+        with self._mutex:
+            try:
+                self.lock.revalidate()
+            except LockLost as exc:
+                raise LeaseLost(str(exc)) from exc
+            if self._epoch is None:
+                raise LeaseLost("no epoch has been claimed under this lock")
+            try:
+                current = self.epochs.is_current(self._epoch)
+            except OSError as exc:
+                raise LeaseLost(f"cannot look up the next epoch: {exc}") from exc
+            if not current:
+                raise LeaseLost(f"epoch {self._epoch + 1} was claimed by another node")
 
     def holder(self) -> HolderInfo | None:
         """The lock file's holder record, read through our own descriptor."""
-        try:
-            return self.lock.read_holder()
-        except OSError:
-            return None
+        with self._mutex:
+            try:
+                return self.lock.read_holder()
+            except OSError:
+                return None
 
     def release(self) -> None:
         """Give the lock up at once so a slave can take over without waiting.
@@ -86,15 +95,17 @@ class Lease:
         The lock file is marked released only while the lease is still valid:
         after a loss the file may already carry a newer holder's record.
         """
-        try:
-            self.revalidate()
-        except LeaseLost:
-            self.abandon()
-            return
-        self.lock.release(self.node_id)
-        self._epoch = None
+        with self._mutex:
+            try:
+                self.revalidate()
+            except LeaseLost:
+                self.abandon()
+                return
+            self._epoch = None
+            self.lock.release(self.node_id)
 
     def abandon(self) -> None:
         """Drop the descriptor without touching the file (the lease is already lost)."""
-        self.lock.close()
-        self._epoch = None
+        with self._mutex:
+            self._epoch = None
+            self.lock.close()

@@ -96,6 +96,12 @@ def _run_parser(subparsers: Any) -> None:
         metavar="MS",
         help="SIGTERM to SIGKILL grace for the exec child (default 5000)",
     )
+    run.add_argument(
+        "--sync-policy",
+        choices=["sync", "write_no_sync", "no_sync"],
+        help="when a journal write is acknowledged: sync (after fdatasync and the fencing check; "
+        "the default), write_no_sync, no_sync (see docs/journal-format.md for what each survives)",
+    )
     run.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     run.add_argument(
         "--force-unsupported-share",
@@ -140,6 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "log_level": args.log_level,
         "exec": args.exec_command,
         "force_unsupported_share": args.force_unsupported_share,
+        "sync_policy": args.sync_policy,
     }
     if args.exec_marker and not args.exec_command:
         return _fail(

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from locker.lockfile import LockMethod
+from store.config import SyncPolicy
 from supervisor.roles import Priority, Timings
 
 # Defaults chosen from measurements (docs/benchmarks.md, docs/operator-guide.md):
@@ -64,6 +65,7 @@ class NodeConfig(BaseModel):
     crash_loop_hold_off_ms: int = Field(10_000, ge=0)
     registry_refresh_ms: int = Field(1000, ge=100)
     force_unsupported_share: bool = False
+    sync_policy: SyncPolicy = SyncPolicy.SYNC
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("node_id")

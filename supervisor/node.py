@@ -2,9 +2,10 @@
 
 Threads, each owned and stopped by ``Node``:
 - the role loop (the thread that calls ``run``): the only one that touches the machine;
-- the lock I/O worker: every operation on the lock file and epochs, one at a
-  time, so a hung share blocks that worker and not the loop, which then demotes
-  the node when a lease check outlives its keepalive period;
+- the lock I/O worker: every operation on the lock file and epochs, and
+  opening and closing the journal, one at a time, so a hung share blocks that
+  worker and not the loop, which then demotes the node when a lease check
+  outlives its keepalive period;
 - the registry thread: publishes this node in the share and reads the others;
 - the share watcher (``watchdog``): wakes a slave when the master leaves;
 - the HTTP server (``api.server``).
@@ -20,6 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,9 @@ from api.app import create_app
 from api.server import ApiServer
 from api.snapshot import StatusSnapshot
 from locker.lease import Lease, LeaseLost
+from store.config import StoreConfig
+from store.errors import JournalError
+from store.journal import JournalStore
 from supervisor import roles, sdnotify
 from supervisor.children import ChildProcess, become_subreaper
 from supervisor.config import NodeConfig
@@ -98,6 +103,7 @@ class Node:
         self._first_lock_attempt_done = False
         self._last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
         self._holder: dict[str, Any] | None = None
+        self._store: JournalStore | None = None
         self._version = package_version()
         self._notifier = sdnotify.Notifier()
         self._snapshot = self._build_snapshot()
@@ -190,6 +196,8 @@ class Node:
                 self._io.submit(self._yield_lock)
             case roles.ClaimEpoch():
                 self._io.submit(self._claim_epoch)
+            case roles.OpenJournal(epoch=epoch):
+                self._io.submit(lambda: self._open_journal(epoch))
             case roles.Revalidate():
                 started_at = self._clock()
                 self._io.submit(lambda: self._revalidate(started_at))
@@ -197,6 +205,7 @@ class Node:
                 log.info(
                     "PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch
                 )
+                self._journal_role_change("acquired", "master", "serving")
                 self._start_child(epoch)
             case roles.RestartChild():
                 if self._child is not None:
@@ -244,8 +253,37 @@ class Node:
         self._last_keepalive = (time.time(), finished - started_at)
         return roles.RevalidationPassed(started_at)
 
-    def _release(self, graceful: bool) -> roles.Event:
+    def _open_journal(self, epoch: int) -> roles.Event:
+        config = StoreConfig(
+            share=self.config.share,
+            node_id=self.config.node_id,
+            sync_policy=self.config.sync_policy,
+        )
+        try:
+            self._store = JournalStore.open(
+                config, epoch=epoch, fencing_check=self.lease.revalidate
+            )
+        except (JournalError, OSError, ValueError) as exc:
+            return roles.JournalFailed(str(exc))
+        return roles.JournalOpened()
+
+    def _journal_role_change(self, old: str, new: str, reason: str) -> None:
+        """Record a role change in the journal; only the node holding the journal can."""
+        if self._store is not None:
+            _append_role_change(self._store, self.config.node_id, old, new, reason)
+
+    def _close_journal(self, graceful: bool, reason: str) -> None:
+        """Stop journal writes before the lock goes: nothing may be written under a lost lock."""
+        store, self._store = self._store, None
+        if store is None:
+            return
+        if graceful:
+            _append_role_change(store, self.config.node_id, "master", "stopping", reason)
+        store.close()
+
+    def _release(self, graceful: bool, reason: str = "stopping") -> roles.Event:
         """Let the lock go; whatever the share does, the role loop hears that serving stopped."""
+        self._close_journal(graceful, reason)
         if graceful:
             try:
                 self.lease.release()
@@ -290,7 +328,7 @@ class Node:
         log.log(level, "%s node %s stops serving: %s", code, self.config.node_id, reason)
         if self._child is not None:
             self._child.stop(graceful=graceful)
-        self._io.submit(lambda: self._release(graceful))
+        self._io.submit(lambda: self._release(graceful, reason))
 
     def _on_role_changed(self, change: roles.RoleChanged) -> None:
         self._since_unix_s = time.time()
@@ -364,6 +402,7 @@ class Node:
             first_lock_attempt_done=self._first_lock_attempt_done,
             version=self._version,
             share=str(self.config.share),
+            extra={"journal": _journal_figures(self._store)},
         )
 
     def _shutdown(self) -> None:
@@ -392,6 +431,46 @@ class Node:
             self._release(graceful=True)
         else:
             self.lease.abandon()
+
+
+def _append_role_change(store: JournalStore, node_id: str, old: str, new: str, reason: str) -> None:
+    event = {
+        "event": "role",
+        "node": node_id,
+        "from": old,
+        "to": new,
+        "epoch": store.epoch,
+        "reason": reason,
+    }
+    try:
+        store.append_control(event).add_done_callback(_log_control_failure)
+    except JournalError as exc:
+        log.warning("PRIMACY-1012 node %s could not journal %s -> %s: %s", node_id, old, new, exc)
+
+
+def _log_control_failure(future: Future[int]) -> None:
+    if future.exception() is not None:
+        log.warning("PRIMACY-1012 a role change was not journaled: %s", future.exception())
+
+
+def _journal_figures(store: JournalStore | None) -> dict[str, Any] | None:
+    if store is None:
+        return None
+    stats = store.stats()
+    return {
+        "epoch": stats.epoch,
+        "sync_policy": str(stats.sync_policy),
+        "last_sequence": stats.last_sequence,
+        "pending_messages": stats.pending_messages,
+        "records_written": stats.records_written,
+        "bytes_written": stats.bytes_written,
+        "batches_written": stats.batches_written,
+        "current_segment": stats.current_segment,
+        "fenced_records": stats.fenced_records_at_open,
+        "damaged_batches": stats.damaged_batches_at_open,
+        "torn_tails": stats.torn_tails_at_open,
+        "failure": stats.failure,
+    }
 
 
 def _priority_of(entry: NodeEntry) -> Priority:

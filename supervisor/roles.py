@@ -45,6 +45,8 @@ TRANSITIONS: dict[Role, dict[str, Role]] = {
     },
     S.ACQUIRED: {
         "epoch_claimed": S.ACQUIRED,
+        "journal_opened": S.ACQUIRED,
+        "journal_failed": S.DEMOTING,
         "revalidated": S.ACQUIRED,
         "takeover_ready": S.MASTER,
         "lease_lost": S.DEMOTING,
@@ -90,6 +92,16 @@ class LockResult:
 @dataclass(frozen=True)
 class EpochClaimed:
     epoch: int
+
+
+@dataclass(frozen=True)
+class JournalOpened:
+    """Recovery finished and the new epoch's fence is durable."""
+
+
+@dataclass(frozen=True)
+class JournalFailed:
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -142,6 +154,8 @@ Event = (
     Tick
     | LockResult
     | EpochClaimed
+    | JournalOpened
+    | JournalFailed
     | RevalidationPassed
     | LeaseLost
     | ChildExited
@@ -169,6 +183,13 @@ class YieldLock:
 @dataclass(frozen=True)
 class ClaimEpoch:
     """Claim epoch N+1 in the share before anything else is read."""
+
+
+@dataclass(frozen=True)
+class OpenJournal:
+    """Recover the journal and fence earlier epochs, under the epoch just claimed."""
+
+    epoch: int
 
 
 @dataclass(frozen=True)
@@ -211,6 +232,7 @@ Action = (
     TryLock
     | YieldLock
     | ClaimEpoch
+    | OpenJournal
     | Revalidate
     | StartServing
     | RestartChild
@@ -218,8 +240,6 @@ Action = (
     | RoleChanged
     | Exit
 )
-
-_LOCK_IO = (TryLock, ClaimEpoch, Revalidate)
 
 
 class RoleMachineError(Exception):
@@ -257,6 +277,7 @@ class RoleMachine:
     _first_seen_free_at: float | None = None
     _next_revalidation_at: float = 0.0
     _takeover_ready_at: float | None = None
+    _journal_open: bool = False
     _hold_off_until: float = 0.0
     _child_exits: deque[float] = field(default_factory=deque)
 
@@ -304,6 +325,25 @@ class RoleMachine:
                 self._apply("epoch_claimed", now, actions, f"claimed epoch {epoch}")
                 self._takeover_ready_at = now + self.timings.takeover_delay_s
                 self._next_revalidation_at = now + self.timings.lock_keep_alive_period_s
+                # Recovery and the fence run during the takeover wait.
+                self._journal_open = False
+                self._start_io(OpenJournal(epoch), now, actions)
+            case JournalOpened():
+                self._io_done()
+                if self.role is Role.ACQUIRED:
+                    self._journal_open = True
+                    self._apply("journal_opened", now, actions, "journal recovered and fenced")
+            case JournalFailed(reason=reason):
+                self._io_done()
+                if self.role is Role.ACQUIRED:
+                    self._hold_off_until = now + self.timings.crash_loop_hold_off_s
+                    self._demote(
+                        now,
+                        actions,
+                        f"the journal could not be opened: {reason}",
+                        graceful=True,
+                        trigger="journal_failed",
+                    )
             case RevalidationPassed(started_at=started_at):
                 self._io_done()
                 self._on_revalidated(started_at, now, actions)
@@ -356,7 +396,7 @@ class RoleMachine:
             if now >= self._next_lock_attempt_at and now >= self._hold_off_until:
                 self._start_io(TryLock(), now, actions)
         elif self.role is Role.ACQUIRED:
-            if self._takeover_ready_at is not None and now >= self._takeover_ready_at:
+            if self._promotion_due(now):
                 # Promotion needs a lease check that started after the wait.
                 self._start_io(Revalidate(), now, actions)
             elif now >= self._next_revalidation_at:
@@ -395,7 +435,7 @@ class RoleMachine:
         self.last_ok_revalidation_start = started_at
         self._next_revalidation_at = started_at + self.timings.lock_keep_alive_period_s / 2
         ready = self._takeover_ready_at
-        if self.role is Role.ACQUIRED and ready is not None and started_at >= ready:
+        if self._promotion_due(started_at) and ready is not None and started_at >= ready:
             self._takeover_ready_at = None
             assert self.epoch is not None
             self._apply("takeover_ready", now, actions, "takeover wait over, lease confirmed")
@@ -438,6 +478,12 @@ class RoleMachine:
 
     # ---- helpers -----------------------------------------------------------
 
+    def _promotion_due(self, now: float) -> bool:
+        ready = self._takeover_ready_at
+        return (
+            self.role is Role.ACQUIRED and self._journal_open and ready is not None and now >= ready
+        )
+
     def _demote(
         self, now: float, actions: list[Action], reason: str, *, graceful: bool, trigger: str
     ) -> None:
@@ -447,6 +493,7 @@ class RoleMachine:
 
     def _after_role_entry(self, now: float, actions: list[Action]) -> None:
         if self.role is Role.SLAVE:
+            self._journal_open = False
             self.epoch = None
             self.last_ok_revalidation_start = None
             self._next_lock_attempt_at = now + self.timings.lock_acquire_sleep_interval_s

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from locker.lockfile import LOCK_FILE_NAME
+from store import tools
 from tests.harness.group import Group, MasterPoller, NodeProcess, wait_until
 
 pytestmark = pytest.mark.slow
@@ -243,3 +244,32 @@ def test_fifty_takeovers_never_show_two_masters(group: Group) -> None:
             poller.add(group.start(old.node_id))
     assert poller.overlaps() == []
     assert sum(1 for a in poller.answers if a.status == 200) > 100
+
+
+def test_role_changes_are_journaled_and_status_shows_the_journal(group: Group, share: Path) -> None:
+    nodes = group.start_many(2)
+    first = group.wait_for_master()
+    journal = httpx.get(f"http://127.0.0.1:{first.port}/status").json()["journal"]
+    assert journal["sync_policy"] == "sync" and journal["epoch"] == 1
+    assert journal["fenced_records"] == 0 and journal["damaged_batches"] == 0
+    slave = next(node for node in nodes if node is not first)
+    assert httpx.get(f"http://127.0.0.1:{slave.port}/status").json()["journal"] is None
+    first.signal(signal.SIGTERM)
+    assert first.process.wait(15) == 0
+    second = group.wait_for_master(exclude={first.node_id})
+    second.signal(signal.SIGKILL)
+    second.process.wait(10)
+    records: list[dict[str, object]] = []
+    tools.dump(share, records.append)
+    controls = [
+        (r["epoch"], r["event"]["node"], r["event"]["to"])  # type: ignore[index]
+        for r in records
+        if r["type"] == "CONTROL"
+    ]
+    assert controls == [
+        (1, first.node_id, "master"),
+        (1, first.node_id, "stopping"),
+        (2, second.node_id, "master"),
+    ]
+    fences = [r for r in records if r["type"] == "FENCE"]
+    assert [r["epoch"] for r in fences] == [1, 2]

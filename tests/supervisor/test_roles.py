@@ -10,8 +10,11 @@ from supervisor.roles import (
     ClaimEpoch,
     EpochClaimed,
     Exit,
+    JournalFailed,
+    JournalOpened,
     LeaseLost,
     LockResult,
+    OpenJournal,
     Priority,
     Revalidate,
     RevalidationPassed,
@@ -61,7 +64,8 @@ class Driver:
     def become_master(self) -> None:
         assert self.kinds(self.at(0.0)) == [TryLock]
         assert self.kinds(self.at(0.01, LockResult(True))) == [ClaimEpoch]
-        self.at(0.02, EpochClaimed(7))
+        assert self.kinds(self.at(0.02, EpochClaimed(7))) == [OpenJournal]
+        assert self.kinds(self.at(0.05, JournalOpened())) == []
         assert self.kinds(self.at(0.02 + TIMINGS.takeover_delay_s)) == [Revalidate]
         started = self.now
         assert self.kinds(self.at(self.now + 0.001, RevalidationPassed(started))) == [StartServing]
@@ -158,6 +162,7 @@ def test_new_master_waits_the_takeover_delay_and_a_fresh_lease_check_before_serv
     d.at(0.0)
     d.at(0.01, LockResult(True))
     d.at(0.02, EpochClaimed(3))
+    d.at(0.03, JournalOpened())
     assert d.machine.role is Role.ACQUIRED
     # An ordinary keepalive check during the wait does not promote.
     assert d.kinds(d.at(0.27)) == [Revalidate]
@@ -271,3 +276,28 @@ def test_master_left_does_not_move_a_never_node() -> None:
     d = Driver(Priority.NEVER)
     d.at(0.0)
     assert d.kinds(d.at(0.01, roles.MasterLeft())) == []
+
+
+def test_promotion_waits_for_the_journal_even_after_the_takeover_delay() -> None:
+    d = Driver()
+    d.at(0.0)
+    d.at(0.01, LockResult(True))
+    d.at(0.02, EpochClaimed(3))
+    # Recovery is slow: the takeover wait passes, no promotion yet.
+    assert d.kinds(d.at(1.0)) == []
+    assert d.machine.role is Role.ACQUIRED
+    assert d.kinds(d.at(1.1, JournalOpened())) == [Revalidate]
+    assert d.kinds(d.at(1.11, RevalidationPassed(1.1))) == [StartServing]
+
+
+def test_a_journal_that_cannot_open_gives_the_lock_up_and_holds_off() -> None:
+    d = Driver()
+    d.at(0.0)
+    d.at(0.01, LockResult(True))
+    d.at(0.02, EpochClaimed(3))
+    actions = d.at(0.03, JournalFailed("stale epoch"))
+    assert d.kinds(actions) == [StopServing]
+    assert actions[-1].graceful  # type: ignore[union-attr]
+    d.at(0.04, ServingStopped())
+    assert d.machine.role is Role.SLAVE
+    assert d.kinds(d.at(1.0)) == []  # holding off
