@@ -6,6 +6,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The role loop publishes a snapshot at least every 0.2 s; one this old means it is stuck.
+LOOP_STALL_S = 2.0
+
 
 @dataclass(frozen=True)
 class StatusSnapshot:
@@ -17,6 +20,8 @@ class StatusSnapshot:
     since_unix_s: float
     priority: str
     master_claim_expires_monotonic: float = float("-inf")
+    built_at_monotonic: float = field(default_factory=time.monotonic)
+    lock_io_overdue_monotonic: float = float("inf")
     last_keepalive_unix_s: float | None = None
     last_keepalive_duration_s: float | None = None
     lock_holder: dict[str, Any] | None = None
@@ -33,9 +38,24 @@ class StatusSnapshot:
     def is_healthy_slave(self) -> bool:
         return self.role == "slave"
 
+    def is_live(self, now_monotonic: float | None = None) -> bool:
+        """False once the role loop stalls or a lock operation overruns its deadline."""
+        now = time.monotonic() if now_monotonic is None else now_monotonic
+        return now < self.built_at_monotonic + LOOP_STALL_S and now < self.lock_io_overdue_monotonic
+
+    def is_ready(self) -> bool:
+        """The node has tried the lock once and, if it holds it, has recovered the journal."""
+        return self.first_lock_attempt_done and self.role in ("slave", "master")
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data.pop("master_claim_expires_monotonic")
+        for internal in (
+            "master_claim_expires_monotonic",
+            "built_at_monotonic",
+            "lock_io_overdue_monotonic",
+        ):
+            data.pop(internal)
+        data["live"] = self.is_live()
         data["serving"] = self.is_serving_master()
         data.update(data.pop("extra"))
         return data

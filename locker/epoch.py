@@ -74,6 +74,18 @@ class EpochRegistry:
             _fsync_directory(self.directory)
             return epoch
 
+    def rewrite(self, epoch: int, record: dict[str, Any]) -> None:
+        """Replace the record of an epoch this node owns (its content, never its existence)."""
+        path = self.directory / str(epoch)
+        fd = os.open(path, os.O_WRONLY)  # no O_CREAT: the epoch must already be ours
+        try:
+            data = (json.dumps({**record, "epoch": epoch}, sort_keys=True) + "\n").encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def read(self, epoch: int) -> dict[str, Any] | None:
         """The record written by whoever claimed ``epoch`` (None if absent or unreadable)."""
         try:

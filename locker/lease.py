@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from locker.epoch import EpochRegistry
 from locker.lockfile import HolderInfo, LockLost, LockMethod, ShareLock
@@ -35,6 +36,7 @@ class Lease:
         self.epochs = EpochRegistry(self.share)
         self._epoch: int | None = None
         self._mutex = threading.RLock()
+        self._record: dict[str, Any] = {}
 
     @property
     def epoch(self) -> int | None:
@@ -50,8 +52,12 @@ class Lease:
         with self._mutex:
             return self.lock.try_acquire()
 
-    def claim_epoch(self) -> int:
-        """Claim epoch N+1 (before reading anything else) and record it in the lock file."""
+    def claim_epoch(self, terms: dict[str, Any] | None = None) -> int:
+        """Claim epoch N+1 (before reading anything else) and record it in the lock file.
+
+        ``terms`` go into the epoch's record for the next master to read, such
+        as the keepalive period this master's claims last.
+        """
         with self._mutex:
             if not self.lock.held:
                 raise LeaseLost("cannot claim an epoch without holding the lock")
@@ -60,8 +66,10 @@ class Lease:
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
                 "claimed_unix_s": time.time(),
+                **(terms or {}),
             }
             self._epoch = self.epochs.claim_next(holder)
+            self._record = holder
             self.lock.write_holder(HolderInfo.for_this_process(self.node_id, self._epoch))
             return self._epoch
 
@@ -80,6 +88,29 @@ class Lease:
                 raise LeaseLost(f"cannot look up the next epoch: {exc}") from exc
             if not current:
                 raise LeaseLost(f"epoch {self._epoch + 1} was claimed by another node")
+
+    def update_terms(self, terms: dict[str, Any]) -> None:
+        """Rewrite our epoch's record with new terms, then confirm the lease still holds.
+
+        Raising a term (a longer keepalive) is safe to act on only after this
+        returns: a node that claims the next epoch afterwards reads the new value.
+        """
+        with self._mutex:
+            if self._epoch is None:
+                raise LeaseLost("no epoch has been claimed under this lock")
+            self._record = {**self._record, **terms}
+            try:
+                self.epochs.rewrite(self._epoch, self._record)
+            except OSError as exc:
+                raise LeaseLost(f"cannot rewrite the epoch record: {exc}") from exc
+            self.revalidate()
+
+    def previous_terms(self) -> dict[str, Any]:
+        """The record of the epoch before ours: the terms the previous master served under."""
+        with self._mutex:
+            if self._epoch is None or self._epoch <= 1:
+                return {}
+            return self.epochs.read(self._epoch - 1) or {}
 
     def holder(self) -> HolderInfo | None:
         """The lock file's holder record, read through our own descriptor."""

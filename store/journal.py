@@ -73,6 +73,9 @@ class JournalStore:
             config.journal_dir, epoch, config.node_id, config.segment_max_bytes
         )
         self._writer: GroupCommitWriter | None = None
+        # Called on the writer thread after each batch: (records, bytes, seconds to write,
+        # sync and check). Must be quick and must not raise.
+        self.commit_observer: Callable[[int, int, float], None] | None = None
 
     @classmethod
     def open(
@@ -226,7 +229,11 @@ class JournalStore:
             raise JournalError("the journal store was not opened with JournalStore.open")
         return self._writer
 
-    def _on_commit(self, batch: list[QueuedRecord], segment: str, offset: int, length: int) -> None:
+    def _on_commit(
+        self, batch: list[QueuedRecord], segment: str, offset: int, length: int, commit_s: float
+    ) -> None:
+        if self.commit_observer is not None:
+            self.commit_observer(len(batch), length, commit_s)
         for queued in batch:
             self._state.apply(
                 queued.record.record_type,

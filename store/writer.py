@@ -102,7 +102,7 @@ class SegmentFile:
         self.fd, self.name, self.size, self.header_len = fd, name, len(header), len(header)
 
 
-CommitHook = Callable[[list[QueuedRecord], str, int, int], None]
+CommitHook = Callable[[list[QueuedRecord], str, int, int, float], None]
 
 
 class GroupCommitWriter:
@@ -231,6 +231,7 @@ class GroupCommitWriter:
 
     def _commit(self, batch: list[QueuedRecord]) -> bool:
         first = batch[0].sequence
+        started_s = time.monotonic()
         try:
             data = fmt.encode_batch(
                 self.segment.epoch, first, time.time_ns(), [q.record for q in batch]
@@ -255,7 +256,7 @@ class GroupCommitWriter:
         self.batches_written += 1
         self.records_written += len(batch)
         self.bytes_written += len(data)
-        self.on_commit(batch, self.segment.name, offset, len(data))
+        self.on_commit(batch, self.segment.name, offset, len(data), time.monotonic() - started_s)
         for queued in batch:
             if not queued.future.done():
                 queued.future.set_result(queued.sequence)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from api.admin import TokenFileError, load_token
 from api.server import ApiServerError
 from locker.epoch import EpochRegistry
 from locker.lockfile import read_holder_from_outside
@@ -102,6 +103,13 @@ def _run_parser(subparsers: Any) -> None:
         help="when a journal write is acknowledged: sync (after fdatasync and the fencing check; "
         "the default), write_no_sync, no_sync (see docs/journal-format.md for what each survives)",
     )
+    run.add_argument(
+        "--admin-token-file",
+        type=Path,
+        metavar="FILE",
+        help="enables the admin endpoints (switchover, pause, resume, priority); the file holds "
+        "the bearer token and must not be readable by group or others",
+    )
     run.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     run.add_argument(
         "--force-unsupported-share",
@@ -147,6 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "exec": args.exec_command,
         "force_unsupported_share": args.force_unsupported_share,
         "sync_policy": args.sync_policy,
+        "admin_token_file": args.admin_token_file,
     }
     if args.exec_marker and not args.exec_command:
         return _fail(
@@ -165,7 +174,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_share(config.share, config.lock_method)
     except ShareUnusable as exc:
         return _fail(EXIT_SHARE_UNUSABLE, f"PRIMACY-2002 {exc}")
-    node = Node(config)
+    token = None
+    if config.admin_token_file is not None:
+        try:
+            token = load_token(config.admin_token_file)
+        except TokenFileError as exc:
+            return _fail(EXIT_USAGE, f"PRIMACY-2005 {exc}")
+    node = Node(
+        config,
+        admin_token=token,
+        config_file=args.config,
+        reload_config=lambda: load_config(args.config, overrides),
+    )
     node.install_signal_handlers()
     try:
         return node.run()

@@ -66,6 +66,7 @@ class NodeConfig(BaseModel):
     registry_refresh_ms: int = Field(1000, ge=100)
     force_unsupported_share: bool = False
     sync_policy: SyncPolicy = SyncPolicy.SYNC
+    admin_token_file: Path | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("node_id")

@@ -22,27 +22,33 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from api.app import create_app
+from api.metrics import NodeMetrics
 from api.server import ApiServer
 from api.snapshot import StatusSnapshot
 from locker.lease import Lease, LeaseLost
 from store.config import StoreConfig
 from store.errors import JournalError
 from store.journal import JournalStore
-from supervisor import roles, sdnotify
+from supervisor import group_control, roles, sdnotify
+from supervisor.admin import NodeAdmin
 from supervisor.children import ChildProcess, become_subreaper
 from supervisor.config import NodeConfig
+from supervisor.config_watch import ConfigWatcher
 from supervisor.registry import NodeEntry, NodeRegistry
 from supervisor.roles import Priority, Role, RoleMachine
 from supervisor.share_events import ShareWatcher
 
 log = logging.getLogger("primacy.node")
+KEEP_ALIVE_TERM = "lock_keep_alive_period_ms"
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 _IDLE_TICK_S = 0.2
 
 
@@ -65,6 +71,19 @@ class LockIoWorker:
     def submit(self, job: Callable[[], roles.Event | None]) -> None:
         self._jobs.put(job)
 
+    def call(self, work: Callable[[], T], timeout_s: float = 10.0) -> T:
+        """Run ``work`` on the worker after what is queued; return its result (other threads)."""
+        done: Future[T] = Future()
+
+        def job() -> None:
+            try:
+                done.set_result(work())
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        self.submit(job)
+        return done.result(timeout_s)
+
     def close(self, timeout_s: float) -> bool:
         """Finish queued jobs; False if the worker is stuck (on a hung share)."""
         self._jobs.put(None)
@@ -85,7 +104,14 @@ class LockIoWorker:
 class Node:
     """One primacy supervisor: role loop, lock I/O, registry, HTTP, exec child."""
 
-    def __init__(self, config: NodeConfig, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        clock: Clock = time.monotonic,
+        admin_token: str | None = None,
+        config_file: Path | None = None,
+        reload_config: Callable[[], NodeConfig] | None = None,
+    ) -> None:
         self.config = config
         self._clock = clock
         self._events: queue.Queue[roles.Event] = queue.Queue()
@@ -104,16 +130,30 @@ class Node:
         self._last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
         self._holder: dict[str, Any] | None = None
         self._store: JournalStore | None = None
+        self._paused = False
+        self._cluster: list[dict[str, Any]] = []
         self._version = package_version()
         self._notifier = sdnotify.Notifier()
         self._snapshot = self._build_snapshot()
+        self.metrics = NodeMetrics(self.snapshot)
+        admin = NodeAdmin(config.node_id, config.share, self.snapshot, self.post, self._io.call)
         host, port = config.http_host_port
-        self._api = ApiServer(create_app(self.snapshot), host, port)
+        self._api = ApiServer(
+            create_app(self.snapshot, self.metrics, admin, admin_token), host, port
+        )
+        self._config_watcher = (
+            ConfigWatcher(config_file, reload_config, self._apply_config)
+            if config_file is not None and reload_config is not None
+            else None
+        )
         self._registry_thread = threading.Thread(
             target=self._registry_loop, name="primacy-registry", daemon=True
         )
         self._watcher = ShareWatcher(
-            config.share, config.node_id, lambda: self.post(roles.MasterLeft())
+            config.share,
+            config.node_id,
+            on_master_left=lambda: self.post(roles.MasterLeft()),
+            on_pause_changed=self._registry_wake.set,
         )
 
     # ---- public ------------------------------------------------------------
@@ -134,6 +174,8 @@ class Node:
         self._api.start()  # raises ApiServerError before anything else has started
         self._registry_thread.start()
         self._watcher.start()
+        if self._config_watcher is not None:
+            self._config_watcher.start()
         log.info(
             "PRIMACY-1000 node %s starting: share=%s http=%s priority=%s",
             self.config.node_id,
@@ -223,34 +265,57 @@ class Node:
 
     def _try_lock(self) -> roles.Event:
         try:
-            acquired = self.lease.try_acquire()
+            acquired = self.lease.try_acquire() and not self._switchover_holds_us_back()
         except OSError as exc:
             log.warning("PRIMACY-1007 node %s cannot try the lock: %s", self.config.node_id, exc)
             acquired = False
         holder = self.lease.holder()
         self._holder = None if holder is None else vars(holder).copy()
+        self.metrics.lock_attempts.labels("acquired" if acquired else "busy").inc()
         return roles.LockResult(acquired)
+
+    def _switchover_holds_us_back(self) -> bool:
+        """After taking the lock: if a switchover names another node, give the lock back.
+
+        Read after acquiring, not before: the old master writes the request
+        before it releases, so whoever gets the lock after the release sees it.
+        """
+        request = group_control.read_switchover(self.config.share)
+        if request is None or not request.holds_back(
+            self.config.node_id, self.lease.epochs.latest(), time.time()
+        ):
+            return False
+        self.lease.abandon()
+        return True
 
     def _yield_lock(self) -> None:
         self.lease.abandon()
 
     def _claim_epoch(self) -> roles.Event:
         try:
-            epoch = self.lease.claim_epoch()
+            epoch = self.lease.claim_epoch(self._terms())
+            previous = self.lease.previous_terms().get(KEEP_ALIVE_TERM)
         except (OSError, LeaseLost) as exc:
             return roles.LeaseLost(f"claiming an epoch failed: {exc}")
         holder = self.lease.holder()
         self._holder = None if holder is None else vars(holder).copy()
         log.info("PRIMACY-1002 node %s claimed epoch %d", self.config.node_id, epoch)
-        return roles.EpochClaimed(epoch)
+        group_control.clear_switchover(self.config.share)
+        previous_s = float(previous) / 1000 if isinstance(previous, int | float) else None
+        return roles.EpochClaimed(epoch, previous_s)
+
+    def _terms(self) -> dict[str, Any]:
+        """What the next master must know about this one: how long its claims last."""
+        return {KEEP_ALIVE_TERM: round(self.machine.timings.lock_keep_alive_period_s * 1000)}
 
     def _revalidate(self, started_at: float) -> roles.Event:
         try:
             self.lease.revalidate()
         except LeaseLost as exc:
             return roles.LeaseLost(str(exc))
-        finished = self._clock()
-        self._last_keepalive = (time.time(), finished - started_at)
+        duration_s = self._clock() - started_at
+        self._last_keepalive = (time.time(), duration_s)
+        self.metrics.keepalive_seconds.observe(duration_s)
         return roles.RevalidationPassed(started_at)
 
     def _open_journal(self, epoch: int) -> roles.Event:
@@ -265,6 +330,7 @@ class Node:
             )
         except (JournalError, OSError, ValueError) as exc:
             return roles.JournalFailed(str(exc))
+        self._store.commit_observer = self.metrics.observe_commit
         return roles.JournalOpened()
 
     def _journal_role_change(self, old: str, new: str, reason: str) -> None:
@@ -332,6 +398,7 @@ class Node:
 
     def _on_role_changed(self, change: roles.RoleChanged) -> None:
         self._since_unix_s = time.time()
+        self.metrics.role_changes.labels(str(change.new)).inc()
         if change.old is Role.STARTING:
             self._first_lock_attempt_done = True
             self._notifier.ready()
@@ -360,20 +427,22 @@ class Node:
             self._registry_wake.clear()
 
     def _refresh_registry(self) -> None:
+        """Publish this node, read the others and the pause marker (registry thread)."""
         snap = self._snapshot
         entry = NodeEntry(
             self.config.node_id,
             socket.gethostname(),
             os.getpid(),
             self._api.address,
-            self.config.priority,
+            self.machine.priority.name.lower(),
             snap.role,
             snap.epoch,
             time.time(),
         )
         try:
             self._registry.publish(entry)
-            others = [e for e in self._registry.live_entries() if e.node_id != self.config.node_id]
+            entries = self._registry.entries()
+            paused = group_control.is_paused(self.config.share)
         except OSError as exc:
             log.warning(
                 "PRIMACY-1008 node %s cannot refresh the node registry: %s",
@@ -381,9 +450,67 @@ class Node:
                 exc,
             )
             return
-        best = max((_priority_of(entry) for entry in others), default=Priority.NEVER)
+        now = time.time()
+        self._cluster = [{**asdict(e), "live": e.is_live(now)} for e in entries]
+        others = [e for e in entries if e.node_id != self.config.node_id and e.is_live(now)]
+        best = max((_priority_of(other) for other in others), default=Priority.NEVER)
         if best != self.machine.best_other_priority:
             self.post(roles.PeersSeen(best))
+        if paused != self._paused:
+            self._paused = paused
+            log.info(
+                "PRIMACY-1024 node %s sees the group %s",
+                self.config.node_id,
+                "paused" if paused else "resumed",
+            )
+            self.post(roles.PauseChanged(paused))
+
+    def _apply_config(self, new: NodeConfig) -> None:
+        """A valid edit of the config file: priority and timings now, the rest after a restart."""
+        old = self.config
+        live_keys = {
+            "priority",
+            "lock_acquire_sleep_interval_ms",
+            "lock_keep_alive_period_ms",
+            "takeover_delay_ms",
+        }
+        changed = {k for k in type(old).model_fields if getattr(old, k) != getattr(new, k)}
+        for key in sorted(changed - live_keys):
+            log.warning(
+                "PRIMACY-1013 node %s: %s changed in the config file; it takes effect "
+                "after a restart",
+                self.config.node_id,
+                key,
+            )
+        if new.priority != old.priority:
+            self.post(roles.PriorityChanged(new.node_priority))
+        if changed & (live_keys - {"priority"}):
+            self._change_timings(new.timings())
+        self.config = new
+        log.info(
+            "PRIMACY-1014 node %s applied the edited config: %s",
+            self.config.node_id,
+            ", ".join(sorted(changed & live_keys)) or "nothing live changed",
+        )
+
+    def _change_timings(self, timings: roles.Timings) -> None:
+        """Keep the epoch record's keepalive no shorter than the one our claims use."""
+        current = self.machine.timings.lock_keep_alive_period_s
+        longer = timings.lock_keep_alive_period_s > current
+
+        def record_then_apply() -> roles.Event | None:
+            if self.lease.epoch is not None:
+                try:
+                    self.lease.update_terms(
+                        {KEEP_ALIVE_TERM: round(timings.lock_keep_alive_period_s * 1000)}
+                    )
+                except LeaseLost as exc:
+                    return roles.LeaseLost(str(exc))
+            return roles.TimingsChanged(timings) if longer else None
+
+        if not longer:
+            self.post(roles.TimingsChanged(timings))  # a shorter claim is safe at once
+        self._io.submit(record_then_apply)
 
     # ---- snapshot and shutdown -----------------------------------------------
 
@@ -394,15 +521,30 @@ class Node:
             role=str(self.machine.role),
             epoch=self.machine.epoch,
             since_unix_s=self._since_unix_s,
-            priority=self.config.priority,
+            priority=self.machine.priority.name.lower(),
             master_claim_expires_monotonic=self.machine.claim_expires_at(),
+            lock_io_overdue_monotonic=self._lock_io_overdue_at(),
             last_keepalive_unix_s=keepalive[0] if keepalive else None,
             last_keepalive_duration_s=keepalive[1] if keepalive else None,
             lock_holder=self._holder,
             first_lock_attempt_done=self._first_lock_attempt_done,
             version=self._version,
             share=str(self.config.share),
-            extra={"journal": _journal_figures(self._store)},
+            extra={
+                "journal": _journal_figures(self._store),
+                "paused": self._paused,
+                "cluster": self._cluster,
+            },
+        )
+
+    def _lock_io_overdue_at(self) -> float:
+        """When a lock operation under way stops counting as alive (a hung share)."""
+        started = self.machine.lock_io_started_at
+        if started is None:
+            return float("inf")
+        timings = self.machine.timings
+        return started + 2 * max(
+            timings.lock_keep_alive_period_s, timings.lock_acquire_sleep_interval_s
         )
 
     def _shutdown(self) -> None:

@@ -91,7 +91,10 @@ class LockResult:
 
 @dataclass(frozen=True)
 class EpochClaimed:
+    """The epoch is ours; ``previous_keep_alive_period_s`` is what the previous master used."""
+
     epoch: int
+    previous_keep_alive_period_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,23 @@ class MasterLeft:
 
 
 @dataclass(frozen=True)
+class PauseChanged:
+    """The group was paused or resumed (maintenance: hold roles, take no automatic action)."""
+
+    paused: bool
+
+
+@dataclass(frozen=True)
+class PriorityChanged:
+    priority: Priority
+
+
+@dataclass(frozen=True)
+class TimingsChanged:
+    timings: Timings
+
+
+@dataclass(frozen=True)
 class PeersSeen:
     """The best priority among other live, eligible nodes (from the share's registry)."""
 
@@ -163,6 +183,9 @@ Event = (
     | StopRequested
     | StepDownRequested
     | MasterLeft
+    | PauseChanged
+    | PriorityChanged
+    | TimingsChanged
     | PeersSeen
 )
 
@@ -256,6 +279,7 @@ class Timings:
     child_max_restarts: int = 3
     child_restart_window_s: float = 60.0
     crash_loop_hold_off_s: float = 10.0
+    takeover_drift_margin: float = 0.10
 
 
 @dataclass
@@ -270,6 +294,8 @@ class RoleMachine:
     last_ok_revalidation_start: float | None = None
     best_other_priority: Priority = Priority.NEVER
     has_child: bool = False
+    paused: bool = False
+    _claim_expires_at: float = float("-inf")
     _io_in_flight: Action | None = None
     _io_started_at: float = 0.0
     _next_lock_attempt_at: float = 0.0
@@ -287,11 +313,16 @@ class RoleMachine:
         """True only for a master whose last passed lease check started under one keepalive ago."""
         return self.role is Role.MASTER and self.claim_expires_at() > now
 
+    @property
+    def lock_io_started_at(self) -> float | None:
+        """When the lock operation under way started, None if none is."""
+        return self._io_started_at if self._io_in_flight is not None else None
+
     def claim_expires_at(self) -> float:
         """The instant (same clock) after which this node must not claim to be master."""
-        if self.role is not Role.MASTER or self.last_ok_revalidation_start is None:
+        if self.role is not Role.MASTER:
             return float("-inf")
-        return self.last_ok_revalidation_start + self.timings.lock_keep_alive_period_s
+        return self._claim_expires_at
 
     def next_deadline(self) -> float:
         """When the shell should next send a Tick, at the latest."""
@@ -319,11 +350,11 @@ class RoleMachine:
             case LockResult(acquired=acquired):
                 self._io_done()
                 self._on_lock_result(acquired, now, actions)
-            case EpochClaimed(epoch=epoch):
+            case EpochClaimed(epoch=epoch, previous_keep_alive_period_s=previous):
                 self._io_done()
                 self.epoch = epoch
                 self._apply("epoch_claimed", now, actions, f"claimed epoch {epoch}")
-                self._takeover_ready_at = now + self.timings.takeover_delay_s
+                self._takeover_ready_at = now + self._takeover_wait(previous)
                 self._next_revalidation_at = now + self.timings.lock_keep_alive_period_s
                 # Recovery and the fence run during the takeover wait.
                 self._journal_open = False
@@ -366,6 +397,19 @@ class RoleMachine:
                     if self._io_in_flight is not None:
                         self._retry_after_attempt = True
                     self._next_lock_attempt_at = now
+            case PauseChanged(paused=paused):
+                self.paused = paused
+            case PriorityChanged(priority=priority):
+                self.priority = priority
+            case TimingsChanged(timings=timings):
+                # A shorter keepalive shortens the current claim at once; a longer
+                # one only counts for lease checks that start from now on (the
+                # shell records it in the epoch file before sending this event).
+                start = self.last_ok_revalidation_start
+                if start is not None:
+                    shorter = start + timings.lock_keep_alive_period_s
+                    self._claim_expires_at = min(self._claim_expires_at, shorter)
+                self.timings = timings
             case PeersSeen(best_other_priority=best):
                 self.best_other_priority = best
         return actions
@@ -374,9 +418,12 @@ class RoleMachine:
 
     def _on_tick(self, now: float, actions: list[Action]) -> None:
         if self._io_in_flight is not None:
-            if now - self._io_started_at >= self._io_timeout() and self.role in (
-                Role.ACQUIRED,
-                Role.MASTER,
+            # Paused, a slow lease check only lets the claim lapse (503); a
+            # check that fails still demotes.
+            if (
+                now - self._io_started_at >= self._io_timeout()
+                and self.role in (Role.ACQUIRED, Role.MASTER)
+                and not self.paused
             ):
                 self._demote(
                     now,
@@ -393,6 +440,8 @@ class RoleMachine:
                         "not_eligible", now, actions, "priority never: will not take the lock"
                     )
                 return
+            if self.paused and self.role is Role.SLAVE:
+                return  # a paused group keeps its master, whatever happens to it
             if now >= self._next_lock_attempt_at and now >= self._hold_off_until:
                 self._start_io(TryLock(), now, actions)
         elif self.role is Role.ACQUIRED:
@@ -433,6 +482,7 @@ class RoleMachine:
         if self.role not in (Role.ACQUIRED, Role.MASTER):
             return
         self.last_ok_revalidation_start = started_at
+        self._claim_expires_at = started_at + self.timings.lock_keep_alive_period_s
         self._next_revalidation_at = started_at + self.timings.lock_keep_alive_period_s / 2
         ready = self._takeover_ready_at
         if self._promotion_due(started_at) and ready is not None and started_at >= ready:
@@ -451,7 +501,7 @@ class RoleMachine:
             self._child_exits and now - self._child_exits[0] > self.timings.child_restart_window_s
         ):
             self._child_exits.popleft()
-        if len(self._child_exits) > self.timings.child_max_restarts:
+        if len(self._child_exits) > self.timings.child_max_restarts and not self.paused:
             self._child_exits.clear()
             self._hold_off_until = now + self.timings.crash_loop_hold_off_s
             self._demote(
@@ -496,6 +546,7 @@ class RoleMachine:
             self._journal_open = False
             self.epoch = None
             self.last_ok_revalidation_start = None
+            self._claim_expires_at = float("-inf")
             self._next_lock_attempt_at = now + self.timings.lock_acquire_sleep_interval_s
         elif self.role is Role.STOPPED:
             actions.append(Exit())
@@ -524,6 +575,13 @@ class RoleMachine:
         if isinstance(self._io_in_flight, Revalidate):
             return self.timings.lock_keep_alive_period_s
         return float("inf")
+
+    def _takeover_wait(self, previous_keep_alive_period_s: float | None) -> float:
+        """Outlast the previous master's claim, even if it used a longer keepalive than ours."""
+        own = self.timings.takeover_delay_s
+        if previous_keep_alive_period_s is None:
+            return own
+        return max(own, previous_keep_alive_period_s * (1 + self.timings.takeover_drift_margin))
 
     def _priority_delay(self) -> float:
         gap = int(self.best_other_priority) - int(self.priority)

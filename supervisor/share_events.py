@@ -1,5 +1,7 @@
 """Wakes a slave when the share shows that the master went away, so it need not wait for its poll.
 
+Also notices the group's pause marker appearing or going.
+
 Watches (with ``watchdog``) the lock file and the node registry. A master
 that stops gracefully releases the lock first and then publishes its registry
 entry, so the entry's change arrives after the lock is free. Deleting the lock
@@ -20,6 +22,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from locker.lockfile import LOCK_FILE_NAME
+from supervisor.group_control import PAUSED_FILE_NAME
 from supervisor.registry import NODES_DIR_NAME
 
 log = logging.getLogger("primacy.share_events")
@@ -27,15 +30,23 @@ _SERVING_ROLES = {"acquired", "master"}
 
 
 class _Handler(FileSystemEventHandler):
-    def __init__(self, own_node_id: str, on_master_left: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        own_node_id: str,
+        on_master_left: Callable[[], None],
+        on_pause_changed: Callable[[], None],
+    ) -> None:
         self._own = own_node_id
         self._on_master_left = on_master_left
+        self._on_pause_changed = on_pause_changed
         self._roles: dict[str, str] = {}
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         path = Path(str(event.dest_path or event.src_path))
         if path.name == LOCK_FILE_NAME and event.event_type == "deleted":
             self._on_master_left()
+        elif path.name == PAUSED_FILE_NAME:
+            self._on_pause_changed()
         elif (
             path.parent.name == NODES_DIR_NAME
             and path.suffix == ".json"
@@ -60,10 +71,16 @@ class _Handler(FileSystemEventHandler):
 class ShareWatcher:
     """Owns a watchdog observer on the share; ``stop`` ends its thread."""
 
-    def __init__(self, share: Path, own_node_id: str, on_master_left: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        share: Path,
+        own_node_id: str,
+        on_master_left: Callable[[], None],
+        on_pause_changed: Callable[[], None],
+    ) -> None:
         self._observer = Observer()
         self._observer.daemon = True
-        handler = _Handler(own_node_id, on_master_left)
+        handler = _Handler(own_node_id, on_master_left, on_pause_changed)
         nodes = Path(share) / NODES_DIR_NAME
         nodes.mkdir(exist_ok=True)
         self._observer.schedule(handler, str(share), recursive=False)

@@ -192,3 +192,25 @@ def test_lock_file_created_with_readable_mode(share: Path) -> None:
     lock = ShareLock(share)
     assert lock.try_acquire()
     assert (os.stat(share / LOCK_FILE_NAME).st_mode & 0o777) & 0o044
+
+
+def test_terms_travel_from_one_master_to_the_next(share: Path) -> None:
+    first = Lease(share, "first")
+    assert first.try_acquire()
+    first.claim_epoch({"lock_keep_alive_period_ms": 250})
+    first.update_terms({"lock_keep_alive_period_ms": 2000})
+    first.abandon()
+    second = Lease(share, "second")
+    assert second.try_acquire()
+    second.claim_epoch({"lock_keep_alive_period_ms": 250})
+    assert second.previous_terms()["lock_keep_alive_period_ms"] == 2000
+    assert second.previous_terms()["node_id"] == "first"
+
+
+def test_updating_terms_after_the_lease_is_lost_raises(share: Path) -> None:
+    lease = Lease(share, "old")
+    assert lease.try_acquire()
+    lease.claim_epoch({"lock_keep_alive_period_ms": 250})
+    EpochRegistry(share).claim_next({"node_id": "new"})
+    with pytest.raises(LeaseLost):
+        lease.update_terms({"lock_keep_alive_period_ms": 5000})

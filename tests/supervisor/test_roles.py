@@ -301,3 +301,95 @@ def test_a_journal_that_cannot_open_gives_the_lock_up_and_holds_off() -> None:
     d.at(0.04, ServingStopped())
     assert d.machine.role is Role.SLAVE
     assert d.kinds(d.at(1.0)) == []  # holding off
+
+
+def _serving_starts_at(previous_keep_alive_s: float) -> float:
+    """Claim at 0.02 after a master with that keepalive; pass every lease check; when do we serve?"""
+    d = Driver()
+    d.at(0.0)
+    d.at(0.01, LockResult(True))
+    d.at(0.02, EpochClaimed(3, previous_keep_alive_period_s=previous_keep_alive_s))
+    d.at(0.021, JournalOpened())
+    now = 0.021
+    while now < 10:
+        now = round(now + 0.005, 6)
+        for action in d.at(now):
+            if isinstance(action, Revalidate):
+                if StartServing in d.kinds(d.at(now, RevalidationPassed(now))):
+                    return now
+    raise AssertionError("never served")
+
+
+def test_new_master_outlasts_a_previous_master_with_a_longer_keepalive() -> None:
+    assert _serving_starts_at(2.0) == pytest.approx(0.02 + 2.2, abs=0.006)
+
+
+def test_a_shorter_previous_keepalive_does_not_shorten_our_wait() -> None:
+    assert _serving_starts_at(0.05) == pytest.approx(0.02 + TIMINGS.takeover_delay_s, abs=0.006)
+
+
+def test_paused_slave_does_not_try_the_lock_and_resumes_after() -> None:
+    d = Driver()
+    d.at(0.0)
+    d.at(0.01, LockResult(False))
+    d.at(0.02, roles.PauseChanged(True))
+    assert d.kinds(d.at(5.0)) == []
+    assert d.kinds(d.at(5.1, roles.MasterLeft())) == []
+    assert d.kinds(d.at(5.2, roles.PauseChanged(False))) == [TryLock]
+
+
+def test_paused_master_survives_a_slow_lease_check_but_not_a_failed_one() -> None:
+    d = Driver()
+    d.become_master()
+    d.at(d.now, roles.PauseChanged(True))
+    check_started = d.now + 0.125
+    assert d.kinds(d.at(check_started)) == [Revalidate]
+    assert d.kinds(d.at(check_started + 1.0)) == []  # e.g. frozen: no demotion while paused
+    assert d.machine.role is Role.MASTER
+    assert not d.machine.is_serving(check_started + 1.0)  # but it does not claim the role
+    d.at(check_started + 1.01, RevalidationPassed(check_started + 1.0))
+    assert d.machine.is_serving(check_started + 1.02)
+    actions = d.at(check_started + 1.2, LeaseLost("epoch 2 was claimed"))
+    assert d.kinds(actions) == [StopServing]
+
+
+def test_paused_master_keeps_restarting_a_crashing_child() -> None:
+    d = Driver()
+    d.become_master()
+    d.at(d.now, roles.PauseChanged(True))
+    for _ in range(5):
+        assert roles.RestartChild in d.kinds(d.at(d.now + 0.01, roles.ChildExited(1)))
+    assert d.machine.role is Role.MASTER
+
+
+def test_priority_and_timings_change_at_run_time() -> None:
+    d = Driver(Priority.NORMAL)
+    d.at(0.0, roles.PriorityChanged(Priority.NEVER))
+    assert d.kinds(d.at(0.01)) == []
+    faster = Timings(0.05, 0.25, 0.275)
+    d.at(0.02, roles.TimingsChanged(faster))
+    assert d.kinds(d.at(0.03, roles.PriorityChanged(Priority.HIGH))) == [TryLock]
+    d.at(0.05, LockResult(False))
+    assert d.machine.next_deadline() == pytest.approx(0.10)  # the new 50 ms interval
+
+
+def test_a_longer_keepalive_only_extends_claims_of_checks_started_after_it() -> None:
+    d = Driver()
+    d.become_master()
+    start = d.machine.last_ok_revalidation_start
+    assert start is not None
+    d.at(d.now + 0.01, roles.TimingsChanged(Timings(0.1, 2.0, 2.2)))
+    assert d.machine.claim_expires_at() == pytest.approx(start + 0.25)
+    later = d.now + 0.05
+    d.at(later)
+    d.at(later + 0.001, RevalidationPassed(later))
+    assert d.machine.claim_expires_at() == pytest.approx(later + 2.0)
+
+
+def test_a_shorter_keepalive_shortens_the_current_claim_at_once() -> None:
+    d = Driver()
+    d.become_master()
+    start = d.machine.last_ok_revalidation_start
+    assert start is not None
+    d.at(d.now + 0.01, roles.TimingsChanged(Timings(0.1, 0.05, 0.06)))
+    assert d.machine.claim_expires_at() == pytest.approx(start + 0.05)

@@ -1,0 +1,115 @@
+"""What the admin endpoints do to a node: switchover, pause, resume, priority.
+
+Acts only by posting events to the role loop and running share writes on the
+lock I/O worker; it reads the node through its published snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from api.admin import AdminRefused
+from api.snapshot import StatusSnapshot
+from supervisor import group_control, roles
+from supervisor.group_control import SWITCHOVER_TIMEOUT_S, Switchover
+from supervisor.roles import Priority
+
+log = logging.getLogger("primacy.admin")
+T = TypeVar("T")
+RunOnShare = Callable[[Callable[[], T]], T]
+
+
+class NodeAdmin:
+    """The supervisor's implementation of ``api.admin.AdminActions``."""
+
+    def __init__(
+        self,
+        node_id: str,
+        share: Path,
+        snapshot: Callable[[], StatusSnapshot],
+        post: Callable[[roles.Event], None],
+        run_on_share: Callable[[Callable[[], Any]], Any],
+    ) -> None:
+        self._node_id = node_id
+        self._share = share
+        self._snapshot = snapshot
+        self._post = post
+        self._run_on_share = run_on_share
+
+    def switchover(self, to: str | None) -> dict[str, Any]:
+        current = self._snapshot()
+        if not current.is_serving_master():
+            raise AdminRefused(
+                f"node {self._node_id} is not the serving master; send the switchover to the "
+                "master (GET /cluster shows it)"
+            )
+        if current.extra.get("paused"):
+            raise AdminRefused("the group is paused; resume it before a switchover")
+        target = self._choose_target(current, to)
+        assert current.epoch is not None
+        request = Switchover(
+            self._node_id, target, current.epoch, time.time() + SWITCHOVER_TIMEOUT_S
+        )
+        self._run_on_share(lambda: group_control.request_switchover(self._share, request))
+        log.info(
+            "PRIMACY-1020 switchover from %s to %s requested (epoch %d)",
+            self._node_id,
+            target,
+            current.epoch,
+        )
+        self._post(roles.StepDownRequested(f"switchover to {target}"))
+        return {"from": self._node_id, "to": target, "epoch": current.epoch}
+
+    def pause(self) -> None:
+        self._run_on_share(lambda: group_control.pause(self._share, self._node_id))
+        log.info("PRIMACY-1021 group paused by an admin request to %s", self._node_id)
+        self._post(roles.PauseChanged(True))
+
+    def resume(self) -> None:
+        self._run_on_share(lambda: group_control.resume(self._share))
+        log.info("PRIMACY-1022 group resumed by an admin request to %s", self._node_id)
+        self._post(roles.PauseChanged(False))
+
+    def set_priority(self, priority: str) -> None:
+        log.info(
+            "PRIMACY-1023 node %s priority set to %s (until restart; edit the config file "
+            "to keep it)",
+            self._node_id,
+            priority,
+        )
+        self._post(roles.PriorityChanged(Priority[priority.upper()]))
+
+    def _choose_target(self, current: StatusSnapshot, wanted: str | None) -> str:
+        members: list[dict[str, Any]] = current.extra.get("cluster", [])
+        candidates = [
+            m
+            for m in members
+            if m["node_id"] != self._node_id
+            and m["live"]
+            and m["role"] == "slave"
+            and m["priority"] != "never"
+        ]
+        if wanted is not None:
+            if wanted == self._node_id:
+                raise AdminRefused(f"node {wanted} is already the master")
+            if not any(m["node_id"] == wanted for m in candidates):
+                raise AdminRefused(
+                    f"node {wanted} is not a live slave that may become master; GET /cluster "
+                    "lists the candidates"
+                )
+            return wanted
+        if not candidates:
+            raise AdminRefused("no live slave can take over (all gone, or priority never)")
+        best = max(
+            candidates, key=lambda m: (Priority[m["priority"].upper()], _reverse(m["node_id"]))
+        )
+        return str(best["node_id"])
+
+
+def _reverse(text: str) -> tuple[int, ...]:
+    """Sort key that puts the alphabetically first name last under max()."""
+    return tuple(-ord(char) for char in text)

@@ -1,0 +1,87 @@
+"""Group-wide admin state kept in the share: the pause marker and a switchover's target.
+
+Both are plain files every node reads, written atomically (temp file, fsync,
+rename, fsync of the directory). Neither is needed for safety: the lock and
+the epoch decide who may write; these only decide who *tries*.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+PAUSED_FILE_NAME = "paused"
+SWITCHOVER_FILE_NAME = "switchover.json"
+# A switchover whose target has not taken over by then no longer holds other nodes back.
+SWITCHOVER_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class Switchover:
+    """The master of ``epoch`` hands over to ``to_node``; others keep off until ``until_unix_s``."""
+
+    from_node: str
+    to_node: str
+    epoch: int
+    until_unix_s: float
+
+    def holds_back(self, node_id: str, latest_epoch: int, now_unix_s: float) -> bool:
+        """Whether ``node_id`` must leave a free lock to the switchover's target."""
+        return (
+            self.epoch == latest_epoch
+            and now_unix_s < self.until_unix_s
+            and node_id != self.to_node
+        )
+
+
+def _write_atomically(path: Path, content: dict[str, Any]) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w") as handle:
+        handle.write(json.dumps(content, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def pause(share: Path, by_node: str) -> None:
+    _write_atomically(Path(share) / PAUSED_FILE_NAME, {"by": by_node, "at_unix_s": time.time()})
+
+
+def resume(share: Path) -> None:
+    (Path(share) / PAUSED_FILE_NAME).unlink(missing_ok=True)
+
+
+def is_paused(share: Path) -> bool:
+    return (Path(share) / PAUSED_FILE_NAME).exists()
+
+
+def request_switchover(share: Path, switchover: Switchover) -> None:
+    _write_atomically(Path(share) / SWITCHOVER_FILE_NAME, asdict(switchover))
+
+
+def read_switchover(share: Path) -> Switchover | None:
+    try:
+        raw = json.loads((Path(share) / SWITCHOVER_FILE_NAME).read_text())
+        return Switchover(
+            str(raw["from_node"]),
+            str(raw["to_node"]),
+            int(raw["epoch"]),
+            float(raw["until_unix_s"]),
+        )
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a damaged marker holds nobody back
+
+
+def clear_switchover(share: Path) -> None:
+    (Path(share) / SWITCHOVER_FILE_NAME).unlink(missing_ok=True)

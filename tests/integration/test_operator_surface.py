@@ -1,0 +1,276 @@
+"""The operator surface on real supervisor processes: status codes, metrics, cluster, admin."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.harness.group import Group, NodeProcess, wait_until
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "s3cret-token-for-tests-only"
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "admin.token"
+    path.write_text(TOKEN + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def url(node: NodeProcess, path: str) -> str:
+    return f"http://127.0.0.1:{node.port}{path}"
+
+
+def admin(
+    node: NodeProcess,
+    method: str,
+    path: str,
+    token: str | None = TOKEN,
+    json: dict[str, object] | None = None,
+) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.request(method, url(node, path), headers=headers, json=json, timeout=15)
+
+
+def test_every_endpoint_answers_master_and_slave_apart(group: Group) -> None:
+    nodes = group.start_many(2)
+    master = group.wait_for_master()
+    slave = next(node for node in nodes if node is not master)
+    wait_until(lambda: slave.status("/readiness") == 200, 10, "the slave to be ready")
+    expected = {
+        "/master": (200, 503),
+        "/primary": (200, 503),
+        "/slave": (503, 200),
+        "/standby": (503, 200),
+        "/replica": (503, 200),
+        "/health": (200, 200),
+        "/liveness": (200, 200),
+        "/readiness": (200, 200),
+        "/status": (200, 200),
+        "/cluster": (200, 200),
+        "/metrics": (200, 200),
+    }
+    for path, (on_master, on_slave) in expected.items():
+        assert (master.status(path), slave.status(path)) == (on_master, on_slave), path
+        assert httpx.head(url(master, path)).status_code in (on_master, 405), path
+    status = httpx.get(url(master, "/status")).json()
+    for key in (
+        "node",
+        "role",
+        "epoch",
+        "since_unix_s",
+        "priority",
+        "last_keepalive_unix_s",
+        "last_keepalive_duration_s",
+        "lock_holder",
+        "journal",
+        "version",
+        "live",
+    ):
+        assert key in status, key
+    assert status["lock_holder"]["node_id"] == master.node_id
+
+
+def test_cluster_lists_every_node_from_the_share(group: Group) -> None:
+    nodes = group.start_many(3)
+    master = group.wait_for_master()
+
+    def all_listed() -> bool:
+        members = httpx.get(url(nodes[0], "/cluster")).json()["members"]
+        return {m["node_id"]: m["role"] for m in members if m["live"]} == {
+            n.node_id: ("master" if n is master else "slave") for n in nodes
+        }
+
+    wait_until(all_listed, 10, "every node listed with its role")
+
+
+def test_metrics_parse_and_carry_the_node_figures(group: Group) -> None:
+    (node,) = group.start_many(1)
+    group.wait_for_master()
+    time.sleep(0.5)  # a few keepalives
+    text = httpx.get(url(node, "/metrics")).text
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    for name in (
+        "primacy_role",
+        "primacy_epoch",
+        "primacy_serving",
+        "primacy_role_changes",
+        "primacy_keepalive_duration_seconds",
+        "primacy_lock_attempts",
+        "primacy_journal_commit_latency_seconds",
+        "primacy_journal_batch_records",
+        "primacy_messages_in",
+        "primacy_messages_out",
+        "primacy_fenced_writes",
+    ):
+        assert name in families, name
+    role = {s.labels["role"]: s.value for s in families["primacy_role"].samples}
+    assert role["master"] == 1.0 and role["slave"] == 0.0
+    assert families["primacy_epoch"].samples[0].value == 1.0
+    counts = [
+        s
+        for s in families["primacy_keepalive_duration_seconds"].samples
+        if s.name.endswith("_count")
+    ]
+    assert counts[0].value >= 2
+    commits = [
+        s
+        for s in families["primacy_journal_commit_latency_seconds"].samples
+        if s.name.endswith("_count")
+    ]
+    assert commits[0].value >= 1  # the role change (the fence is written before metrics attach)
+
+
+def test_admin_endpoints_need_the_right_token(group: Group, token_file: Path) -> None:
+    (node,) = group.start_many(1, "--admin-token-file", str(token_file))
+    group.wait_for_master()
+    assert admin(node, "POST", "/pause", token=None).status_code == 401
+    assert admin(node, "POST", "/pause", token="wrong-token-of-some-length").status_code == 403
+    response = httpx.post(url(node, "/pause"), headers={"Authorization": "Basic abc"})
+    assert response.status_code == 401
+    assert admin(node, "PUT", "/priority", json={"priority": "high"}).status_code == 200
+    wait_until(
+        lambda: httpx.get(url(node, "/status")).json()["priority"] == "high",
+        5,
+        "the priority to change",
+    )
+    assert admin(node, "PUT", "/priority", json={"priority": "sometimes"}).status_code == 409
+
+
+def test_admin_endpoints_are_off_without_a_token_file(group: Group) -> None:
+    (node,) = group.start_many(1)
+    group.wait_for_master()
+    assert admin(node, "POST", "/pause").status_code == 404
+    assert admin(node, "POST", "/switchover").status_code == 404
+
+
+def test_a_token_file_readable_by_others_is_refused(share: Path, token_file: Path) -> None:
+    token_file.chmod(0o644)
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "run",
+            "--node-id",
+            "a",
+            "--share",
+            str(share),
+            "--admin-token-file",
+            str(token_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and "chmod 600" in result.stderr
+
+
+def test_switchover_hands_the_role_to_the_named_node(group: Group, token_file: Path) -> None:
+    nodes = group.start_many(3, "--admin-token-file", str(token_file))
+    old = group.wait_for_master()
+    slaves = [node for node in nodes if node is not old]
+    target = slaves[-1]
+    wait_until(
+        lambda: (
+            len([m for m in httpx.get(url(old, "/cluster")).json()["members"] if m["live"]]) == 3
+        ),
+        10,
+        "all nodes registered",
+    )
+    refused = admin(slaves[0], "POST", "/switchover", json={"to": target.node_id})
+    assert refused.status_code == 409 and "not the serving master" in refused.json()["error"]
+    answer = admin(old, "POST", "/switchover", json={"to": target.node_id})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["to"] == target.node_id
+    assert group.wait_for_master(exclude={old.node_id}) is target
+    assert old.alive() and old.status("/slave") == 200
+
+
+def test_switchover_without_a_target_picks_the_best_slave(group: Group, token_file: Path) -> None:
+    old = group.start("a", "--admin-token-file", str(token_file))
+    group.wait_for_master()
+    group.start("b", "--admin-token-file", str(token_file), "--priority", "normal")
+    best = group.start("c", "--admin-token-file", str(token_file), "--priority", "highest")
+    wait_until(
+        lambda: (
+            len(
+                [
+                    m
+                    for m in httpx.get(url(old, "/cluster")).json()["members"]
+                    if m["live"] and m["role"] == "slave"
+                ]
+            )
+            == 2
+        ),
+        10,
+        "two slaves",
+    )
+    assert admin(old, "POST", "/switchover").json()["to"] == "c"
+    assert group.wait_for_master(exclude={"a"}) is best
+
+
+def test_pause_holds_roles_through_a_master_freeze(group: Group, token_file: Path) -> None:
+    nodes = group.start_many(2, "--admin-token-file", str(token_file))
+    master = group.wait_for_master()
+    slave = next(node for node in nodes if node is not master)
+    epoch = httpx.get(url(master, "/status")).json()["epoch"]
+    assert admin(slave, "POST", "/pause").status_code == 200  # any node pauses the group
+    wait_until(lambda: httpx.get(url(master, "/status")).json()["paused"], 5, "the pause to spread")
+    master.signal(signal.SIGSTOP)
+    time.sleep(1.5)
+    master.signal(signal.SIGCONT)
+    wait_until(master.is_master, 10, "the master to claim the role again")
+    assert httpx.get(url(master, "/status")).json()["epoch"] == epoch
+    assert slave.status("/slave") == 200
+
+
+def test_a_paused_group_does_not_fail_over_until_resumed(group: Group, token_file: Path) -> None:
+    nodes = group.start_many(2, "--admin-token-file", str(token_file))
+    master = group.wait_for_master()
+    slave = next(node for node in nodes if node is not master)
+    assert admin(slave, "POST", "/pause").status_code == 200
+    wait_until(lambda: httpx.get(url(slave, "/status")).json()["paused"], 5, "the pause")
+    master.signal(signal.SIGKILL)
+    master.process.wait(10)
+    deadline = time.monotonic() + 1.5  # fifteen poll intervals
+    while time.monotonic() < deadline:
+        assert slave.status("/master") == 503
+        time.sleep(0.05)
+    assert admin(slave, "POST", "/resume").status_code == 200
+    wait_until(slave.is_master, 10, "the slave to take over once resumed")
+
+
+def test_config_file_edits_apply_at_run_time_and_bad_edits_are_refused(
+    group: Group, tmp_path: Path
+) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text('priority = "normal"\n')
+    node = group.start("edited", "--config", str(config))
+    group.wait_for_master()
+    config.write_text('priority = "high"\nlock_keep_alive_period_ms = 400\n')
+    wait_until(
+        lambda: httpx.get(url(node, "/status")).json()["priority"] == "high",
+        10,
+        "the edited priority",
+    )
+    config.write_text('priority = "sometimes"\n')
+    wait_until(lambda: "PRIMACY-2006" in node.log(), 10, "the bad edit to be refused")
+    assert httpx.get(url(node, "/status")).json()["priority"] == "high"
+    assert "PRIMACY-1014" in node.log()
+    assert node.is_master()
+    epoch_record = (group.share / "epochs" / "1").read_text()
+    assert '"lock_keep_alive_period_ms": 400' in epoch_record
+    assert os.path.exists(config)
