@@ -34,6 +34,9 @@ from store.segments import CHECKPOINT_DIR_NAME, SegmentRef, list_segments
 from store.state import JournalState, PendingMessage
 from store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
+# A new master that had to read more segments than this writes a checkpoint at once.
+CHECKPOINT_AFTER_SEGMENTS_READ = 4
+
 
 @dataclass(frozen=True)
 class StoreStats:
@@ -122,6 +125,10 @@ class JournalStore:
             messages.FENCE_WRITTEN,
             f"epoch {epoch} fenced {len(fence)} earlier segment(s) in {store._segment.name}",
         )
+        if recovery.report.segments_read > CHECKPOINT_AFTER_SEGMENTS_READ:
+            # Every takeover adds a segment; without this, a journal of few records over
+            # many epochs is never checkpointed and each takeover reads every segment.
+            store.checkpoint().add_done_callback(_log_failure)
         return store
 
     # ------------------------------------------------------------ appending

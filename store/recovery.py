@@ -110,6 +110,9 @@ def recover(
     else:
         state, fences, positions = checkpoint.state, checkpoint.fences, checkpoint.positions
     for segment in segments:
+        covered = positions.get(segment.name)
+        if covered is not None and covered.complete:
+            continue  # its fence, if any, is in the checkpoint's fence table already
         fence = _first_batch_fence(segment)
         if fence is not None:
             fences.add(*fence)

@@ -20,6 +20,7 @@ from locker.lockfile import read_holder_from_outside
 from locker.probe import ShareUnusable, check_share
 from nfs_profiles import codes as share_codes
 from nfs_profiles.doctor import check_for_run
+from supervisor.admin_cli import register as register_admin_commands
 from supervisor.config import (
     DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS,
     DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS,
@@ -342,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(subparsers)
     _status_parser(subparsers)
     _demo_parser(subparsers)
+    register_admin_commands(subparsers)
     register_doctor_commands(subparsers)
     register_journal_commands(subparsers)
     return parser

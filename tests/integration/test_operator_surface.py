@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -155,9 +157,6 @@ def test_admin_endpoints_are_off_without_a_token_file(group: Group) -> None:
 
 def test_a_token_file_readable_by_others_is_refused(share: Path, token_file: Path) -> None:
     token_file.chmod(0o644)
-    import subprocess
-    import sys
-
     result = subprocess.run(
         [
             sys.executable,
@@ -274,3 +273,38 @@ def test_config_file_edits_apply_at_run_time_and_bad_edits_are_refused(
     epoch_record = (group.share / "epochs" / "1").read_text()
     assert '"lock_keep_alive_period_ms": 400' in epoch_record
     assert os.path.exists(config)
+
+
+def _primacy(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_cli_cluster_switchover_pause_resume(group: Group, share: Path, token_file: Path) -> None:
+    nodes = group.start_many(2, "--admin-token-file", str(token_file))
+    old = group.wait_for_master()
+    other = next(node for node in nodes if node is not old)
+    wait_until(
+        lambda: (
+            len([m for m in httpx.get(url(old, "/cluster")).json()["members"] if m["live"]]) == 2
+        ),
+        10,
+        "both nodes registered",
+    )
+    table = _primacy("cluster", "--share", str(share))
+    assert table.returncode == 0
+    assert f"{old.node_id}" in table.stdout and "master" in table.stdout and "live" in table.stdout
+    result = _primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
+    assert result.returncode == 0, result.stderr
+    assert f"{other.node_id} is serving as master" in result.stdout
+    paused = _primacy("pause", "--url", url(old, ""), "--token-file", str(token_file))
+    assert paused.returncode == 0 and "paused" in paused.stdout
+    wait_until(lambda: httpx.get(url(other, "/status")).json()["paused"], 5, "the pause")
+    assert (
+        _primacy("resume", "--url", url(old, ""), "--token-file", str(token_file)).returncode == 0
+    )
+    wrong = token_file.parent / "wrong.token"
+    wrong.write_text("not-the-right-token-at-all")
+    denied = _primacy("pause", "--url", url(old, ""), "--token-file", str(wrong))
+    assert denied.returncode == 1 and "403" in denied.stderr and "wrong token" in denied.stderr

@@ -304,7 +304,7 @@ def test_a_journal_that_cannot_open_gives_the_lock_up_and_holds_off() -> None:
 
 
 def _serving_starts_at(previous_keep_alive_s: float) -> float:
-    """Claim at 0.02 after a master with that keepalive; pass every lease check; when do we serve?"""
+    """Claim at 0.02 after a master with that keepalive, pass every check: when do we serve?"""
     d = Driver()
     d.at(0.0)
     d.at(0.01, LockResult(True))
@@ -314,9 +314,9 @@ def _serving_starts_at(previous_keep_alive_s: float) -> float:
     while now < 10:
         now = round(now + 0.005, 6)
         for action in d.at(now):
-            if isinstance(action, Revalidate):
-                if StartServing in d.kinds(d.at(now, RevalidationPassed(now))):
-                    return now
+            passed = isinstance(action, Revalidate) and d.at(now, RevalidationPassed(now))
+            if passed and StartServing in d.kinds(passed):
+                return now
     raise AssertionError("never served")
 
 

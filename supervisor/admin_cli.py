@@ -1,0 +1,176 @@
+"""`primacy cluster`, `switchover`, `pause`, `resume`: see and steer a group."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from supervisor.registry import NodeRegistry
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class RequestFailed(Exception):
+    """An HTTP request to a node failed; the message says which and why."""
+
+
+def register(subparsers: Any) -> None:
+    cluster = subparsers.add_parser(
+        "cluster",
+        help="list the group's nodes, roles and epochs, from the share",
+        description="List every node registered in the share: role, epoch, status endpoint, last "
+        "seen. Reads the share only; works while nodes are down.",
+    )
+    cluster.add_argument("--share", type=Path, required=True, help="the shared data directory")
+    cluster.add_argument("--json", action="store_true", help="print JSON")
+    cluster.set_defaults(func=cmd_cluster)
+
+    for name, help_text in (
+        ("switchover", "hand the master role to another node without losing acknowledged messages"),
+        ("pause", "pause the group: keep roles, take no automatic action (maintenance)"),
+        ("resume", "end a pause"),
+    ):
+        parser = subparsers.add_parser(
+            name,
+            help=help_text,
+            description=help_text[0].upper() + help_text[1:] + ". Needs the admin token.",
+        )
+        parser.add_argument(
+            "--url", required=True, help="any node's status endpoint, e.g. http://10.0.0.1:8008"
+        )
+        parser.add_argument(
+            "--token-file", type=Path, required=True, help="file holding the admin bearer token"
+        )
+        if name == "switchover":
+            parser.add_argument(
+                "--to",
+                metavar="NODE",
+                help="the node to hand over to (default: the live slave with the highest priority)",
+            )
+            parser.add_argument(
+                "--wait-s",
+                type=float,
+                default=30.0,
+                help="how long to wait for the new master (default 30)",
+            )
+        parser.set_defaults(func=_ADMIN_COMMANDS[name])
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    if not args.share.is_dir():
+        print(f"primacy: PRIMACY-2002 the share {args.share} is not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    now = time.time()
+    entries = NodeRegistry(args.share).entries()
+    if args.json:
+        print(json.dumps([{**vars(e), "live": e.is_live(now)} for e in entries], indent=2))
+        return EXIT_OK
+    if not entries:
+        print("no node has registered in this share yet")
+        return EXIT_OK
+    print(
+        f"{'node':<16} {'role':<9} {'epoch':>5}  {'priority':<8} {'status endpoint':<22} last seen"
+    )
+    for e in entries:
+        seen = "live" if e.is_live(now) else f"{now - e.updated_unix_s:.0f} s ago (gone?)"
+        epoch = "-" if e.epoch is None else str(e.epoch)
+        print(f"{e.node_id:<16} {e.role:<9} {epoch:>5}  {e.priority:<8} {e.http:<22} {seen}")
+    return EXIT_OK
+
+
+def cmd_switchover(args: argparse.Namespace) -> int:
+    try:
+        token = _token(args.token_file)
+        members = _request(args.url, "GET", "/cluster")["members"]
+        master = next((m for m in members if m["live"] and m["role"] == "master"), None)
+        if master is None:
+            raise RequestFailed("no live master is registered; nothing to switch over")
+        body = {"to": args.to} if args.to else {}
+        started = time.monotonic()
+        answer = _request(f"http://{master['http']}", "POST", "/switchover", token, body)
+        target = next(m for m in members if m["node_id"] == answer["to"])
+        print(f"switchover from {answer['from']} to {answer['to']} (epoch {answer['epoch']}) ...")
+        deadline = started + args.wait_s
+        while time.monotonic() < deadline:
+            if _is_master(f"http://{target['http']}"):
+                print(
+                    f"{answer['to']} is serving as master after {time.monotonic() - started:.2f} s"
+                )
+                return EXIT_OK
+            time.sleep(0.02)
+        raise RequestFailed(f"{answer['to']} did not become master within {args.wait_s} s")
+    except RequestFailed as exc:
+        print(f"primacy: PRIMACY-2007 {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    return _simple(args, "/pause", "the group is paused: no node will take over until resumed")
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return _simple(args, "/resume", "the group is resumed")
+
+
+_ADMIN_COMMANDS = {"switchover": cmd_switchover, "pause": cmd_pause, "resume": cmd_resume}
+
+
+def _simple(args: argparse.Namespace, path: str, done: str) -> int:
+    try:
+        _request(args.url, "POST", path, _token(args.token_file))
+    except RequestFailed as exc:
+        print(f"primacy: PRIMACY-2007 {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(done)
+    return EXIT_OK
+
+
+def _token(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError as exc:
+        raise RequestFailed(f"cannot read the token file {path}: {exc.strerror}") from exc
+
+
+def _is_master(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(base + "/master", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _request(
+    base: str, method: str, path: str, token: str | None = None, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    data = json.dumps(body or {}).encode() if method != "GET" else None
+    request = urllib.request.Request(base.rstrip("/") + path, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=15) as response:
+            result: dict[str, Any] = json.loads(response.read())
+            return result
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        try:
+            detail = json.loads(detail).get("error", detail)
+        except (ValueError, AttributeError):
+            pass
+        hint = {
+            401: " (no token sent)",
+            403: " (wrong token)",
+            404: " (admin is off on that node: start it with --admin-token-file)",
+        }
+        raise RequestFailed(
+            f"{method} {path} on {base}: {exc.code} {detail}{hint.get(exc.code, '')}"
+        ) from exc
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise RequestFailed(f"{method} {path} on {base} failed: {exc}") from exc
