@@ -1,0 +1,84 @@
+"""Fixtures for fault tests: emulated NFS hosts on one backing directory, and nodes on them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fault.nfsemu import EmulatedHost
+from tests.harness.group import Group, NodeProcess
+
+
+def fuse_unavailable_reason() -> str | None:
+    """Why FUSE tests cannot run here, or None. Only these two reasons may skip them."""
+    if not Path("/dev/fuse").exists():
+        return "/dev/fuse is missing (run with --device /dev/fuse)"
+    if os.geteuid() != 0:
+        return "the FUSE fault tests need root (they mount filesystems)"
+    return None
+
+
+class EmulatedHosts:
+    """Starts emulated hosts sharing ``backing``, and supervisor nodes on their mounts.
+
+    Owns everything it starts and tears it down in the only safe order: fail
+    every pending operation on every mount (a process blocked in a hung FUSE
+    request cannot die, even from SIGKILL), kill the nodes by pid, then
+    unmount and kill each daemon by pid.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.backing = root / "server"
+        self.backing.mkdir(parents=True, exist_ok=True)
+        self.hosts: list[EmulatedHost] = []
+        self._groups: list[Group] = []
+
+    def __call__(self, count: int, lease_s: float = 1.0) -> list[EmulatedHost]:
+        """Start ``count`` more hosts, each with its own mount of the shared backing directory."""
+        started = []
+        for _ in range(count):
+            name = chr(ord("a") + len(self.hosts))
+            host = EmulatedHost.start(
+                self.backing,
+                self.root / "hosts" / name,
+                lease_s,
+                log_path=self.root / f"nfsemu-{name}.log",
+            )
+            self.hosts.append(host)
+            started.append(host)
+        return started
+
+    def start_node(
+        self, host: EmulatedHost, node_id: str, *extra: str, env: dict[str, str] | None = None
+    ) -> NodeProcess:
+        """Start a supervisor on ``host``: its share is the host's mount point."""
+        logs = self.root / "logs"
+        logs.mkdir(exist_ok=True)
+        group = Group(share=host.share, log_dir=logs)
+        self._groups.append(group)
+        return group.start(node_id, *extra, env=env)
+
+    def close(self) -> None:
+        for host in self.hosts:
+            host.fail_all()
+        for group in self._groups:
+            group.close()
+        for host in self.hosts:
+            host.stop()
+
+
+@pytest.fixture
+def emulated_hosts(tmp_path: Path) -> Iterator[EmulatedHosts]:
+    """``emulated_hosts(n, lease_s=1.0)`` starts n hosts; all are stopped at the end, by pid."""
+    reason = fuse_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    hosts = EmulatedHosts(tmp_path / "nfsemu")
+    try:
+        yield hosts
+    finally:
+        hosts.close()

@@ -1,0 +1,88 @@
+"""The control channel of one emulator daemon: a Unix socket outside the mount.
+
+The socket lives in Linux's abstract namespace (no file to clean up, no path
+length limit), named by the controller, e.g. ``nfsemu-1f2e3d4c5b6a``. It is
+outside the mount on purpose: a hung mount must still be healable. One command
+per connection, one line each way:
+
+    partition-eio | partition-hang | heal | expire | status | shutdown
+    -> {"ok": true, "mode": "...", ...}      (JSON)
+
+From a shell: ``echo heal | socat - ABSTRACT-CONNECT:nfsemu-1f2e3d4c5b6a``, or
+``python -m tests.fault.nfsemu.control nfsemu-1f2e3d4c5b6a heal``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+COMMANDS = ("partition-eio", "partition-hang", "heal", "expire", "status", "shutdown")
+_MAX_LINE_BYTES = 4096
+
+
+def _address(name: str) -> str:
+    return "\0" + name
+
+
+def send(name: str, command: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    """Send one command to the daemon listening on ``name``; return its JSON answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout_s)
+        sock.connect(_address(name))
+        sock.sendall(command.encode() + b"\n")
+        answer = sock.makefile("rb").readline(_MAX_LINE_BYTES)
+    if not answer:
+        raise ConnectionError(f"the nfsemu daemon on {name!r} closed without answering")
+    result: dict[str, Any] = json.loads(answer)
+    if not result.get("ok"):
+        raise RuntimeError(f"nfsemu {command!r} failed: {result.get('error')}")
+    return result
+
+
+class ControlServer:
+    """Accepts commands on the abstract socket and hands each to ``handle`` on its own thread."""
+
+    def __init__(self, name: str, handle: Callable[[str], dict[str, Any]]) -> None:
+        self._handle = handle
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(_address(name))
+        self._sock.listen(16)
+        # A daemon thread: the process ends when FUSE's loop returns, and
+        # nothing here owns state that needs an orderly stop.
+        self._thread = threading.Thread(target=self._serve, name="nfsemu-control", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            connection, _ = self._sock.accept()
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            line = connection.makefile("rb").readline(_MAX_LINE_BYTES).decode().strip()
+            try:
+                if line not in COMMANDS:
+                    raise ValueError(f"unknown command {line!r}; expected one of {COMMANDS}")
+                reply = {"ok": True, **self._handle(line)}
+            except Exception as exc:  # answered to the controller, never raised in the daemon
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            connection.sendall(json.dumps(reply).encode() + b"\n")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[1] not in COMMANDS:
+        print(f"usage: python -m tests.fault.nfsemu.control NAME {{{'|'.join(COMMANDS)}}}")
+        return 2
+    print(json.dumps(send(argv[0], argv[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
