@@ -29,7 +29,9 @@ from supervisor.config import (
 )
 from supervisor.doctor_cli import register as register_doctor_commands
 from supervisor.journal_cli import register as register_journal_commands
+from supervisor.messaging_cli import register as register_messaging_commands
 from supervisor.registry import NodeRegistry
+from supervisor.replay_cli import register as register_replay_commands
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -60,6 +62,11 @@ def _run_parser(subparsers: Any) -> None:
     run.add_argument("--node-id", help="this node's name, unique in the group")
     run.add_argument("--share", type=Path, help="the shared data directory")
     run.add_argument("--http", help="HOST:PORT of the status endpoint (default 127.0.0.1:8008)")
+    run.add_argument(
+        "--stomp",
+        metavar="HOST:PORT",
+        help="serve the built-in STOMP broker here while master (off unless given)",
+    )
     run.add_argument(
         "--lock-acquire-sleep-interval-ms",
         "--lock-acquire-sleep-interval",
@@ -143,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from supervisor.node import Node  # keeps `primacy status` fast: no FastAPI import
 
     overrides = {
+        "stomp": args.stomp,
         "node_id": args.node_id,
         "share": args.share,
         "http": args.http,
@@ -346,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_admin_commands(subparsers)
     register_doctor_commands(subparsers)
     register_journal_commands(subparsers)
+    register_messaging_commands(subparsers)
+    register_replay_commands(subparsers)
     return parser
 
 

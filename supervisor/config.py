@@ -51,6 +51,7 @@ class NodeConfig(BaseModel):
     node_id: str
     share: Path
     http: str = "127.0.0.1:8008"
+    stomp: str | None = None
     lock_acquire_sleep_interval_ms: int = Field(
         DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS, ge=10, le=600_000
     )
@@ -78,10 +79,11 @@ class NodeConfig(BaseModel):
             )
         return value
 
-    @field_validator("http")
+    @field_validator("http", "stomp")
     @classmethod
-    def _http_is_host_port(cls, value: str) -> str:
-        parse_host_port(value)
+    def _is_host_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_host_port(value)
         return value
 
     @model_validator(mode="after")

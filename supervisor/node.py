@@ -31,6 +31,7 @@ from api.app import create_app
 from api.metrics import NodeMetrics
 from api.server import ApiServer
 from api.snapshot import StatusSnapshot
+from broker.service import BrokerService
 from locker.lease import Lease, LeaseLost
 from store.config import StoreConfig
 from store.errors import JournalError
@@ -38,7 +39,7 @@ from store.journal import JournalStore
 from supervisor import group_control, roles, sdnotify
 from supervisor.admin import NodeAdmin
 from supervisor.children import ChildProcess, become_subreaper
-from supervisor.config import NodeConfig
+from supervisor.config import NodeConfig, parse_host_port
 from supervisor.config_watch import ConfigWatcher
 from supervisor.registry import NodeEntry, NodeRegistry
 from supervisor.roles import Priority, Role, RoleMachine
@@ -130,6 +131,8 @@ class Node:
         self._last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
         self._holder: dict[str, Any] | None = None
         self._store: JournalStore | None = None
+        self._broker: BrokerService | None = None
+        self._broker_stats: dict[str, Any] | None = None
         self._paused = False
         self._cluster: list[dict[str, Any]] = []
         self._version = package_version()
@@ -248,6 +251,7 @@ class Node:
                     "PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch
                 )
                 self._journal_role_change("acquired", "master", "serving")
+                self._start_broker()
                 self._start_child(epoch)
             case roles.RestartChild():
                 if self._child is not None:
@@ -363,6 +367,8 @@ class Node:
                 self.lease.abandon()
         else:
             self.lease.abandon()
+        # The lock is free now: this entry wakes the slaves watching the share.
+        self._refresh_registry(released=True)
         return roles.ServingStopped()
 
     # ---- serving -----------------------------------------------------------
@@ -388,10 +394,37 @@ class Node:
             )
             self.post(roles.ChildExited(code))
 
+    def _start_broker(self) -> None:
+        if self.config.stomp is None or self._store is None:
+            return
+        host, port = parse_host_port(self.config.stomp)
+        service = BrokerService(self._store, host, port)
+        service.on_fatal = lambda reason: self.post(
+            roles.LeaseLost(f"the journal failed: {reason}")
+        )
+        try:
+            service.start()
+        except OSError as exc:
+            log.error(
+                "PRIMACY-1015 node %s cannot listen for STOMP on %s (%s); stepping down",
+                self.config.node_id,
+                self.config.stomp,
+                exc,
+            )
+            self.post(roles.StepDownRequested(f"cannot listen on {self.config.stomp}"))
+            return
+        self._broker = service
+
+    def _stop_broker(self) -> None:
+        service, self._broker = self._broker, None
+        if service is not None:
+            service.stop()  # closes the listener and every connection at once
+
     def _stop_serving(self, graceful: bool, reason: str) -> None:
         level = logging.INFO if graceful else logging.ERROR
         code = "PRIMACY-1006" if graceful else "PRIMACY-1003"
         log.log(level, "%s node %s stops serving: %s", code, self.config.node_id, reason)
+        self._stop_broker()
         if self._child is not None:
             self._child.stop(graceful=graceful)
         self._io.submit(lambda: self._release(graceful, reason))
@@ -406,7 +439,8 @@ class Node:
             self._notifier.stopping()
         epoch = change.epoch if change.epoch is not None else self.machine.epoch
         self._notifier.status(f"{change.new} (epoch {epoch}): {change.reason}")
-        # Publish at once: slaves watching the registry learn that a master left.
+        # Publish the new role at once (the machine already has it; the snapshot not yet).
+        self._snapshot = self._build_snapshot()
         self._registry_wake.set()
         log.info(
             "PRIMACY-1001 node %s role %s -> %s epoch=%s: %s",
@@ -426,16 +460,23 @@ class Node:
             self._registry_wake.wait(interval_s)
             self._registry_wake.clear()
 
-    def _refresh_registry(self) -> None:
-        """Publish this node, read the others and the pause marker (registry thread)."""
+    def _refresh_registry(self, released: bool = False) -> None:
+        """Publish this node, read the others and the pause marker.
+
+        ``released``: the lock was just let go, so say so even if the role loop
+        has not caught up (slaves take the entry's role as the signal to try).
+        """
         snap = self._snapshot
+        role = snap.role
+        if released:
+            role = str(Role.STOPPED if snap.role in (Role.STOPPING, Role.STOPPED) else Role.SLAVE)
         entry = NodeEntry(
             self.config.node_id,
             socket.gethostname(),
             os.getpid(),
             self._api.address,
             self.machine.priority.name.lower(),
-            snap.role,
+            role,
             snap.epoch,
             time.time(),
         )
@@ -452,6 +493,8 @@ class Node:
             return
         now = time.time()
         self._cluster = [{**asdict(e), "live": e.is_live(now)} for e in entries]
+        broker = self._broker
+        self._broker_stats = broker.stats() if broker is not None else None
         others = [e for e in entries if e.node_id != self.config.node_id and e.is_live(now)]
         best = max((_priority_of(other) for other in others), default=Priority.NEVER)
         if best != self.machine.best_other_priority:
@@ -533,6 +576,7 @@ class Node:
             extra={
                 "journal": _journal_figures(self._store),
                 "paused": self._paused,
+                "broker": self._broker_stats,
                 "cluster": self._cluster,
             },
         )
@@ -550,6 +594,7 @@ class Node:
     def _shutdown(self) -> None:
         self._stop.set()
         self._registry_wake.set()
+        self._stop_broker()
         if self._child is not None:
             self._child.stop(graceful=True)
         self._io.submit(self._final_release)

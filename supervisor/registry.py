@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,7 +45,10 @@ class NodeRegistry:
     def publish(self, entry: NodeEntry) -> None:
         self.directory.mkdir(exist_ok=True)
         final = self.directory / f"{entry.node_id}.json"
-        temporary = self.directory / f".{entry.node_id}.json.{os.getpid()}.tmp"
+        # One temp file per thread: the registry thread and the lock I/O worker both publish.
+        temporary = (
+            self.directory / f".{entry.node_id}.json.{os.getpid()}.{threading.get_ident()}.tmp"
+        )
         temporary.write_text(json.dumps(asdict(entry), sort_keys=True) + "\n")
         os.replace(temporary, final)
 

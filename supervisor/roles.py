@@ -67,6 +67,10 @@ TRANSITIONS: dict[Role, dict[str, Role]] = {
 del S
 
 
+# The shortest gap between two lock attempts, however many hints arrive.
+MIN_RETRY_GAP_S = 0.01
+
+
 class Priority(enum.IntEnum):
     """How eager a node is to become master; ``never`` never takes the lock."""
 
@@ -300,6 +304,7 @@ class RoleMachine:
     _io_started_at: float = 0.0
     _next_lock_attempt_at: float = 0.0
     _retry_after_attempt: bool = False
+    _last_lock_attempt_at: float = float("-inf")
     _first_seen_free_at: float | None = None
     _next_revalidation_at: float = 0.0
     _takeover_ready_at: float | None = None
@@ -396,7 +401,7 @@ class RoleMachine:
                 if self.role in (Role.STARTING, Role.SLAVE):
                     if self._io_in_flight is not None:
                         self._retry_after_attempt = True
-                    self._next_lock_attempt_at = now
+                    self._next_lock_attempt_at = self._soonest_retry(now)
             case PauseChanged(paused=paused):
                 self.paused = paused
             case PriorityChanged(priority=priority):
@@ -443,6 +448,7 @@ class RoleMachine:
             if self.paused and self.role is Role.SLAVE:
                 return  # a paused group keeps its master, whatever happens to it
             if now >= self._next_lock_attempt_at and now >= self._hold_off_until:
+                self._last_lock_attempt_at = now
                 self._start_io(TryLock(), now, actions)
         elif self.role is Role.ACQUIRED:
             if self._promotion_due(now):
@@ -461,7 +467,7 @@ class RoleMachine:
             # The master left while this attempt was under way: it may have
             # seen the lock still held, so look again at once.
             self._retry_after_attempt = False
-            self._next_lock_attempt_at = now
+            self._next_lock_attempt_at = self._soonest_retry(now)
         if not acquired:
             self._first_seen_free_at = None
             self._apply("lock_busy", now, actions, "the lock is held by another node")
@@ -575,6 +581,11 @@ class RoleMachine:
         if isinstance(self._io_in_flight, Revalidate):
             return self.timings.lock_keep_alive_period_s
         return float("inf")
+
+    def _soonest_retry(self, now: float) -> float:
+        # Hints can come in bursts (and from this node's own closes of the lock
+        # file): never try more often than every MIN_RETRY_GAP_S.
+        return max(now, self._last_lock_attempt_at + MIN_RETRY_GAP_S)
 
     def _takeover_wait(self, previous_keep_alive_period_s: float | None) -> float:
         """Outlast the previous master's claim, even if it used a longer keepalive than ours."""

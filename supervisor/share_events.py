@@ -3,8 +3,10 @@
 Also notices the group's pause marker appearing or going.
 
 Watches (with ``watchdog``) the lock file and the node registry. A master
-that stops gracefully releases the lock first and then publishes its registry
-entry, so the entry's change arrives after the lock is free. Deleting the lock
+lets its lock go by closing the lock file's one descriptor, which raises a
+close event on the file after the lock is free; it then publishes its registry
+entry as `stopped` (or `slave`), a second, slower hint (watchdog holds rename
+events back to pair them). Deleting the lock
 file also wakes slaves. These are hints only: the lock decides.
 
 inotify sees only this host's changes; on NFS or GFS2, changes made by another
@@ -26,7 +28,10 @@ from supervisor.group_control import PAUSED_FILE_NAME
 from supervisor.registry import NODES_DIR_NAME
 
 log = logging.getLogger("primacy.share_events")
-_SERVING_ROLES = {"acquired", "master"}
+# Roles in which a node may still hold the lock; leaving them means it is free.
+_HOLDING_ROLES = {"acquired", "master", "stopping", "demoting"}
+# Reading an entry raises open/close events itself: reacting to those would loop.
+_CHANGES = {"created", "modified", "moved", "deleted", "closed"}  # "closed": IN_CLOSE_WRITE
 
 
 class _Handler(FileSystemEventHandler):
@@ -42,8 +47,13 @@ class _Handler(FileSystemEventHandler):
         self._roles: dict[str, str] = {}
 
     def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type not in _CHANGES:
+            return  # opens and closes, including our own reads of the entries
         path = Path(str(event.dest_path or event.src_path))
-        if path.name == LOCK_FILE_NAME and event.event_type == "deleted":
+        if path.name == LOCK_FILE_NAME and event.event_type in ("deleted", "closed"):
+            # Closing its descriptor is what drops a holder's lock: the close event
+            # (IN_CLOSE_WRITE) comes after the lock is free. Any close wakes us;
+            # the lock decides.
             self._on_master_left()
         elif path.name == PAUSED_FILE_NAME:
             self._on_pause_changed()
@@ -64,7 +74,13 @@ class _Handler(FileSystemEventHandler):
             return
         previous = self._roles.get(node_id)
         self._roles[node_id] = role
-        if previous in _SERVING_ROLES and role not in _SERVING_ROLES:
+        if previous in _HOLDING_ROLES and role not in _HOLDING_ROLES:
+            log.debug(
+                "node %s left the master role (%s -> %s): trying the lock now",
+                node_id,
+                previous,
+                role,
+            )
             self._on_master_left()
 
 

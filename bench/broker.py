@@ -1,0 +1,151 @@
+"""Broker benchmark: persistent throughput with stomp.py, each send waiting for its RECEIPT.
+
+Run: ``.venv/bin/python bench/broker.py [--dir DIR] [--seconds S] [--policy sync]``.
+Starts a BrokerService over a JournalStore on a temporary share (a real lease
+and epoch, so every group commit runs the real fencing check), then measures
+1 producer and 8 concurrent producers (each its own process with one stomp.py
+1.2 connection) sending 1 KiB messages to one queue, waiting for the receipt
+of each before the next. Prints figures; asserts nothing.
+
+``measure_kill_to_first_receipt`` is the failover figure; it needs a group of
+supervisors serving STOMP and is called from the supervisor's benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import stomp
+
+from broker.service import BrokerService
+from client.producer import Producer
+from locker.lease import Lease
+from store.config import StoreConfig, SyncPolicy
+from store.journal import JournalStore
+
+BODY = "p" * 1024
+
+
+def producer_loop(address: tuple[str, int], stop: Any, counts: Any, slot: int) -> None:
+    """Send until stopped, one receipt awaited per message; counts[slot] = receipts."""
+    receipts = threading.Semaphore(0)
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_receipt(self, frame: object) -> None:
+            receipts.release()
+
+    connection = stomp.Connection12([address])
+    connection.set_listener("bench", Listener())
+    connection.connect(wait=True)
+    number = 0
+    while not stop.is_set():
+        number += 1
+        connection.send(
+            "/queue/bench",
+            BODY,
+            headers={"receipt": f"{slot}-{number}", "message-id": f"p{slot}-{number}"},
+        )
+        if not receipts.acquire(timeout=30):
+            raise RuntimeError("no receipt within 30 s")
+        counts[slot] += 1
+    connection.disconnect()
+
+
+def throughput(address: tuple[str, int], producers: int, seconds: float) -> float:
+    """Receipted messages per second over ``seconds`` with ``producers`` connections.
+
+    Producers run in their own processes, as real clients would, so they do not
+    compete with the broker for its interpreter lock.
+    """
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    counts = context.Array("q", producers, lock=False)
+    processes = [
+        context.Process(target=producer_loop, args=(address, stop, counts, slot))
+        for slot in range(producers)
+    ]
+    for process in processes:
+        process.start()
+    time.sleep(2.0)  # start, connect and warm up
+    start_count, start = sum(counts), time.monotonic()
+    time.sleep(seconds)
+    done, elapsed = sum(counts) - start_count, time.monotonic() - start
+    stop.set()
+    for process in processes:
+        process.join(30)
+    return done / elapsed
+
+
+def measure_kill_to_first_receipt(
+    stomp_addresses: list[tuple[str, int]], kill_master: Callable[[], None]
+) -> float:
+    """Seconds from ``kill_master()`` to the first RECEIPT from the node that takes over.
+
+    ``stomp_addresses`` are every node's STOMP HOST:PORT; ``kill_master`` must
+    SIGKILL the current master's supervisor (the caller knows which one). The
+    producer uses our failover client with short reconnect delays, as a
+    latency-sensitive client would.
+    """
+    listed = ",".join(f"tcp://{host}:{port}" for host, port in stomp_addresses)
+    url = f"failover:({listed})?initialReconnectDelay=10&maxReconnectDelay=100&randomize=false"
+    producer = Producer(url, window=1, receipt_timeout_s=5.0)
+    try:
+        producer.send("/queue/failover-bench", b"before")
+        kill_master()
+        killed_at = time.monotonic()
+        producer.send("/queue/failover-bench", b"after")  # returns once receipted
+        return time.monotonic() - killed_at
+    finally:
+        producer.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, help="where to make the temporary share")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
+    parser.add_argument("--policy", choices=[p.value for p in SyncPolicy], default="sync")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="primacy-bench-broker-", dir=args.dir))
+    try:
+        share = root / "share"
+        share.mkdir()
+        lease = Lease(share, "bench")
+        assert lease.try_acquire()
+        epoch = lease.claim_epoch()
+        config = StoreConfig(share=share, node_id="bench", sync_policy=SyncPolicy(args.policy))
+        store = JournalStore.open(config, epoch=epoch, fencing_check=lease.revalidate)
+        service = BrokerService(store, "127.0.0.1", 0)
+        service.start()
+        print(f"python {platform.python_version()}, {os.cpu_count()} cores, share {share}")
+        print(f"policy {args.policy}, 1 KiB bodies, receipt awaited per message, stomp.py 1.2")
+        for producers in (1, 8):
+            rate = throughput(service.address, producers, args.seconds)
+            print(f"{producers} producer(s): {rate:,.0f} messages/s")
+        stats = store.stats()
+        per_batch = stats.records_written / max(1, stats.batches_written)
+        print(
+            f"journal: {stats.records_written} records in {stats.batches_written} batches "
+            f"({per_batch:.1f} per batch)"
+        )
+        service.stop()
+        store.close()
+        lease.release()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

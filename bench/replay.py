@@ -1,0 +1,186 @@
+"""Replay benchmark: raw segment reads, the decoder alone, and the Spark data source, one journal.
+
+Run: ``.venv/bin/python bench/replay.py [--dir DIR] [--records N] [--payload-bytes B]``.
+Generates a journal (one epoch, 64 MiB segments, group-commit batches of
+``--batch-records`` SENDs) with the store's own encoder, then prints, each the
+best of a few runs over page-cached files:
+
+- raw: ``readinto`` of every segment into one buffer allocated beforehand, nothing
+  else (no allocation or page faults in the timing: the strictest baseline);
+- decoder: ``spark.segment_reader`` over every segment (read, the store's scan
+  and CRC check, ``decode_batch(...).to_arrow()``, status columns), no Spark;
+- Spark: ``spark.read.format("journal")`` on ``local[2]`` into the ``noop``
+  sink (every row materialised, nothing written), after one warm-up run.
+
+Ratios are against raw. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from spark.journal_plan import plan_segments
+from spark.segment_reader import read_segment_batches
+from store import format as fmt
+from store.segments import list_segments, segment_name
+
+SEGMENT_MAX_BYTES = 64 * 1024 * 1024
+
+
+class SegmentWriter:
+    """Appends encoded batches to segment files, rotating at ``SEGMENT_MAX_BYTES``."""
+
+    def __init__(self, journal: Path, created_unix_ns: int) -> None:
+        self.journal = journal
+        self.created_unix_ns = created_unix_ns
+        self.handle: BinaryIO | None = None
+        self.size = 0
+        self.total = 0
+
+    def append(self, batch: bytes, first_sequence: int) -> None:
+        if self.handle is None or self.size + len(batch) > SEGMENT_MAX_BYTES:
+            self.close()
+            header = fmt.encode_segment_header(
+                fmt.SegmentHeader(1, first_sequence, "bench", self.created_unix_ns)
+            )
+            self.handle = open(self.journal / segment_name(1, first_sequence), "wb")  # noqa: SIM115
+            self.handle.write(header)
+            self.size, self.total = len(header), self.total + len(header)
+        self.handle.write(batch)
+        self.size, self.total = self.size + len(batch), self.total + len(batch)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+
+def generate(share: Path, records: int, payload_bytes: int, batch_records: int) -> int:
+    """Write ``records`` SENDs in batches of ``batch_records``; returns the journal's bytes."""
+    journal = share / "journal"
+    journal.mkdir(parents=True)
+    payload, now = b"x" * payload_bytes, time.time_ns()
+    writer = SegmentWriter(journal, now)
+    fence = fmt.EncodedRecord(fmt.RecordType.FENCE, now, payload=fmt.encode_fence([]))
+    writer.append(fmt.encode_batch(1, 1, now, [fence]), 1)
+    for first in range(2, records + 2, batch_records):
+        sequences = range(first, min(first + batch_records, records + 2))
+        sends = [
+            fmt.EncodedRecord(
+                fmt.RecordType.SEND,
+                now + seq * 1000,
+                f"queue-{seq % 8}".encode(),
+                f"m{seq}".encode(),
+                payload=payload,
+            )
+            for seq in sequences
+        ]
+        writer.append(fmt.encode_batch(1, first, now + sequences[-1] * 1000, sends), first)
+    writer.close()
+    return writer.total
+
+
+def raw_reader(share: Path) -> Callable[[], int]:
+    """``readinto`` of every segment into one buffer allocated up front: the baseline."""
+    segments = list_segments(share / "journal")
+    buffer = bytearray(max(s.path.stat().st_size for s in segments))
+    view = memoryview(buffer)
+
+    def read_all() -> int:
+        total = 0
+        for segment in segments:
+            with open(segment.path, "rb", buffering=0) as handle:
+                total += handle.readinto(view)
+        return total
+
+    return read_all
+
+
+def decode_only(share: Path) -> int:
+    """Rows the data source's reader function produces, without Spark."""
+    return sum(
+        batch.num_rows for plan in plan_segments(share) for batch in read_segment_batches(plan)
+    )
+
+
+def spark_read(share: Path) -> Callable[[], int]:
+    from spark.replay import start_session
+
+    session = start_session("local[2]")
+    frame = session.read.format("journal").load(str(share))
+
+    def run() -> int:
+        frame.write.format("noop").mode("overwrite").save()
+        return 0
+
+    run.session = session  # type: ignore[attr-defined]
+    return run
+
+
+def best_of(runs: int, action: Callable[[], int]) -> tuple[float, int]:
+    timings, result = [], 0
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = action()
+        timings.append(time.perf_counter() - started)
+    return min(timings), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, help="where to generate the journal (default: tmp)")
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--payload-bytes", type=int, default=256)
+    parser.add_argument("--batch-records", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="replay-bench-", dir=args.dir))
+    share = root / "share"
+    try:
+        started = time.perf_counter()
+        size = generate(share, args.records, args.payload_bytes, args.batch_records)
+        segments = len(list_segments(share / "journal"))
+        python = sys.version.split()[0]
+        print(f"machine: {os.cpu_count()} cores, {platform.platform()}, Python {python}")
+        print(
+            f"journal: {args.records:,} SENDs of {args.payload_bytes} B payload, "
+            f"{args.batch_records} per batch, {segments} segments, {size / 2**20:.1f} MiB "
+            f"(generated in {time.perf_counter() - started:.1f} s)"
+        )
+        raw_s, raw_bytes = best_of(args.runs, raw_reader(share))
+        assert raw_bytes == size
+        decode_s, rows = best_of(args.runs, lambda: decode_only(share))
+        assert rows == args.records + 1, rows  # every SEND and the fence
+        spark = spark_read(share)
+        spark()  # warm-up: JVM JIT, Python workers, imports
+        spark_s, _ = best_of(max(1, args.runs - 1), spark)
+        spark.session.stop()  # type: ignore[attr-defined]
+        records = args.records + 1
+        print(f"{'reader':<30}{'seconds':>9}{'MiB/s':>10}{'records/s':>14}{'vs raw':>8}")
+        for name, seconds in (
+            ("raw readinto", raw_s),
+            ("decoder only (no Spark)", decode_s),
+            ("Spark local[2], warm, noop", spark_s),
+        ):
+            print(
+                f"{name:<30}{seconds:>9.3f}{size / 2**20 / seconds:>10.0f}"
+                f"{records / seconds:>14,.0f}{raw_s / seconds:>8.2f}"
+            )
+        print("targets: decoder >= 0.80 of raw, Spark >= 0.50 of raw")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,417 @@
+"""One client connection: STOMP frames in, replies out in order, each only once it is durable.
+
+Every journal write a connection causes joins one ordered reply queue; a
+RECEIPT (or an ERROR, or the close after DISCONNECT) waits there until every
+write submitted before it completed. So a RECEIPT always means: this frame
+and everything this connection sent before it is journaled per the sync
+policy and passed the fencing check. If a write fails, nothing behind it is
+ever sent: the broker aborts the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+from broker import codes
+from broker.core import Broker, BrokerFailed, Refused, check_destination
+from broker.frame_rules import (
+    SUPPORTED_VERSION,
+    error_frame,
+    heart_beat,
+    negotiated,
+    positive_int,
+    required,
+)
+from broker.frames import HEARTBEAT, Frame, FrameParser, StompProtocolError, encode
+from broker.queues import AckMode, QueuedMessage, Subscription
+
+log = logging.getLogger("primacy.broker")
+
+# Transport headers: meaningful for one frame, never stored with the message.
+_NOT_STORED = frozenset({"destination", "message-id", "receipt", "transaction", "content-length"})
+_SET_BY_BROKER = frozenset({"subscription", "message-id", "destination", "ack", "redelivered"})
+# After an ERROR the socket is closed once the frame is flushed; a client that
+# does not read is cut off after this long.
+_CLOSE_GRACE_S = 5.0
+_sessions = itertools.count(1)
+
+Writes = list[asyncio.Future[int]]
+
+
+@dataclass
+class _Reply:
+    waits_for: Writes
+    frame: Frame | None
+    then_close: bool = False
+
+
+@dataclass
+class _Transaction:
+    steps: list[Callable[[], Writes]] = field(default_factory=list)
+
+
+class StompConnection(asyncio.Protocol):
+    """The protocol object asyncio creates for each accepted socket."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.loop = broker.loop
+        self.session = str(next(_sessions))
+        self.parser = FrameParser(self.config.frame_limits)
+        self.transport: asyncio.Transport | None = None
+        self.connected = False
+        self.closing = False  # an ERROR or DISCONNECT is queued: later frames are ignored
+        self.subscriptions: dict[str, Subscription] = {}
+        self.transactions: dict[str, _Transaction] = {}
+        self._socket_writable = True
+        self._replies: deque[_Reply] = deque()
+        self._writes_in_flight = 0
+        self._reading_paused = False
+        self._last_received_s = self._last_sent_s = self.loop.time()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    # ---- asyncio callbacks -----------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=self.config.write_buffer_high_bytes)
+        self.broker.add_peer(self)
+        self._later("connect", self.config.connect_timeout_s, self._connect_deadline)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_received_s = self.loop.time()
+        if self.closing:
+            return
+        try:
+            frames = self.parser.feed(data)
+        except StompProtocolError as error:
+            self._refuse(error.code, str(error), None)
+            return
+        for frame in frames:
+            if self.closing:
+                break
+            self._handle(frame)
+
+    def eof_received(self) -> bool:
+        return False  # the client closed its side: close ours
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        self.closing = True
+        self.broker.remove_peer(self, list(self.subscriptions.values()))
+        self.subscriptions.clear()
+        self.transactions.clear()
+        self._replies.clear()
+        self.transport = None
+
+    def pause_writing(self) -> None:
+        self._socket_writable = False
+
+    def resume_writing(self) -> None:
+        self._socket_writable = True
+        self.broker.peer_writable()
+
+    # ---- what the broker calls -------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return self._socket_writable and not self.closing and self.transport is not None
+
+    def deliver(self, subscription: Subscription, message: QueuedMessage, ack_id: str) -> None:
+        body = message.body or b""
+        headers = [
+            ("subscription", subscription.subscription_id),
+            ("message-id", message.message_id),
+            ("destination", message.destination),
+        ]
+        if subscription.ack_mode is not AckMode.AUTO:
+            headers.append(("ack", ack_id))
+        if message.redelivered:
+            headers.append(("redelivered", "true"))
+        headers.append(("content-length", str(len(body))))
+        headers += [h for h in message.headers if h[0] not in _SET_BY_BROKER]
+        self._write(encode(Frame("MESSAGE", tuple(headers), body)))
+
+    def abort(self, code: str, detail: str) -> None:
+        """Close at once: one best-effort ERROR, then drop whatever is still buffered."""
+        if self.transport is None:
+            return
+        self.closing = True
+        self._write(encode(error_frame(code, detail, None)))
+        self.transport.abort()
+
+    # ---- frames ------------------------------------------------------------------
+
+    def _handle(self, frame: Frame) -> None:
+        receipt = frame.get("receipt")
+        handler = _HANDLERS.get(frame.command)
+        try:
+            if handler is None:
+                raise Refused(
+                    codes.UNKNOWN_COMMAND, f"{frame.command[:64]!r} is not a STOMP client command"
+                )
+            if not self.connected and frame.command not in ("CONNECT", "STOMP"):
+                raise Refused(codes.NOT_CONNECTED, "send CONNECT (or STOMP) first")
+            writes = handler(self, frame)
+        except Refused as refusal:
+            self._refuse(refusal.code, str(refusal), receipt)
+            return
+        except BrokerFailed:
+            return  # the broker aborted every connection, this one included
+        if frame.command == "DISCONNECT":
+            reply = Frame.make("RECEIPT", {"receipt-id": receipt}) if receipt else None
+            self.closing = True
+            self._reply_after(writes, reply, then_close=True)
+        elif receipt is not None:
+            self._reply_after(writes, Frame.make("RECEIPT", {"receipt-id": receipt}))
+        elif writes:
+            self._reply_after(writes, None)
+
+    def _on_connect(self, frame: Frame) -> Writes:
+        if self.connected:
+            raise Refused(codes.BAD_REQUEST, "already connected")
+        versions = {v.strip() for v in (frame.get("accept-version") or "1.0").split(",")}
+        if SUPPORTED_VERSION not in versions:
+            raise Refused(
+                codes.UNSUPPORTED_VERSION,
+                f"this server speaks STOMP {SUPPORTED_VERSION} only; the client accepts "
+                f"{', '.join(sorted(versions))}",
+            )
+        client_send_ms, client_receive_ms = heart_beat(frame.get("heart-beat") or "0,0")
+        self.connected = True
+        timer = self._timers.pop("connect", None)
+        if timer is not None:
+            timer.cancel()
+        send_ms = negotiated(self.config.heart_beat_send_ms, client_receive_ms)
+        expect_ms = negotiated(self.config.heart_beat_receive_ms, client_send_ms)
+        if send_ms:
+            self._every("heart-beat-send", send_ms / 2000, lambda: self._send_heartbeat(send_ms))
+        if expect_ms:
+            check_s = expect_ms / 1000
+            self._every("heart-beat-check", check_s, lambda: self._check_heartbeat(expect_ms))
+        connected = {
+            "version": SUPPORTED_VERSION,
+            "heart-beat": f"{self.config.heart_beat_send_ms},{self.config.heart_beat_receive_ms}",
+            "server": self.config.server_name,
+            "session": self.session,
+        }
+        self._reply_after([], Frame.make("CONNECTED", connected))
+        return []
+
+    def _on_send(self, frame: Frame) -> Writes:
+        destination = check_destination(frame.get("destination"))
+        message_id = frame.get("message-id") or self.broker.new_message_id(self.session)
+        headers: dict[str, str] = {}
+        for key, value in frame.headers:
+            if key not in _NOT_STORED:
+                headers.setdefault(key, value)
+        self.broker.check_size(destination, message_id, headers, frame.body)
+
+        def send() -> Writes:
+            return [self._track(self.broker.send(destination, message_id, headers, frame.body))]
+
+        return self._now_or_in_transaction(frame, send)
+
+    def _on_subscribe(self, frame: Frame) -> Writes:
+        destination = check_destination(frame.get("destination"))
+        subscription_id = required(frame, "id")
+        if subscription_id in self.subscriptions:
+            raise Refused(codes.BAD_REQUEST, f"subscription id {subscription_id!r} is in use")
+        try:
+            ack_mode = AckMode(frame.get("ack") or "auto")
+        except ValueError:
+            raise Refused(
+                codes.BAD_REQUEST, "ack must be auto, client or client-individual"
+            ) from None
+        prefetch = positive_int(frame.get("activemq.prefetchSize"), self.config.prefetch)
+        subscription = Subscription(self, subscription_id, destination, ack_mode, prefetch)
+        self.subscriptions[subscription_id] = subscription
+        self.broker.subscribe(subscription)
+        return []
+
+    def _on_unsubscribe(self, frame: Frame) -> Writes:
+        subscription_id = required(frame, "id")
+        subscription = self.subscriptions.pop(subscription_id, None)
+        if subscription is None:
+            raise Refused(codes.BAD_REQUEST, f"no subscription with id {subscription_id!r}")
+        self.broker.unsubscribe(subscription)
+        return []
+
+    def _on_ack(self, frame: Frame) -> Writes:
+        ack_id = required(frame, "id")
+
+        def ack() -> Writes:
+            settled: list[QueuedMessage] = []
+            for subscription in self.subscriptions.values():
+                settled += self.broker.book.acknowledge(subscription, ack_id)
+            return [self._track(f) for f in self.broker.settle(settled)]
+
+        return self._now_or_in_transaction(frame, ack)
+
+    def _on_nack(self, frame: Frame) -> Writes:
+        ack_id = required(frame, "id")
+
+        def nack() -> Writes:
+            for subscription in self.subscriptions.values():
+                self.broker.requeue(self.broker.book.reject(subscription, ack_id))
+            return []
+
+        return self._now_or_in_transaction(frame, nack)
+
+    def _on_begin(self, frame: Frame) -> Writes:
+        name = required(frame, "transaction")
+        if name in self.transactions:
+            raise Refused(codes.BAD_REQUEST, f"transaction {name!r} is already open")
+        self.transactions[name] = _Transaction()
+        return []
+
+    def _on_commit(self, frame: Frame) -> Writes:
+        transaction = self._take_transaction(frame)
+        writes: Writes = []
+        for step in transaction.steps:
+            writes += step()
+        return writes
+
+    def _on_abort(self, frame: Frame) -> Writes:
+        self._take_transaction(frame)  # acknowledgements in it are dropped, sends never stored
+        return []
+
+    def _on_disconnect(self, frame: Frame) -> Writes:
+        return []
+
+    def _take_transaction(self, frame: Frame) -> _Transaction:
+        name = required(frame, "transaction")
+        transaction = self.transactions.pop(name, None)
+        if transaction is None:
+            raise Refused(codes.BAD_REQUEST, f"no open transaction {name!r}")
+        return transaction
+
+    def _now_or_in_transaction(self, frame: Frame, step: Callable[[], Writes]) -> Writes:
+        name = frame.get("transaction")
+        if name is None:
+            return step()
+        transaction = self.transactions.get(name)
+        if transaction is None:
+            raise Refused(codes.BAD_REQUEST, f"no open transaction {name!r}")
+        transaction.steps.append(step)
+        return []
+
+    # ---- ordered replies, flow control, timers --------------------------------------
+
+    def _track(self, write: asyncio.Future[int]) -> asyncio.Future[int]:
+        """Count a journal write; stop reading while too many are in flight."""
+        self._writes_in_flight += 1
+        if (
+            self._writes_in_flight >= self.config.max_writes_in_flight_per_connection
+            and self.transport is not None
+            and not self._reading_paused
+        ):
+            self._reading_paused = True
+            self.transport.pause_reading()
+        write.add_done_callback(self._write_done)
+        return write
+
+    def _write_done(self, _: asyncio.Future[int]) -> None:
+        self._writes_in_flight -= 1
+        low = self.config.max_writes_in_flight_per_connection // 2
+        if self._reading_paused and self._writes_in_flight <= low and self.transport is not None:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def _reply_after(self, writes: Writes, frame: Frame | None, then_close: bool = False) -> None:
+        self._replies.append(_Reply(writes, frame, then_close))
+        for write in writes:
+            if not write.done():
+                write.add_done_callback(lambda _: self._send_ready_replies())
+        self._send_ready_replies()
+
+    def _send_ready_replies(self) -> None:
+        while self._replies and self.transport is not None:
+            head = self._replies[0]
+            if not all(write.done() for write in head.waits_for):
+                return
+            if any(w.cancelled() or w.exception() is not None for w in head.waits_for):
+                return  # the broker is failing and aborts this connection
+            self._replies.popleft()
+            if head.frame is not None:
+                self._write(encode(head.frame))
+            if head.then_close:
+                self.transport.close()
+                self.loop.call_later(_CLOSE_GRACE_S, self._abort_transport)
+                return
+
+    def _refuse(self, code: str, detail: str, receipt: str | None) -> None:
+        """Send ERROR after the replies already queued, then close (STOMP: ERROR ends it)."""
+        log.warning("%s: session %s: %s", codes.title(code), self.session, detail)
+        self.broker.counters.errors_sent += 1
+        self.closing = True
+        if self.transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._reply_after([], error_frame(code, detail, receipt), then_close=True)
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+            self._last_sent_s = self.loop.time()
+
+    def _abort_transport(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _later(self, name: str, delay_s: float, callback: Callable[[], None]) -> None:
+        self._timers[name] = self.loop.call_later(delay_s, callback)
+
+    def _every(self, name: str, interval_s: float, callback: Callable[[], None]) -> None:
+        def tick() -> None:
+            if self.transport is None:
+                return
+            callback()
+            self._later(name, interval_s, tick)
+
+        self._later(name, interval_s, tick)
+
+    def _connect_deadline(self) -> None:
+        if not self.connected and not self.closing:
+            detail = f"no CONNECT frame within {self.config.connect_timeout_s} s"
+            self._refuse(codes.CONNECT_TIMEOUT, detail, None)
+
+    def _send_heartbeat(self, send_ms: int) -> None:
+        if self.loop.time() - self._last_sent_s >= send_ms / 2000:
+            self._write(HEARTBEAT)
+
+    def _check_heartbeat(self, expect_ms: int) -> None:
+        silent_s = self.loop.time() - self._last_received_s
+        if silent_s > expect_ms / 1000 * self.config.heart_beat_grace_factor:
+            detail = (
+                f"nothing received for {silent_s:.1f} s; heart-beats were due every {expect_ms} ms"
+            )
+            log.warning(
+                "%s: session %s: %s", codes.title(codes.HEARTBEAT_TIMEOUT), self.session, detail
+            )
+            self.broker.counters.errors_sent += 1
+            self.abort(codes.HEARTBEAT_TIMEOUT, detail)
+
+
+_HANDLERS: dict[str, Callable[[StompConnection, Frame], Writes]] = {
+    "CONNECT": StompConnection._on_connect,
+    "STOMP": StompConnection._on_connect,
+    "SEND": StompConnection._on_send,
+    "SUBSCRIBE": StompConnection._on_subscribe,
+    "UNSUBSCRIBE": StompConnection._on_unsubscribe,
+    "ACK": StompConnection._on_ack,
+    "NACK": StompConnection._on_nack,
+    "BEGIN": StompConnection._on_begin,
+    "COMMIT": StompConnection._on_commit,
+    "ABORT": StompConnection._on_abort,
+    "DISCONNECT": StompConnection._on_disconnect,
+}

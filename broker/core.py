@@ -1,0 +1,351 @@
+"""The broker on its event loop: journal every SEND and ACK, fill queues, dispatch, fail fast.
+
+Everything here runs on the service's one asyncio loop, so nothing needs a
+lock. A message becomes deliverable only once the journal completed its SEND
+(durable per the sync policy, fencing check passed): a consumer never sees a
+message a failover could lose. When the journal fails (fenced, write failed,
+closed under us) the broker stops at once: every connection is aborted without
+another receipt, the listener is closed and ``on_fatal`` is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker import codes
+from broker.config import BrokerConfig
+from broker.dedupe import UNKNOWN_DESTINATION, DedupeWindow
+from broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
+from store import format as fmt
+from store.errors import JournalError, MessageTooLarge
+from store.journal import JournalStore
+
+log = logging.getLogger("primacy.broker")
+
+QUEUE_PREFIX = "/queue/"
+
+
+class Refused(Exception):
+    """A client's request the broker will not carry out; becomes an ERROR frame."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class BrokerFailed(Exception):
+    """The journal failed; the broker is stopping and accepts nothing more."""
+
+
+class Peer(Protocol):
+    """What the broker needs from a client connection."""
+
+    @property
+    def writable(self) -> bool: ...
+
+    def deliver(self, subscription: Subscription, message: QueuedMessage, ack_id: str) -> None: ...
+
+    def abort(self, code: str, detail: str) -> None: ...
+
+
+@dataclass
+class Counters:
+    """Running totals for ``BrokerService.stats``."""
+
+    messages_in: int = 0  # SENDs journaled and queued
+    duplicates_dropped: int = 0  # resends acknowledged without storing again
+    messages_out: int = 0  # MESSAGE frames written, redeliveries included
+    redeliveries: int = 0
+    messages_acked: int = 0  # ACKs journaled
+    connections_total: int = 0
+    errors_sent: int = 0
+
+
+def check_destination(destination: str | None) -> str:
+    """The destination if it names a queue; Refused otherwise."""
+    if destination is None:
+        raise Refused(codes.BAD_REQUEST, "the frame needs a destination header")
+    if not destination.startswith(QUEUE_PREFIX) or len(destination) == len(QUEUE_PREFIX):
+        raise Refused(
+            codes.UNSUPPORTED_DESTINATION,
+            f"destination {destination[:100]!r} is not a queue; use /queue/NAME",
+        )
+    return destination
+
+
+class Broker:
+    """Queues, dedupe and the journal, shared by every connection of one service."""
+
+    def __init__(
+        self, store: JournalStore, config: BrokerConfig, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.loop = loop
+        self.book = QueueBook(ack_id_prefix=f"{store.epoch}-")
+        self.counters = Counters()
+        self.peers: set[Peer] = set()
+        self.failure: str | None = None
+        self.on_fatal: Callable[[str], None] | None = None
+        self.on_stop_listening: Callable[[], None] | None = None
+        self._in_flight_sends: dict[str, asyncio.Future[int]] = {}
+        self._dispatch_due: set[str] = set()
+        self._generated_ids = itertools.count(1)
+        state = store.recovery.state
+        pending_destinations = {
+            message_id: destination
+            for destination, messages in state.pending.items()
+            for message_id in messages
+        }
+        self.dedupe = DedupeWindow.recovered(
+            store.config.dedupe_window_messages, state.seen_message_ids, pending_destinations
+        )
+        # A failover may have delivered these already: consumers see them as redelivered.
+        for messages in state.pending.values():
+            for pending in messages.values():
+                self.book.add(
+                    QueuedMessage(
+                        pending.sequence,
+                        pending.destination,
+                        pending.message_id,
+                        journal_location=pending,
+                        redelivered=True,
+                    )
+                )
+        self._order = itertools.count(state.last_sequence + 1)
+
+    # ---- sending -------------------------------------------------------------
+
+    def new_message_id(self, session: str) -> str:
+        """An id for a SEND without one; unique across masters because epochs are."""
+        number = next(self._generated_ids)
+        return f"ID:{self.store.config.node_id}-{self.store.epoch}-{session}-{number}"
+
+    def check_size(
+        self, destination: str, message_id: str, headers: dict[str, str], body: bytes
+    ) -> None:
+        """Refuse a message the journal would refuse, before anything of it is queued."""
+        size = fmt.EncodedRecord(
+            fmt.RecordType.SEND,
+            0,
+            destination.encode(),
+            message_id.encode(),
+            fmt.encode_headers(headers),
+            body,
+        ).encoded_len
+        limit = self.store.config.max_message_size
+        if size > limit:
+            raise Refused(
+                codes.MESSAGE_TOO_LARGE,
+                f"message {message_id[:100]!r} takes {size} bytes in the journal, more than "
+                f"max_message_size ({limit}); nothing was stored",
+            )
+
+    def send(
+        self, destination: str, message_id: str, headers: dict[str, str], body: bytes
+    ) -> asyncio.Future[int]:
+        """Journal a SEND (or recognise a resend); the future completes when it may be receipted."""
+        self._require_running()
+        known = self.dedupe.destination_of(message_id)
+        if known is not None:
+            if known not in (destination, UNKNOWN_DESTINATION):
+                raise Refused(
+                    codes.MESSAGE_ID_REUSED,
+                    f"message-id {message_id[:100]!r} was already used for {known[:100]!r}; "
+                    "message ids must be unique across destinations",
+                )
+            self.counters.duplicates_dropped += 1
+            original = self._in_flight_sends.get(message_id)
+            if original is not None:
+                return original  # receipt the resend when the first copy is durable
+            done: asyncio.Future[int] = self.loop.create_future()
+            done.set_result(0)
+            return done
+        self.check_size(destination, message_id, headers, body)
+        try:
+            submitted = self.store.append_send(destination, message_id, body, headers)
+        except MessageTooLarge as error:
+            raise Refused(codes.MESSAGE_TOO_LARGE, str(error)) from None
+        except JournalError as error:  # fenced or failed before: refuses every write now
+            self.fail(f"{type(error).__name__}: {error}")
+            raise BrokerFailed(str(error)) from None
+        written = self._watch(submitted)
+        self.dedupe.add(message_id, destination)
+        message = QueuedMessage(
+            next(self._order), destination, message_id, tuple(headers.items()), body
+        )
+        self._in_flight_sends[message_id] = written
+        written.add_done_callback(lambda future: self._stored(message, future))
+        return written
+
+    def _stored(self, message: QueuedMessage, future: asyncio.Future[int]) -> None:
+        self._in_flight_sends.pop(message.message_id, None)
+        if future.cancelled() or future.exception() is not None:
+            return  # _watch already failed the broker
+        self.counters.messages_in += 1
+        self.book.add(message)
+        self.schedule_dispatch(message.destination)
+
+    # ---- acknowledging -------------------------------------------------------
+
+    def settle(self, messages: list[QueuedMessage]) -> list[asyncio.Future[int]]:
+        """Journal an ACK for each message; futures complete when they are durable."""
+        self._require_running()
+        futures = []
+        for message in messages:
+            try:
+                submitted = self.store.append_ack(message.destination, message.message_id)
+            except JournalError as error:
+                self.fail(f"{type(error).__name__}: {error}")
+                raise BrokerFailed(str(error)) from None
+            written = self._watch(submitted)
+            written.add_done_callback(self._count_ack)
+            futures.append(written)
+        for destination in {message.destination for message in messages}:
+            self.schedule_dispatch(destination)  # the subscription has room again
+        return futures
+
+    def _count_ack(self, future: asyncio.Future[int]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self.counters.messages_acked += 1
+
+    def requeue(self, messages: list[QueuedMessage]) -> None:
+        for destination in {message.destination for message in messages}:
+            self.schedule_dispatch(destination)
+
+    # ---- subscriptions and dispatch -------------------------------------------
+
+    def subscribe(self, subscription: Subscription) -> None:
+        self.book.subscribe(subscription)
+        self.schedule_dispatch(subscription.destination)
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        if self.book.unsubscribe(subscription) or subscription.destination in self.book.queues:
+            self.schedule_dispatch(subscription.destination)
+
+    def schedule_dispatch(self, destination: str) -> None:
+        if not self._dispatch_due:
+            self.loop.call_soon(self._dispatch)
+        self._dispatch_due.add(destination)
+
+    def peer_writable(self) -> None:
+        """A connection drained its socket buffer: it may take deliveries again."""
+        for destination in self.book.queues:
+            self.schedule_dispatch(destination)
+
+    def _dispatch(self) -> None:
+        due, self._dispatch_due = self._dispatch_due, set()
+        if self.failure is not None:
+            return
+        for destination in due:
+            deliveries = self.book.deliveries(destination, _owner_writable)
+            for subscription, message, ack_id in deliveries:
+                loaded = self._load(message)
+                if loaded is None:
+                    if subscription.ack_mode is AckMode.AUTO:
+                        subscription.auto_acks_in_flight -= 1
+                    subscription.unacked.pop(ack_id, None)
+                    continue
+                if subscription.ack_mode is not AckMode.AUTO:
+                    subscription.unacked[ack_id] = loaded
+                owner: Peer = subscription.owner  # type: ignore[assignment]
+                owner.deliver(subscription, loaded, ack_id)
+                self.counters.messages_out += 1
+                if loaded.redelivered:
+                    self.counters.redeliveries += 1
+                if subscription.ack_mode is AckMode.AUTO:
+                    self._auto_ack(subscription, loaded)
+
+    def _auto_ack(self, subscription: Subscription, message: QueuedMessage) -> None:
+        def done(_: asyncio.Future[int]) -> None:
+            subscription.auto_acks_in_flight -= 1
+            self.schedule_dispatch(subscription.destination)
+
+        try:
+            self.settle([message])[0].add_done_callback(done)
+        except BrokerFailed:
+            return
+
+    def _load(self, message: QueuedMessage) -> QueuedMessage | None:
+        """The message with its body, read from the journal if it was recovered."""
+        if message.body is not None or message.journal_location is None:
+            return message
+        try:
+            record = self.store.read_message(message.journal_location)
+        except (JournalError, OSError) as error:
+            log.error(
+                "%s: message %r of %s cannot be read from the journal (%s); it stays "
+                "pending in the journal and is not delivered by this master",
+                codes.title(codes.UNREADABLE_MESSAGE),
+                message.message_id,
+                message.destination,
+                error,
+            )
+            return None
+        return QueuedMessage(
+            message.order,
+            message.destination,
+            message.message_id,
+            tuple(record.headers.items()),
+            record.payload,
+            message.journal_location,
+            message.redelivered,
+        )
+
+    # ---- peers and failure -----------------------------------------------------
+
+    def add_peer(self, peer: Peer) -> None:
+        self.peers.add(peer)
+        self.counters.connections_total += 1
+
+    def remove_peer(self, peer: Peer, subscriptions: list[Subscription]) -> None:
+        self.peers.discard(peer)
+        for subscription in subscriptions:
+            self.unsubscribe(subscription)
+
+    def _watch(self, written: Future[int]) -> asyncio.Future[int]:
+        """The journal's future on this loop; a failure of it stops the broker."""
+        future = asyncio.wrap_future(written, loop=self.loop)
+        future.add_done_callback(self._check_journal)
+        return future
+
+    def _check_journal(self, future: asyncio.Future[int]) -> None:
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:
+            self.fail(f"{type(error).__name__}: {error}")
+
+    def _require_running(self) -> None:
+        if self.failure is not None:
+            raise BrokerFailed(self.failure)
+
+    def fail(self, reason: str) -> None:
+        """The journal failed: abort every connection at once, stop listening, tell the owner."""
+        if self.failure is not None:
+            return
+        self.failure = reason
+        log.critical("%s: %s", codes.title(codes.JOURNAL_FAILED), reason)
+        if self.on_stop_listening is not None:
+            self.on_stop_listening()
+        self.abort_all(codes.JOURNAL_FAILED, "the journal failed; reconnect to the new master")
+        if self.on_fatal is not None:
+            try:
+                self.on_fatal(reason)
+            except Exception:  # the owner's bug must not keep connections open
+                log.exception("the broker's on_fatal callback failed")
+
+    def abort_all(self, code: str, detail: str) -> None:
+        for peer in list(self.peers):
+            peer.abort(code, detail)
+
+
+def _owner_writable(subscription: Subscription) -> bool:
+    owner: Peer = subscription.owner  # type: ignore[assignment]
+    return owner.writable

@@ -1,0 +1,47 @@
+"""Reading a client frame's headers and writing ERROR frames: the connection's small rules."""
+
+from __future__ import annotations
+
+from broker import codes
+from broker.core import Refused
+from broker.frames import Frame
+
+SUPPORTED_VERSION = "1.2"
+
+
+def error_frame(code: str, detail: str, receipt: str | None) -> Frame:
+    headers = {"message": codes.title(code), "content-type": "text/plain"}
+    if receipt is not None:
+        headers["receipt-id"] = receipt
+    if code == codes.UNSUPPORTED_VERSION:
+        headers["version"] = SUPPORTED_VERSION
+    body = f"{code}: {detail}\n".encode()
+    headers["content-length"] = str(len(body))
+    return Frame.make("ERROR", headers, body)
+
+
+def required(frame: Frame, name: str) -> str:
+    value = frame.get(name)
+    if value is None:
+        raise Refused(codes.BAD_REQUEST, f"{frame.command} needs a {name} header")
+    return value
+
+
+def positive_int(text: str | None, default: int) -> int:
+    if text is None:
+        return default
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise Refused(codes.BAD_REQUEST, f"{text[:32]!r} is not a positive integer")
+    return int(text)
+
+
+def heart_beat(text: str) -> tuple[int, int]:
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+        raise Refused(codes.BAD_REQUEST, f"heart-beat {text[:32]!r} is not two numbers")
+    return int(parts[0]), int(parts[1])
+
+
+def negotiated(ours_ms: int, theirs_ms: int) -> int:
+    """STOMP's rule: 0 if either side says 0, else the larger interval."""
+    return 0 if ours_ms == 0 or theirs_ms == 0 else max(ours_ms, theirs_ms)

@@ -1,0 +1,317 @@
+"""A sans-I/O STOMP 1.2 frame codec: ``FrameParser.feed(bytes) -> frames`` and ``encode(frame)``.
+
+No sockets, no clock: the caller owns the I/O. The parser enforces size limits
+while bytes arrive (so a client cannot make it buffer more than the limit) and
+raises only ``StompProtocolError``; after an error it stays failed, because a
+STOMP stream cannot be resynchronised.
+
+Rules followed (STOMP 1.2): a line ends with LF or CR LF; the first header of
+a repeated name wins; header names and values are UTF-8 with ``\\r \\n \\c \\\\``
+escaped, except in CONNECT and CONNECTED frames, which escape nothing; a body
+is ``content-length`` bytes when that header is present, else everything up to
+the first NUL; end-of-line bytes between frames are heart-beats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+NUL = b"\x00"
+HEARTBEAT = b"\n"
+
+# Frames whose headers are not escaped, for compatibility with STOMP 1.0.
+UNESCAPED_COMMANDS = frozenset({"CONNECT", "CONNECTED"})
+
+_ESCAPES = {"\\": "\\\\", "\r": "\\r", "\n": "\\n", ":": "\\c"}
+_UNESCAPES = {"\\": "\\", "r": "\r", "n": "\n", "c": ":"}
+_MAX_COMMAND_BYTES = 64
+
+
+class StompProtocolError(Exception):
+    """The byte stream is not STOMP 1.2 or breaks a limit; the connection must end.
+
+    ``code`` is a stable message code (``PRIMACY-15xx``) the broker puts in its
+    ERROR frame; ``str(error)`` is one sentence saying what was wrong.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# Stable codes for the parser's errors (the broker's own are in broker/codes.py).
+FRAME_TOO_LARGE = "PRIMACY-1501"
+HEADERS_TOO_LARGE = "PRIMACY-1502"
+TOO_MANY_HEADERS = "PRIMACY-1503"
+INVALID_UTF8 = "PRIMACY-1504"
+MALFORMED_FRAME = "PRIMACY-1505"
+
+
+@dataclass(frozen=True)
+class FrameLimits:
+    """How much one frame may take; anything beyond is refused before it is buffered."""
+
+    max_frame_bytes: int = 5 * 1024 * 1024 + 64 * 1024  # header section + body
+    max_header_bytes: int = 64 * 1024  # command line and header lines
+    max_headers: int = 128
+
+    def __post_init__(self) -> None:
+        if min(self.max_frame_bytes, self.max_header_bytes, self.max_headers) <= 0:
+            raise ValueError("frame limits must be positive")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One STOMP frame. Headers keep their order and repeats, as on the wire."""
+
+    command: str
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+
+    @classmethod
+    def make(
+        cls,
+        command: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+        body: bytes = b"",
+    ) -> Frame:
+        pairs = headers.items() if isinstance(headers, Mapping) else headers
+        return cls(command, tuple((str(k), str(v)) for k, v in pairs), bytes(body))
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The first value of header ``name`` (STOMP 1.2: the first of repeats wins)."""
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return default
+
+    def header_dict(self) -> dict[str, str]:
+        """Headers as a dict, first occurrence winning."""
+        result: dict[str, str] = {}
+        for key, value in self.headers:
+            result.setdefault(key, value)
+        return result
+
+
+def encode(frame: Frame) -> bytes:
+    """The wire bytes of ``frame``.
+
+    Raises ValueError for a frame that cannot be written faithfully: a body
+    holding NUL without a ``content-length``, a ``content-length`` that is not
+    the body's length, or a line break in a CONNECT/CONNECTED header.
+    """
+    length = frame.get("content-length")
+    if length is None:
+        if NUL in frame.body:
+            raise ValueError("a body containing NUL needs a content-length header")
+    elif length != str(len(frame.body)):
+        raise ValueError(f"content-length {length!r} is not the body length {len(frame.body)}")
+    escape = frame.command not in UNESCAPED_COMMANDS
+    lines = [frame.command]
+    for key, value in frame.headers:
+        if escape:
+            lines.append(f"{_escape(key)}:{_escape(value)}")
+        elif any(c in key + value for c in "\r\n") or ":" in key:
+            raise ValueError(f"{frame.command} headers cannot hold line breaks or ':' in names")
+        else:
+            lines.append(f"{key}:{value}")
+    if not frame.command or any(c in frame.command for c in "\r\n:\x00"):
+        raise ValueError(f"invalid command {frame.command!r}")
+    return ("\n".join(lines) + "\n\n").encode() + frame.body + NUL
+
+
+def _escape(text: str) -> str:
+    if not any(c in text for c in "\\\r\n:"):
+        return text
+    return "".join(_ESCAPES.get(c, c) for c in text)
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    chars = iter(text)
+    for char in chars:
+        if char != "\\":
+            out.append(char)
+            continue
+        escaped = next(chars, "")
+        if escaped not in _UNESCAPES:
+            raise StompProtocolError(
+                MALFORMED_FRAME, f"undefined escape sequence '\\{escaped}' in a header"
+            )
+        out.append(_UNESCAPES[escaped])
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class _Head:
+    """A parsed command line and headers, waiting for the body."""
+
+    command: str
+    headers: tuple[tuple[str, str], ...]
+    head_len: int  # bytes of the header section, including its blank line
+    content_length: int | None
+
+
+class FrameParser:
+    """Turns a byte stream into frames. One parser per connection."""
+
+    def __init__(self, limits: FrameLimits | None = None) -> None:
+        self.limits = limits or FrameLimits()
+        self.heartbeats_received = 0
+        self._buffer = bytearray()
+        self._head: _Head | None = None
+        self._scanned = 0  # bytes already searched for the end of the head or body
+        self._failed: StompProtocolError | None = None
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Take more bytes; return every frame they complete (possibly none)."""
+        if self._failed is not None:
+            raise self._failed
+        self._buffer += data
+        frames: list[Frame] = []
+        try:
+            while (frame := self._next_frame()) is not None:
+                frames.append(frame)
+        except StompProtocolError as error:
+            self._failed = error
+            self._buffer.clear()
+            raise
+        return frames
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buffer)
+
+    def _next_frame(self) -> Frame | None:
+        if self._head is None:
+            self._skip_heartbeats()
+            head = self._parse_head()
+            if head is None:
+                return None
+            self._head, self._scanned = head, head.head_len
+        return self._take_body(self._head)
+
+    def _skip_heartbeats(self) -> None:
+        buffer, at = self._buffer, 0
+        while at < len(buffer):
+            if buffer[at] == 0x0A:
+                at += 1
+                self.heartbeats_received += 1
+            elif buffer[at] == 0x0D and at + 1 < len(buffer) and buffer[at + 1] == 0x0A:
+                at += 2
+                self.heartbeats_received += 1
+            else:
+                break
+        if at:
+            del buffer[:at]
+            self._scanned = 0
+
+    def _parse_head(self) -> _Head | None:
+        buffer = self._buffer
+        if buffer[:1] == b"\r" and len(buffer) == 1:
+            return None  # maybe the start of a CR LF heart-beat
+        end = _find_blank_line(buffer, max(0, self._scanned - 2))
+        if end is None:
+            self._scanned = len(buffer)
+            if len(buffer) > self.limits.max_header_bytes:
+                raise StompProtocolError(
+                    HEADERS_TOO_LARGE,
+                    f"the command and headers exceed {self.limits.max_header_bytes} bytes",
+                )
+            return None
+        head_len = end
+        if head_len > self.limits.max_header_bytes:
+            raise StompProtocolError(
+                HEADERS_TOO_LARGE,
+                f"the command and headers exceed {self.limits.max_header_bytes} bytes",
+            )
+        lines = bytes(buffer[:head_len]).split(b"\n")
+        lines = [line[:-1] if line.endswith(b"\r") else line for line in lines[:-2]]
+        if len(lines) - 1 > self.limits.max_headers:
+            raise StompProtocolError(
+                TOO_MANY_HEADERS,
+                f"the frame has {len(lines) - 1} headers, more than {self.limits.max_headers}",
+            )
+        command = _decode(lines[0], "command")
+        printable = command.isascii() and command.isprintable() and " " not in command
+        if not printable or len(lines[0]) > _MAX_COMMAND_BYTES or ":" in command:
+            raise StompProtocolError(MALFORMED_FRAME, f"invalid command line {command[:64]!r}")
+        headers = tuple(self._parse_header(line, command) for line in lines[1:])
+        return _Head(command, headers, head_len, self._content_length(headers))
+
+    @staticmethod
+    def _parse_header(line: bytes, command: str) -> tuple[str, str]:
+        text = _decode(line, "header")
+        name, colon, value = text.partition(":")
+        if not colon:
+            raise StompProtocolError(MALFORMED_FRAME, f"header line {text[:64]!r} has no ':'")
+        if command in UNESCAPED_COMMANDS:
+            return name, value
+        return _unescape(name), _unescape(value)
+
+    def _content_length(self, headers: tuple[tuple[str, str], ...]) -> int | None:
+        for name, value in headers:
+            if name == "content-length":
+                if not value.isascii() or not value.isdigit():
+                    raise StompProtocolError(
+                        MALFORMED_FRAME, f"content-length {value[:32]!r} is not a byte count"
+                    )
+                length = int(value)
+                if length > self.limits.max_frame_bytes:
+                    raise StompProtocolError(
+                        FRAME_TOO_LARGE,
+                        f"the frame exceeds {self.limits.max_frame_bytes} bytes "
+                        f"(content-length {length})",
+                    )
+                return length
+        return None
+
+    def _take_body(self, head: _Head) -> Frame | None:
+        buffer, start = self._buffer, head.head_len
+        if head.content_length is not None:
+            end = start + head.content_length
+            if len(buffer) <= end:
+                self._check_frame_size(len(buffer))
+                return None
+            if buffer[end] != 0:
+                raise StompProtocolError(
+                    MALFORMED_FRAME, "the body is not followed by NUL where content-length says"
+                )
+        else:
+            found = buffer.find(NUL, max(start, self._scanned))
+            if found < 0:
+                self._scanned = len(buffer)
+                self._check_frame_size(len(buffer))
+                return None
+            end = found
+        self._check_frame_size(end)
+        frame = Frame(head.command, head.headers, bytes(buffer[start:end]))
+        del buffer[: end + 1]
+        self._head, self._scanned = None, 0
+        return frame
+
+    def _check_frame_size(self, size: int) -> None:
+        if size > self.limits.max_frame_bytes:
+            raise StompProtocolError(
+                FRAME_TOO_LARGE, f"the frame exceeds {self.limits.max_frame_bytes} bytes"
+            )
+
+
+def _find_blank_line(buffer: bytearray, start: int) -> int | None:
+    """The offset just past the first empty line (LF LF or LF CR LF), or None."""
+    lf_lf = buffer.find(b"\n\n", start)
+    lf_cr_lf = buffer.find(b"\n\r\n", start)
+    candidates = [(at + 2) for at in [lf_lf] if at >= 0] + [
+        (at + 3) for at in [lf_cr_lf] if at >= 0
+    ]
+    return min(candidates) if candidates else None
+
+
+def _decode(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise StompProtocolError(INVALID_UTF8, f"the {what} is not valid UTF-8") from None

@@ -1,0 +1,186 @@
+"""BrokerService: the STOMP connector as one object the supervisor starts and stops.
+
+``start()`` binds the listening socket in the caller's thread (so an address
+in use raises there, as ``OSError``), then runs the broker's asyncio loop on
+one thread it owns. ``stop()`` closes the listener and aborts every
+connection at once, stops the loop and joins the thread: nothing is left
+running. The service never closes the journal store; its owner does, after
+``stop()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from broker import codes
+from broker.config import BrokerConfig
+from broker.connection import StompConnection
+from broker.core import Broker
+from store.journal import JournalStore
+
+log = logging.getLogger("primacy.broker")
+
+_STOP_TIMEOUT_S = 10.0
+_STATS_TIMEOUT_S = 2.0
+
+
+class BrokerService:
+    """One master's STOMP listener over one open journal store."""
+
+    def __init__(
+        self, store: JournalStore, host: str, port: int, config: BrokerConfig | None = None
+    ) -> None:
+        self.store = store
+        self.host = host
+        self.port = port
+        self.config = config or BrokerConfig()
+        # Called once, on the broker's loop thread, when the journal fails (fenced,
+        # write failed, closed): every connection is already aborted by then. It
+        # must not block; it may call stop().
+        self.on_fatal: Callable[[str], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._broker: Broker | None = None
+        self._server: asyncio.Server | None = None
+        self._address: tuple[str, int] | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound (host, port); with port 0 the port the kernel picked."""
+        if self._address is None:
+            raise RuntimeError("the broker service is not started")
+        return self._address
+
+    def start(self) -> None:
+        """Bind, then serve on the service's own thread. Raises OSError if it cannot bind."""
+        if self._thread is not None:
+            raise RuntimeError("the broker service was already started")
+        listener = socket.create_server((self.host, self.port), backlog=128, reuse_port=False)
+        self._address = listener.getsockname()[:2]
+        loop = asyncio.new_event_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._loop = loop
+        self._thread = threading.Thread(
+            target=self._run, args=(loop, listener, ready), name="primacy-broker", daemon=True
+        )
+        self._thread.start()
+        started = threading.Event()
+        loop.call_soon_threadsafe(lambda: ready.add_done_callback(lambda _: started.set()))
+        started.wait()
+        error = ready.exception()
+        if error is not None:
+            self.stop()
+            raise error
+        log.info(
+            "%s on %s:%d (epoch %d)",
+            codes.title(codes.SERVICE_STARTED),
+            *self.address,
+            self.store.epoch,
+        )
+
+    def stop(self) -> None:
+        """Close the listener and every connection at once; stop and join the loop thread."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        if not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._shutdown)
+            except RuntimeError:
+                pass  # the loop already stopped
+        if thread is threading.current_thread():
+            return  # called from on_fatal: the loop stops once this callback returns
+        thread.join(_STOP_TIMEOUT_S)
+        if thread.is_alive():
+            log.error("the broker thread did not stop within %.0f s", _STOP_TIMEOUT_S)
+        log.info("%s", codes.title(codes.SERVICE_STOPPED))
+
+    def stats(self) -> dict[str, Any]:
+        """Figures for the status endpoint: messages in/out, connections, queue depth."""
+        broker, loop = self._broker, self._loop
+        if broker is None or loop is None:
+            return {"running": False}
+        if loop.is_running() and self._thread is not threading.current_thread():
+            # Read the broker's books on its own loop: they change under us otherwise.
+            answer: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+            loop.call_soon_threadsafe(lambda: answer.set_result(self._stats(broker)))
+            try:
+                return answer.result(timeout=_STATS_TIMEOUT_S)
+            except concurrent.futures.TimeoutError:
+                pass  # the loop is stopping or stuck: the counters are still worth having
+        return self._stats(broker)
+
+    def _stats(self, broker: Broker) -> dict[str, Any]:
+        counters = broker.counters
+        return {
+            "running": self._server is not None and broker.failure is None,
+            "failure": broker.failure,
+            "connections_open": len(broker.peers),
+            "connections_total": counters.connections_total,
+            "messages_in": counters.messages_in,
+            "messages_out": counters.messages_out,
+            "messages_acked": counters.messages_acked,
+            "redeliveries": counters.redeliveries,
+            "duplicates_dropped": counters.duplicates_dropped,
+            "errors_sent": counters.errors_sent,
+            "messages_ready": broker.book.ready_count(),
+        }
+
+    # ---- the loop thread --------------------------------------------------------
+
+    def _run(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        listener: socket.socket,
+        ready: asyncio.Future[None],
+    ) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._serve(loop, listener, ready))
+            loop.run_forever()
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+                listener.close()
+
+    async def _serve(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        listener: socket.socket,
+        ready: asyncio.Future[None],
+    ) -> None:
+        try:
+            broker = Broker(self.store, self.config, loop)
+            broker.on_fatal = self._fatal
+            broker.on_stop_listening = self._close_listener
+            self._broker = broker
+            self._server = await loop.create_server(lambda: StompConnection(broker), sock=listener)
+        except Exception as error:  # reported to start() in the caller's thread
+            ready.set_exception(error)
+            return
+        ready.set_result(None)
+
+    def _fatal(self, reason: str) -> None:
+        callback = self.on_fatal
+        if callback is not None:
+            callback(reason)
+
+    def _close_listener(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    def _shutdown(self) -> None:
+        assert self._loop is not None
+        self._close_listener()
+        if self._broker is not None:
+            self._broker.abort_all(codes.SHUTTING_DOWN, "the broker is stopping")
+        # Next iteration, after the aborted connections' connection_lost callbacks.
+        self._loop.call_soon(self._loop.stop)

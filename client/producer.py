@@ -1,0 +1,136 @@
+"""A producer that keeps every send until its RECEIPT, and resends them all after a failover.
+
+Each message gets a ``message-id`` (the caller's, or one made here) before
+its first send and keeps it through every resend, so the broker stores it
+once however often it arrives. ``send`` returns once fewer than ``window``
+sends are unreceipted (1: every send waits for its own receipt).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from client.errors import BrokerRefused, ConnectionLost
+from client.failover import Failover
+from client.url import FailoverUrl
+from client.wire import Frame, StompSocket
+
+# ERROR codes of a primacy broker that mean "this broker is going away": fail over.
+TRANSIENT_ERROR_CODES = ("PRIMACY-1508", "PRIMACY-1514", "PRIMACY-1515", "PRIMACY-1518")
+
+
+@dataclass(frozen=True)
+class PendingSend:
+    receipt: str
+    destination: str
+    message_id: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+class Producer:
+    def __init__(
+        self,
+        url: str | FailoverUrl,
+        *,
+        window: int = 1,
+        receipt_timeout_s: float = 10.0,
+        **failover_settings: Any,
+    ) -> None:
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        self.window = window
+        self.receipt_timeout_s = receipt_timeout_s
+        self.client_id = uuid.uuid4().hex[:16]
+        self.failover = Failover(url, on_connect=self._resend_all, **failover_settings)
+        self.unreceipted: OrderedDict[str, PendingSend] = OrderedDict()
+        self.sent = 0
+        self.receipted = 0
+        self.resent = 0
+        self._numbers = itertools.count(1)
+
+    def send(
+        self,
+        destination: str,
+        body: bytes,
+        headers: dict[str, str] | None = None,
+        message_id: str | None = None,
+    ) -> str:
+        """Send one message; returns its message id. Blocks while the window is full."""
+        number = next(self._numbers)
+        pending = PendingSend(
+            f"{self.client_id}-r{number}",
+            destination,
+            message_id or f"{self.client_id}-{number}",
+            tuple((headers or {}).items()),
+            body,
+        )
+        self.unreceipted[pending.receipt] = pending
+        self.sent += 1
+        generation = self.failover.generation
+        connection = self.failover.current()
+        if self.failover.generation == generation:  # else the reconnect resent it already
+            try:
+                self._write(connection, pending)
+            except ConnectionLost as error:
+                self.failover.lost(str(error))
+        while len(self.unreceipted) >= self.window:
+            self._await_receipt()
+        return pending.message_id
+
+    def flush(self) -> None:
+        """Wait until every send so far is receipted (resending through failovers)."""
+        while self.unreceipted:
+            self._await_receipt()
+
+    def close(self) -> None:
+        self.failover.close()
+
+    def _write(self, connection: StompSocket, pending: PendingSend) -> None:
+        headers = dict(pending.headers)
+        headers.update(
+            {
+                "destination": pending.destination,
+                "message-id": pending.message_id,
+                "receipt": pending.receipt,
+                "persistent": "true",
+            }
+        )
+        connection.send("SEND", headers, pending.body)
+
+    def _resend_all(self, connection: StompSocket) -> None:
+        # On the first connection this writes the send that opened it: not a resend.
+        first_connection = self.failover.generation == 1
+        for pending in list(self.unreceipted.values()):
+            self._write(connection, pending)
+            if not first_connection:
+                self.resent += 1
+
+    def _await_receipt(self) -> None:
+        connection = self.failover.current()
+        try:
+            frame = connection.read(self.receipt_timeout_s)
+        except ConnectionLost as error:
+            self.failover.lost(str(error))
+            return
+        if frame is None:
+            self.failover.lost(f"no receipt within {self.receipt_timeout_s} s")
+        elif frame.command == "RECEIPT":
+            if self.unreceipted.pop(frame.headers.get("receipt-id", ""), None) is not None:
+                self.receipted += 1
+        elif frame.command == "ERROR":
+            self._on_error(frame)
+
+    def _on_error(self, frame: Frame) -> None:
+        message = frame.headers.get("message", "")
+        detail = frame.body.decode(errors="replace").strip() or message
+        self.failover.lost(f"ERROR: {detail}")  # an ERROR always ends the connection
+        if message.startswith(TRANSIENT_ERROR_CODES):
+            return
+        refused = self.unreceipted.pop(frame.headers.get("receipt-id", ""), None)
+        what = f"message {refused.message_id!r}" if refused else "a send"
+        raise BrokerRefused(f"the broker refused {what}: {detail}")

@@ -1,0 +1,117 @@
+"""The ``journal`` PySpark data source: ``spark.read.format("journal").load(SHARE)``.
+
+One input partition per segment file; each partition is read by
+``spark.segment_reader`` into Arrow record batches, which PySpark 4 takes as
+they are. Damaged and fenced bytes become rows with a ``status`` rather than
+failing the job.
+
+Options (all optional):
+
+- ``epochs``: comma-separated epochs to read, e.g. ``"3,4"``.
+- ``since`` / ``until``: keep records with ``since <= timestamp < until``; ISO
+  8601 (no offset means UTC) or Unix seconds. Rows for damaged byte ranges
+  have no timestamp and are always kept.
+
+Executors need this package and ``store`` importable (see docs/replay.md) and
+the share at the same path as the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import (
+    BinaryType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from spark.journal_plan import OptionError, SegmentPlan, TimeWindow, parse_time, plan_segments
+from spark.segment_reader import RECORDS_SCHEMA, read_segment_batches
+
+SOURCE_NAME = "journal"
+
+_SPARK_TYPES = {
+    pa.string(): StringType(),
+    pa.int64(): LongType(),
+    pa.binary(): BinaryType(),
+    pa.timestamp("us", tz="UTC"): TimestampType(),
+}
+RECORDS_SPARK_SCHEMA = StructType(
+    [StructField(f.name, _SPARK_TYPES[f.type], nullable=True) for f in RECORDS_SCHEMA]
+)
+
+
+def window_from_options(options: dict[str, str]) -> TimeWindow:
+    since, until = options.get("since"), options.get("until")
+    window = TimeWindow(parse_time(since) if since else None, parse_time(until) if until else None)
+    if (
+        window.since_unix_ns is not None
+        and window.until_unix_ns is not None
+        and window.until_unix_ns <= window.since_unix_ns
+    ):
+        raise OptionError(f"until ({until}) must be later than since ({since})")
+    return window
+
+
+def epochs_from_options(options: dict[str, str]) -> frozenset[int] | None:
+    text = options.get("epochs") or options.get("epoch")
+    if not text:
+        return None
+    try:
+        return frozenset(int(part) for part in text.split(",") if part.strip())
+    except ValueError as exc:
+        raise OptionError(f"epochs must be comma-separated numbers, not {text!r}") from exc
+
+
+class SegmentPartition(InputPartition):  # type: ignore[misc]
+    """One segment file: the unit of parallelism."""
+
+    def __init__(self, plan: SegmentPlan) -> None:
+        super().__init__(plan)
+        self.plan = plan
+
+
+class JournalReader(DataSourceReader):  # type: ignore[misc]
+    """Plans on the driver (fences, epoch tails); reads one segment per task."""
+
+    def __init__(self, share: str, options: dict[str, str]) -> None:
+        self.share = share
+        self.window = window_from_options(options)
+        self.epochs = epochs_from_options(options)
+
+    def partitions(self) -> list[SegmentPartition]:
+        return [SegmentPartition(plan) for plan in plan_segments(self.share, self.epochs)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SegmentPartition)
+        return read_segment_batches(partition.plan, self.window)
+
+
+class JournalDataSource(DataSource):  # type: ignore[misc]
+    """``spark.read.format("journal").load(SHARE)``: the records of a share's journal."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return RECORDS_SPARK_SCHEMA
+
+    def reader(self, schema: StructType) -> JournalReader:
+        options = dict(self.options)
+        share = options.get("path")
+        if not share:
+            raise OptionError('give the share: spark.read.format("journal").load("/srv/share")')
+        return JournalReader(share, options)
+
+
+def register(session: SparkSession) -> None:
+    """Make ``format("journal")`` available in this session."""
+    session.dataSource.register(JournalDataSource)

@@ -1,0 +1,230 @@
+"""The replay's report: ``report.json`` with the headline figures, ``report.html`` with charts.
+
+Charts are PNGs drawn with matplotlib (Agg, no display needed) and embedded
+as base64, so the HTML is one self-contained file to mail or archive. Inputs
+are small, already-aggregated rows collected from Spark.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from spark.tenure import Gap, Tenure
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything the report shows, already aggregated."""
+
+    headline: dict[str, Any]
+    tenures: list[Tenure]
+    gaps: list[Gap]
+    throughput: list[tuple[datetime, str, int]]  # minute, destination, SEND records
+    queue_histogram: list[tuple[float, int]]  # log10 of ms (bucket start), acked messages
+    anomalies_by_kind: dict[str, int]
+
+
+def iso(unix_ns: int | None) -> str | None:
+    if unix_ns is None:
+        return None
+    return datetime.fromtimestamp(unix_ns / 1e9, UTC).isoformat(timespec="milliseconds")
+
+
+def failovers(tenures: list[Tenure]) -> list[dict[str, Any]]:
+    """Each hand-over from one serving epoch to the next, with how the old one ended."""
+    served = [t for t in tenures if t.served]
+    return [
+        {
+            "from_epoch": old.epoch,
+            "from_node": old.node,
+            "to_epoch": new.epoch,
+            "to_node": new.node,
+            "how_ended": old.how_ended,
+            "at": iso(new.serving_from_unix_ns),
+        }
+        for old, new in itertools.pairwise(served)
+    ]
+
+
+def write_json(path: Path, inputs: ReportInputs) -> dict[str, Any]:
+    gaps = [g for g in inputs.gaps if g.duration_s is not None]
+    document = {
+        **inputs.headline,
+        "failovers": failovers(inputs.tenures),
+        "gaps": {
+            "count": len(gaps),
+            "total_s": round(sum(g.duration_s or 0.0 for g in gaps), 3),
+            "longest_s": round(max((g.duration_s or 0.0 for g in gaps), default=0.0), 3),
+            "open_since": next(
+                (iso(g.from_unix_ns) for g in inputs.gaps if g.to_unix_ns is None), None
+            ),
+        },
+        "anomalies": inputs.anomalies_by_kind,
+    }
+    path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+    return document
+
+
+def write_html(path: Path, inputs: ReportInputs, document: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers and executors
+    charts = [
+        ("Throughput per minute per destination", _throughput_chart(inputs.throughput)),
+        ("Time in queue (send to ack)", _queue_chart(inputs.queue_histogram)),
+        ("Master timeline", _timeline_chart(inputs.tenures, inputs.gaps)),
+    ]
+    summary = [(key, document[key]) for key in sorted(inputs.headline)]
+    summary += [(f"anomalies: {k}", v) for k, v in sorted(inputs.anomalies_by_kind.items())]
+    parts = [
+        "<!doctype html><meta charset='utf-8'><title>primacy replay</title>",
+        "<style>body{font-family:sans-serif;max-width:1000px;margin:auto}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}</style>",
+        f"<h1>Journal replay of {html.escape(str(document.get('share', '')))}</h1>",
+        "<h2>Summary</h2>",
+        _table(["figure", "value"], summary),
+        "<h2>Failovers</h2>",
+        _table(
+            ["from", "to", "how the old master ended", "new master serving at"],
+            [
+                (
+                    f"epoch {f['from_epoch']} ({f['from_node']})",
+                    f"epoch {f['to_epoch']} ({f['to_node']})",
+                    f["how_ended"],
+                    f["at"],
+                )
+                for f in document["failovers"]
+            ],
+        ),
+        "<h2>Tenures</h2>",
+        _table(
+            ["epoch", "node", "serving from", "ended", "how", "reason", "records"],
+            [
+                (
+                    t.epoch,
+                    t.node,
+                    iso(t.serving_from_unix_ns),
+                    iso(t.ended_unix_ns),
+                    t.how_ended,
+                    t.end_reason,
+                    t.records,
+                )
+                for t in inputs.tenures
+            ],
+        ),
+        "<h2>Gaps in service</h2>",
+        _table(
+            ["after epoch", "before epoch", "from", "to", "seconds", "at most seconds"],
+            [
+                (
+                    g.after_epoch,
+                    g.before_epoch,
+                    iso(g.from_unix_ns),
+                    iso(g.to_unix_ns),
+                    _round(g.duration_s),
+                    _round(g.longest_duration_s),
+                )
+                for g in inputs.gaps
+            ],
+        ),
+    ]
+    for title, png in charts:
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts.append(f"<img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
+    path.write_text("\n".join(parts) + "\n")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape('' if v is None else str(v))}</td>" for v in row)
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>" if rows else "<p>none</p>"
+
+
+def _png(figure: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png", dpi=90)
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _throughput_chart(rows: list[tuple[datetime, str, int]]) -> str:
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(10, 3.5))
+    by_destination: dict[str, list[tuple[datetime, int]]] = {}
+    for minute, destination, count in rows:
+        by_destination.setdefault(destination, []).append((minute, count))
+    for destination, points in sorted(by_destination.items()):
+        days = [_days(p[0].timestamp()) for p in points]
+        axes.plot(days, [p[1] for p in points], marker=".", label=destination)
+    axes.xaxis_date()
+    axes.set_ylabel("messages sent per minute")
+    if by_destination:
+        axes.legend(fontsize="small", ncol=4)
+    return _png(figure)
+
+
+def _queue_chart(histogram: list[tuple[float, int]]) -> str:
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(10, 3.0))
+    if histogram:
+        starts = [10**bucket for bucket, _ in histogram]
+        widths = [10 ** (bucket + 0.25) - 10**bucket for bucket, _ in histogram]
+        axes.bar(starts, [count for _, count in histogram], width=widths, align="edge")
+        axes.set_xscale("log")
+    axes.set_xlabel("time in queue (ms, log scale)")
+    axes.set_ylabel("acked messages")
+    return _png(figure)
+
+
+def _timeline_chart(tenures: list[Tenure], gaps: list[Gap]) -> str:
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(10, 0.6 * max(2, len({t.node for t in tenures})) + 1))
+    nodes = sorted({t.node or "?" for t in tenures})
+    last_seen = max((t.last_seen_unix_ns or 0 for t in tenures), default=0)
+    for tenure in tenures:
+        if tenure.serving_from_unix_ns is None:
+            continue
+        start = _days(tenure.serving_from_unix_ns / 1e9)
+        end = _days((tenure.ended_unix_ns or last_seen) / 1e9)
+        row = nodes.index(tenure.node or "?")
+        axes.barh(row, end - start, left=start, height=0.5)
+        axes.text(start, row + 0.3, f"epoch {tenure.epoch}", fontsize="small")
+    for gap in gaps:
+        if gap.to_unix_ns is not None:
+            start, end = _days(gap.from_unix_ns / 1e9), _days(gap.to_unix_ns / 1e9)
+            axes.axvspan(start, end, color="red", alpha=0.3)
+            axes.axvline(end, color="red", linewidth=1)  # the failover
+            axes.text(end, -0.45, f"→ epoch {gap.before_epoch}", fontsize="x-small")
+    axes.set_yticks(range(len(nodes)), nodes)
+    axes.xaxis_date()
+    axes.set_xlabel("UTC (red: no serving master; line: failover)")
+    return _png(figure)
+
+
+def _days(unix_s: float) -> float:
+    """Matplotlib's date number (days since 1970, its default epoch) for a Unix time."""
+    return unix_s / 86_400.0

@@ -1,0 +1,138 @@
+"""``primacy send`` and ``primacy consume``: try a group by hand through its failover URL."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from client.consumer import Consumer
+from client.errors import ClientError
+from client.producer import Producer
+from client.url import UrlError, parse_url
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+URL_HELP = (
+    "a broker URL: tcp://HOST:PORT, or failover:(tcp://H1:61613,tcp://H2:61613)?OPTIONS "
+    "with ActiveMQ's failover options (initialReconnectDelay, maxReconnectDelay, "
+    "useExponentialBackOff, backOffMultiplier, maxReconnectAttempts, "
+    "startupMaxReconnectAttempts, randomize, timeout); see docs/stomp.md"
+)
+
+
+def register(subparsers: Any) -> None:
+    send = subparsers.add_parser(
+        "send",
+        help="send persistent messages to a queue, each one receipted",
+        description="Send messages to a queue of a primacy group and wait for every RECEIPT, "
+        "resending with the same message-id across failovers. Prints what was sent, "
+        "receipted and resent.",
+    )
+    send.add_argument("url", help=URL_HELP)
+    send.add_argument("destination", help="a queue, /queue/NAME")
+    send.add_argument("--count", type=_positive, default=1, help="messages to send (default 1)")
+    send.add_argument("--body", default="message {n}", help="body text; {n} is the message number")
+    send.add_argument(
+        "--window",
+        type=_positive,
+        default=1,
+        help="sends in flight before waiting for receipts (default 1: one at a time)",
+    )
+    send.set_defaults(func=cmd_send)
+
+    consume = subparsers.add_parser(
+        "consume",
+        help="receive and acknowledge messages from a queue",
+        description="Receive messages from a queue of a primacy group, acknowledging each "
+        "once printed, resubscribing across failovers. Stops after --count messages, "
+        "or when none arrived for --idle-timeout-s.",
+    )
+    consume.add_argument("url", help=URL_HELP)
+    consume.add_argument("destination", help="a queue, /queue/NAME")
+    consume.add_argument("--count", type=_positive, help="stop after this many (default: no limit)")
+    consume.add_argument(
+        "--idle-timeout-s",
+        type=float,
+        default=5.0,
+        help="stop when no message arrived for this long (default 5)",
+    )
+    consume.add_argument("--quiet", action="store_true", help="print only the summary")
+    consume.set_defaults(func=cmd_consume)
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    try:
+        url = parse_url(args.url)
+    except UrlError as error:
+        return _fail(EXIT_USAGE, str(error))
+    producer = Producer(url, window=args.window)
+    started = time.monotonic()
+    try:
+        for number in range(1, args.count + 1):
+            producer.send(args.destination, args.body.replace("{n}", str(number)).encode())
+        producer.flush()
+    except ClientError as error:
+        _summary_of_sends(producer, time.monotonic() - started)
+        return _fail(EXIT_FAILURE, str(error))
+    finally:
+        producer.close()
+    _summary_of_sends(producer, time.monotonic() - started)
+    return EXIT_OK
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    try:
+        url = parse_url(args.url)
+    except UrlError as error:
+        return _fail(EXIT_USAGE, str(error))
+    consumer = Consumer(url, args.destination)
+    seen: set[str] = set()
+    consumed = duplicates = redelivered = 0
+    try:
+        while args.count is None or consumed < args.count:
+            message = consumer.receive(timeout_s=args.idle_timeout_s)
+            if message is None:
+                break
+            if not args.quiet:
+                print(f"{message.message_id}\t{message.body.decode(errors='replace')}")
+            if not consumer.ack(message):
+                continue  # its connection failed over: the broker delivers it again
+            consumed += 1
+            redelivered += message.redelivered
+            duplicates += message.message_id in seen
+            seen.add(message.message_id)
+    except ClientError as error:
+        return _fail(EXIT_FAILURE, str(error))
+    finally:
+        consumer.close()
+    print(
+        f"consumed {consumed} ({len(seen)} distinct, {duplicates} duplicate, "
+        f"{redelivered} redelivered), failovers {consumer.failover.reconnects}",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _summary_of_sends(producer: Producer, elapsed_s: float) -> None:
+    print(
+        f"sent {producer.sent}, receipted {producer.receipted}, resent {producer.resent}, "
+        f"unreceipted {len(producer.unreceipted)}, failovers {producer.failover.reconnects}, "
+        f"{elapsed_s:.2f} s",
+        file=sys.stderr,
+    )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"primacy: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,73 @@
+"""``primacy replay``: the Spark replay of a share's journal, from the command line.
+
+pyspark is optional (the ``[spark]`` extra) and heavy, so it is imported only
+when the command runs; without it, or without Java, the command says how to
+get them instead of failing with a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import sys
+from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+MISSING_EXTRA = (
+    "PRIMACY-2701 the replay needs the spark extra (pyspark 4, pyarrow, pandas, matplotlib): "
+    "pip install 'primacy[spark]' (from a checkout: .venv/bin/pip install -e '.[spark]')"
+)
+MISSING_JAVA = (
+    "PRIMACY-2702 the replay needs Java 17 for Spark and found none: install it "
+    "(Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+)
+
+
+def register(subparsers: Any) -> None:
+    """Add ``replay`` to the ``primacy`` command line."""
+    from spark.replay import add_arguments  # pyspark-free: the job imports it when it runs
+
+    replay = subparsers.add_parser(
+        "replay",
+        help="replay the journal on Spark into Parquet tables and a report",
+        description="Read every segment of the share's journal with Spark (an embedded local[*] "
+        "session unless --master is given) and write the Parquet tables records, messages, "
+        "tenure, gaps and anomalies, plus report.html and report.json, into --out. "
+        "Damaged and fenced records are reported, not fatal. See docs/replay.md.",
+    )
+    add_arguments(replay)
+    replay.set_defaults(func=cmd_replay)
+
+
+def missing_requirement() -> str | None:
+    """Why the replay cannot start here, or None."""
+    if importlib.util.find_spec("pyspark") is None:
+        return MISSING_EXTRA
+    java_home = os.environ.get("JAVA_HOME")
+    if not (java_home and os.path.exists(os.path.join(java_home, "bin", "java"))) and not (
+        shutil.which("java")
+    ):
+        return MISSING_JAVA
+    return None
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    problem = missing_requirement()
+    if problem:
+        print(f"primacy: {problem}", file=sys.stderr)
+        return EXIT_FAILURE
+    from spark.journal_plan import OptionError
+    from spark.replay import options_from_args, run
+
+    try:
+        options = options_from_args(args)
+    except OptionError as exc:
+        print(f"primacy: PRIMACY-2703 {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    run(options)
+    return EXIT_OK

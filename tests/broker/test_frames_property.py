@@ -1,0 +1,78 @@
+"""Property tests of the STOMP codec: round trips, chunking, and arbitrary bytes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.frames import UNESCAPED_COMMANDS, Frame, FrameParser, StompProtocolError, encode
+from tests.broker.fuzz_frames import fuzz
+
+commands = st.sampled_from(
+    ["SEND", "SUBSCRIBE", "MESSAGE", "ERROR", "RECEIPT", "ACK", "CONNECT", "CONNECTED"]
+) | st.text(st.characters(min_codepoint=65, max_codepoint=90), min_size=1, max_size=12)
+names = st.text(max_size=20).filter(lambda name: name != "content-length")
+values = st.text(max_size=40)
+
+
+@st.composite
+def frames(draw: st.DrawFn) -> Frame:
+    command = draw(commands)
+    headers = draw(st.lists(st.tuples(names, values), max_size=8))
+    if command in UNESCAPED_COMMANDS:
+        headers = [
+            (k.replace(":", ""), v) for k, v in headers if not any(c in k + v for c in "\r\n")
+        ]
+    body = draw(st.binary(max_size=200))
+    if b"\x00" in body or draw(st.booleans()):
+        headers.append(("content-length", str(len(body))))
+    return Frame(command, tuple(headers), body)
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+@given(st.lists(frames(), min_size=1, max_size=5), st.lists(st.integers(0, 10_000), max_size=10))
+def test_encode_then_parse_gives_the_frames_back_however_the_bytes_are_cut(
+    sent: list[Frame], cuts: list[int]
+) -> None:
+    data = b"\n".join(encode(frame) for frame in sent)  # heart-beats between frames
+    parser = FrameParser()
+    got = [frame for chunk in split(data, cuts) for frame in parser.feed(chunk)]
+    assert got == sent
+
+
+@given(frames())
+def test_encode_is_stable_over_a_round_trip(frame: Frame) -> None:
+    data = encode(frame)
+    [parsed] = FrameParser().feed(data)
+    assert encode(parsed) == data
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=2000), st.lists(st.integers(0, 2000), max_size=6))
+def test_arbitrary_bytes_raise_nothing_but_the_parsers_error(data: bytes, cuts: list[int]) -> None:
+    parser = FrameParser()
+    try:
+        for chunk in split(data, cuts):
+            for frame in parser.feed(chunk):
+                assert isinstance(frame, Frame)
+    except StompProtocolError as error:
+        assert error.code.startswith("PRIMACY-150")
+
+
+def test_short_fuzz_run_of_mangled_frames() -> None:
+    result = fuzz(20_000, seed=1)
+    assert result.cases == 20_000
+    # Both outcomes must occur, or the generator is not exercising the parser.
+    assert result.frames_parsed > 1_000
+    assert result.protocol_errors > 1_000
+
+
+@pytest.mark.slow
+def test_fuzz_run_of_a_million_frames() -> None:
+    result = fuzz(1_000_000, seed=2)
+    assert result.cases == 1_000_000
