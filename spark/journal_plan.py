@@ -85,7 +85,7 @@ def read_fences(share: str | Path) -> FenceTable:
     for segment in list_segments(journal_dir(share)):
         # The store keeps this reader private to recovery; it is the one that knows
         # where a fence lives, so the replay uses it rather than a second copy.
-        fence = recovery._first_batch_fence(segment)
+        fence = recovery.read_first_batch_fence(segment)
         if fence is not None:
             table.add(*fence)
     return table

@@ -113,7 +113,7 @@ def recover(
         covered = positions.get(segment.name)
         if covered is not None and covered.complete:
             continue  # its fence, if any, is in the checkpoint's fence table already
-        fence = _first_batch_fence(segment)
+        fence = read_first_batch_fence(segment)
         if fence is not None:
             fences.add(*fence)
     tails = epoch_tails(segments)
@@ -245,7 +245,7 @@ def _newest_usable_checkpoint(
     return None
 
 
-def _first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntry]] | None:
+def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntry]] | None:
     """The fence an epoch's first segment opens with, if this segment has one."""
     try:
         with open(segment.path, "rb") as handle:
