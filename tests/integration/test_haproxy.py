@@ -1,4 +1,4 @@
-"""A real HAProxy in front of the group's STOMP ports, health-checking /master: clients follow the master."""
+"""A real HAProxy before the STOMP ports, health-checking /master: clients follow the master."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ backend primacy_stomp
 frontend stats
     mode http
     bind 127.0.0.1:{stats_port}
-    http-request return status 200 content-type text/plain string ok if {{ nbsrv(primacy_stomp) ge 1 }}
+    http-request return status 200 if {{ nbsrv(primacy_stomp) ge 1 }}
     http-request return status 503
 """
 
