@@ -35,7 +35,9 @@ from store.state import JournalState, PendingMessage
 from store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
 # A new master that had to read more segments than this writes a checkpoint at once.
-CHECKPOINT_AFTER_SEGMENTS_READ = 4
+# Zero: every takeover over an existing journal checkpoints, so each fence is kept
+# twice (its batch, and the checkpoint's fence table) and takeover cost stays flat.
+CHECKPOINT_AFTER_SEGMENTS_READ = 0
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,8 @@ class JournalStore:
         )
         if recovery.report.segments_read > CHECKPOINT_AFTER_SEGMENTS_READ:
             # Every takeover adds a segment; without this, a journal of few records over
-            # many epochs is never checkpointed and each takeover reads every segment.
+            # many epochs is never checkpointed and each takeover reads every segment;
+            # and a fence whose batch gets damaged would be lost.
             store.checkpoint().add_done_callback(_log_failure)
         return store
 

@@ -124,9 +124,11 @@ def recover(
     counts = {"segments": 0, "batches": 0, "records": 0, "bytes": 0}
     for segment in segments:
         position = positions.get(segment.name)
-        if position is not None and position.complete:
+        if position is not None and position.complete and not _grew(segment, position):
             valid_ends[segment.name] = position.offset
             continue
+        # A covered segment that grew since has bytes written after its epoch was
+        # fenced (a stale master): scan them so they are reported, never applied.
         data = read_segment(segment)
         scan = scan_segment(
             segment,
@@ -243,6 +245,13 @@ def _newest_usable_checkpoint(
             continue
         return checkpoint
     return None
+
+
+def _grew(segment: SegmentRef, position: SegmentPosition) -> bool:
+    try:
+        return segment.path.stat().st_size > position.offset
+    except OSError:
+        return False  # gone or unreadable: nothing to scan
 
 
 def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntry]] | None:
