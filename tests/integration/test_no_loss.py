@@ -30,8 +30,9 @@ QUEUE = "/queue/orders"
 class StompGroup:
     """A group whose nodes keep their STOMP port across restarts, and its failover URL."""
 
-    def __init__(self, group: Group, count: int) -> None:
+    def __init__(self, group: Group, count: int, *extra: str) -> None:
         self.group = group
+        self.extra = extra
         self.stomp_ports = {f"n{i}": free_port() for i in range(1, count + 1)}
         for node_id in self.stomp_ports:
             self.start(node_id)
@@ -41,7 +42,8 @@ class StompGroup:
         )
 
     def start(self, node_id: str) -> NodeProcess:
-        return self.group.start(node_id, "--stomp", f"127.0.0.1:{self.stomp_ports[node_id]}")
+        port = self.stomp_ports[node_id]
+        return self.group.start(node_id, "--stomp", f"127.0.0.1:{port}", *self.extra)
 
 
 class Traffic:
@@ -144,7 +146,7 @@ def _journal_story(share: Path, message_ids: set[str]) -> list[str]:
     return story[:20]
 
 
-def _check(traffic: Traffic, share: Path) -> None:
+def check_no_loss(traffic: Traffic, share: Path) -> None:
     assert traffic.errors == []
     lost = traffic.acknowledged - set(traffic.consumed)
     assert lost == set(), (
@@ -173,7 +175,7 @@ def test_repeated_sigkill_of_the_master_loses_no_acknowledged_message(
             master.process.wait(10)
             stomp.start(master.node_id)
         time.sleep(0.8)  # traffic on the last master too
-    _check(traffic, share)
+    check_no_loss(traffic, share)
     assert len(traffic.acknowledged) > 100
 
 
@@ -192,5 +194,5 @@ def test_a_frozen_master_whose_lock_was_replaced_loses_nothing_when_it_resumes(
         old.signal(signal.SIGCONT)
         wait_until(lambda: "PRIMACY-1003" in old.log(), 15, "the old master to demote")
         time.sleep(0.5)
-    _check(traffic, share)
+    check_no_loss(traffic, share)
     assert len(traffic.acknowledged) > 50

@@ -308,3 +308,28 @@ def test_cli_cluster_switchover_pause_resume(group: Group, share: Path, token_fi
     wrong.write_text("not-the-right-token-at-all")
     denied = _primacy("pause", "--url", url(old, ""), "--token-file", str(wrong))
     assert denied.returncode == 1 and "403" in denied.stderr and "wrong token" in denied.stderr
+
+
+def test_switchover_under_producer_load_loses_no_acknowledged_message(
+    group: Group, share: Path, token_file: Path
+) -> None:
+    from tests.integration.test_no_loss import StompGroup, Traffic, check_no_loss
+
+    stomp = StompGroup(group, 2, "--admin-token-file", str(token_file))
+    old = group.wait_for_master(timeout_s=30)
+    wait_until(
+        lambda: (
+            len([m for m in httpx.get(url(old, "/cluster")).json()["members"] if m["live"]]) == 2
+        ),
+        10,
+        "both nodes registered",
+    )
+    with Traffic(stomp.url, producers=2) as traffic:
+        time.sleep(1.0)
+        answer = admin(old, "POST", "/switchover")
+        assert answer.status_code == 200, answer.text
+        new = group.wait_for_master(timeout_s=30, exclude={old.node_id})
+        time.sleep(1.0)  # traffic on the new master too
+    assert new.node_id == answer.json()["to"]
+    check_no_loss(traffic, share)
+    assert len(traffic.acknowledged) > 50
