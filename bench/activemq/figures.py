@@ -1,0 +1,176 @@
+"""Figures of the comparison: min / median / max per group, primacy/ActiveMQ ratios, targets.
+
+Pure: samples go in, a Markdown table and the verdict on each target come out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+PRIMACY = "primacy"
+AMQ_TUNED = "ActiveMQ tuned"
+AMQ_DEFAULTS = "ActiveMQ defaults"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure: how to show it, and which direction is better."""
+
+    key: str
+    title: str
+    unit: str
+    scale: float  # stored value (seconds, messages/s, bytes) * scale = shown value
+    higher_is_better: bool
+
+
+FAILOVER = Metric("failover", "kill -9 of the master → first RECEIPT", "ms", 1000.0, False)
+TPUT_1 = Metric("tput1", "persistent throughput, 1 producer", "msg/s", 1.0, True)
+TPUT_8 = Metric("tput8", "persistent throughput, 8 producers", "msg/s", 1.0, True)
+RSS_MASTER = Metric("rss_master", "RSS of the master after warm-up", "MiB", 1 / 2**20, False)
+RSS_SLAVE = Metric("rss_slave", "RSS of a slave after warm-up", "MiB", 1 / 2**20, False)
+METRICS = (FAILOVER, TPUT_1, TPUT_8, RSS_MASTER, RSS_SLAVE)
+
+
+def number(value: float) -> str:
+    """A figure as the docs write them: no decimals, thin groups of three (``1 632``)."""
+    return f"{value:,.0f}".replace(",", " ")
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    minimum: float
+    median: float
+    maximum: float
+
+    @classmethod
+    def of(cls, samples: Iterable[float]) -> Summary | None:
+        values = list(samples)
+        if not values:
+            return None
+        return cls(len(values), min(values), statistics.median(values), max(values))
+
+    def show(self, metric: Metric) -> str:
+        low, mid, high = (v * metric.scale for v in (self.minimum, self.median, self.maximum))
+        return f"{number(low)} / **{number(mid)}** / {number(high)} {metric.unit} (n={self.n})"
+
+
+@dataclass(frozen=True)
+class Loss:
+    """Receipted messages that never came back, and extra deliveries, over all failover runs."""
+
+    receipted: int
+    lost: int
+    duplicates: int
+
+    @classmethod
+    def count(cls, receipted_ids: Iterable[str], delivered: Counter[str]) -> Loss:
+        receipted = set(receipted_ids)
+        lost = sum(1 for bench_id in receipted if delivered[bench_id] == 0)
+        duplicates = sum(times - 1 for times in delivered.values() if times > 1)
+        return cls(len(receipted), lost, duplicates)
+
+    def show(self) -> str:
+        return f"{self.lost} / {self.duplicates} of {number(self.receipted)} receipted"
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    name: str
+    met: bool | None  # None: could not be judged (ActiveMQ missing, no samples)
+    detail: str
+
+    def verdict(self) -> str:
+        return {True: "met", False: "**missed**", None: "not measured"}[self.met]
+
+
+@dataclass
+class Results:
+    """Every sample of a run, by (metric key, group label)."""
+
+    samples: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    losses: dict[str, Loss] = field(default_factory=dict)
+
+    def add(self, metric: Metric, group: str, value: float) -> None:
+        self.samples.setdefault((metric.key, group), []).append(value)
+
+    def summary(self, metric: Metric, group: str) -> Summary | None:
+        return Summary.of(self.samples.get((metric.key, group), []))
+
+    def ratio(self, metric: Metric, other: str = AMQ_TUNED) -> float | None:
+        """primacy's median over ``other``'s median; None when either is missing."""
+        ours, theirs = self.summary(metric, PRIMACY), self.summary(metric, other)
+        if ours is None or theirs is None or theirs.median == 0:
+            return None
+        return ours.median / theirs.median
+
+
+def _ratio_target(results: Results, metric: Metric, name: str, limit: float) -> TargetResult:
+    ratio = results.ratio(metric)
+    if ratio is None:
+        return TargetResult(name, None, "no ActiveMQ figure to compare with")
+    met = ratio >= limit if metric.higher_is_better else ratio <= limit
+    return TargetResult(name, met, f"ratio {ratio:.2f}")
+
+
+def evaluate_targets(results: Results) -> list[TargetResult]:
+    """The issue's targets, each judged on medians against the tuned ActiveMQ pair."""
+    targets = [
+        _ratio_target(results, FAILOVER, "failover median ≤ 1/4 of ActiveMQ tuned", 0.25),
+        _ratio_target(results, TPUT_1, "throughput, 1 producer ≥ ActiveMQ", 1.0),
+        _ratio_target(results, TPUT_8, "throughput, 8 producers ≥ twice ActiveMQ", 2.0),
+        _ratio_target(results, RSS_MASTER, "RSS of the master ≤ 0.6 of ActiveMQ", 0.6),
+        _ratio_target(results, RSS_SLAVE, "RSS of a slave ≤ 0.6 of ActiveMQ", 0.6),
+    ]
+    loss = results.losses.get(PRIMACY)
+    name = "zero lost, zero duplicates for primacy"
+    if loss is None:
+        targets.append(TargetResult(name, None, "no failover runs"))
+    else:
+        targets.append(TargetResult(name, loss.lost == 0 and loss.duplicates == 0, loss.show()))
+    return targets
+
+
+def render_table(results: Results) -> str:
+    """The Markdown table for docs/benchmarks.md: min / **median** / max and ratios of medians."""
+    rows = [
+        "| figure | primacy (min / **median** / max) | ActiveMQ (min / **median** / max) "
+        "| ratio of medians |",
+        "| --- | --- | --- | --- |",
+    ]
+
+    def cell(metric: Metric, group: str) -> str:
+        summary = results.summary(metric, group)
+        return summary.show(metric) if summary else "—"
+
+    def ratio_cell(metric: Metric, other: str) -> str:
+        ratio = results.ratio(metric, other)
+        return "—" if ratio is None else f"{ratio:.2f}"
+
+    for metric in METRICS:
+        if metric is FAILOVER:
+            for other in (AMQ_TUNED, AMQ_DEFAULTS):
+                rows.append(
+                    f"| {metric.title}, vs {other} | {cell(metric, PRIMACY)} "
+                    f"| {cell(metric, other)} | {ratio_cell(metric, other)} |"
+                )
+        else:
+            rows.append(
+                f"| {metric.title} | {cell(metric, PRIMACY)} | {cell(metric, AMQ_TUNED)} "
+                f"| {ratio_cell(metric, AMQ_TUNED)} |"
+            )
+    theirs = "; ".join(
+        f"{group}: {results.losses[group].show()}"
+        for group in (AMQ_TUNED, AMQ_DEFAULTS)
+        if group in results.losses
+    )
+    ours = results.losses[PRIMACY].show() if PRIMACY in results.losses else "—"
+    rows.append(f"| lost / duplicated over all failover runs | {ours} | {theirs or '—'} | |")
+    return "\n".join(rows)
+
+
+def render_targets(targets: Iterable[TargetResult]) -> str:
+    return "\n".join(f"- {t.name}: {t.verdict()} ({t.detail})" for t in targets)

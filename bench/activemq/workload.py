@@ -1,0 +1,260 @@
+"""The STOMP workload run against both groups: receipted producers, a failover sender, a drain.
+
+Every message carries a ``bench_id`` header unique in the whole run (and the
+same value as ``message-id``, which primacy uses to drop resends); ActiveMQ
+replaces ``message-id`` with its own, but keeps ``bench_id`` as a property,
+so lost and duplicated messages are counted by ``bench_id`` for both.
+Every SEND has ``persistent:true``: without it ActiveMQ stores STOMP
+messages as non-persistent.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import stomp
+
+from client.producer import Producer
+
+Address = tuple[str, int]
+BODY = "p" * 1024  # 1 KiB
+ID_HEADER = "bench_id"
+
+
+def producer_loop(
+    address: Address, queue: str, tag: str, stop: Any, counts: Any, slot: int
+) -> None:
+    """One producer process: send until stopped, awaiting each RECEIPT; counts[slot] = receipts."""
+    receipts = threading.Semaphore(0)
+    errors: list[str] = []
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_receipt(self, frame: Any) -> None:
+            receipts.release()
+
+        def on_error(self, frame: Any) -> None:
+            errors.append(frame.headers.get("message", "") + " " + str(frame.body))
+            receipts.release()
+
+    connection = stomp.Connection12([address])
+    connection.set_listener("bench", Listener())
+    connection.connect(wait=True)
+    number = 0
+    while not stop.is_set():
+        number += 1
+        bench_id = f"{tag}-{slot}-{number}"
+        connection.send(
+            queue,
+            BODY,
+            headers={
+                "receipt": bench_id,
+                "message-id": bench_id,
+                ID_HEADER: bench_id,
+                "persistent": "true",
+            },
+        )
+        if not receipts.acquire(timeout=30):
+            raise RuntimeError(f"no receipt from {address} within 30 s")
+        if errors:
+            raise RuntimeError(f"ERROR from {address}: {errors[0]}")
+        counts[slot] += 1
+    connection.disconnect()
+
+
+def throughput(
+    address: Address, queue: str, tag: str, producers: int, seconds: float, warmup_s: float = 2.0
+) -> float:
+    """Receipted messages per second over ``seconds``, ``producers`` processes sending at once.
+
+    Producers are separate processes, as real clients would be, so that they
+    do not share an interpreter lock with each other or with the harness.
+    Counting starts ``warmup_s`` after every producer got its first RECEIPT.
+    """
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    counts = context.Array("q", producers, lock=False)
+    processes = [
+        context.Process(
+            target=producer_loop, args=(address, queue, tag, stop, counts, slot), daemon=True
+        )
+        for slot in range(producers)
+    ]
+    try:
+        for process in processes:
+            process.start()
+        # Spawning 8 interpreters on 2 cores takes seconds: count only once all are sending.
+        deadline = time.monotonic() + 120
+        while not all(counts[slot] for slot in range(producers)):
+            if time.monotonic() > deadline or not all(p.is_alive() for p in processes):
+                raise RuntimeError(f"producers against {address} did not all start sending")
+            time.sleep(0.05)
+        time.sleep(warmup_s)
+        start_count, start = sum(counts), time.monotonic()
+        time.sleep(seconds)
+        done, elapsed = sum(counts) - start_count, time.monotonic() - start
+        stop.set()
+        for process in processes:
+            process.join(30)
+        failed = [process.exitcode for process in processes if process.exitcode != 0]
+        if failed:
+            raise RuntimeError(f"{len(failed)} producer(s) against {address} failed: {failed}")
+        return done / elapsed
+    finally:
+        for process in processes:  # on any failure or Ctrl-C: by pid, never left behind
+            if process.is_alive():
+                process.kill()
+                process.join(10)
+
+
+def drain(
+    address: Address, queue: str, idle_s: float = 2.0, limit_s: float = 300.0
+) -> Counter[str]:
+    """Consume everything in ``queue``; returns deliveries per ``bench_id``.
+
+    Stops once nothing arrived for ``idle_s`` (or after ``limit_s``).
+    """
+    delivered: Counter[str] = Counter()
+    lock = threading.Lock()
+    last = [time.monotonic()]
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: Any) -> None:
+            with lock:
+                delivered[frame.headers.get(ID_HEADER, "?")] += 1
+                last[0] = time.monotonic()
+
+    connection = stomp.Connection12([address])
+    connection.set_listener("drain", Listener())
+    connection.connect(wait=True)
+    connection.subscribe(queue, id="drain", ack="auto", headers={"activemq.prefetchSize": "1000"})
+    started = time.monotonic()
+    try:
+        while time.monotonic() - last[0] < idle_s and time.monotonic() - started < limit_s:
+            time.sleep(0.1)
+    finally:
+        connection.disconnect()
+    return delivered
+
+
+class FailoverSender:
+    """Our failover client sending receipted messages on a thread; paused between kills.
+
+    ``records`` holds (monotonic time, connection generation, bench_id) per
+    RECEIPT, in order. The generation grows with every reconnect, so the first
+    record after a kill with a newer generation is the first RECEIPT from the
+    node that took over.
+    """
+
+    def __init__(self, addresses: list[Address], queue: str, tag: str) -> None:
+        listed = ",".join(f"tcp://{host}:{port}" for host, port in addresses)
+        # Short reconnect delays, as a latency-sensitive client sets them (as bench/broker.py).
+        url = f"failover:({listed})?initialReconnectDelay=10&maxReconnectDelay=100&randomize=false"
+        self.producer = Producer(url, window=1, receipt_timeout_s=5.0)
+        self.queue = queue
+        self.tag = tag
+        self.records: list[tuple[float, int, str]] = []
+        self.error: BaseException | None = None
+        self._condition = threading.Condition()
+        self._wanted = False
+        self._sending = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name=f"sender-{tag}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        number = 0
+        try:
+            while True:
+                with self._condition:
+                    self._condition.wait_for(lambda: self._wanted or self._closed)
+                    if self._closed:
+                        return
+                    self._sending = True
+                number += 1
+                bench_id = f"{self.tag}-{number}"
+                self.producer.send(
+                    self.queue,
+                    BODY.encode(),
+                    headers={ID_HEADER: bench_id},
+                    message_id=bench_id,
+                )  # window 1: returns once this send is receipted
+                with self._condition:
+                    self.records.append(
+                        (time.monotonic(), self.producer.failover.generation, bench_id)
+                    )
+                    self._sending = False
+                    self._condition.notify_all()
+        except BaseException as error:
+            with self._condition:
+                self.error = error
+                self._sending = False
+                self._condition.notify_all()
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"failover sender {self.tag} failed: {self.error!r}")
+
+    def resume(self) -> None:
+        with self._condition:
+            self._wanted = True
+            self._condition.notify_all()
+
+    def pause(self, timeout_s: float = 120.0) -> None:
+        """Stop sending; returns once the send in flight (if any) is receipted."""
+        with self._condition:
+            self._wanted = False
+            self._condition.wait_for(lambda: not self._sending, timeout_s)
+        self._check()
+
+    def wait_receipts(self, count: int, timeout_s: float = 120.0) -> None:
+        """Wait until ``count`` more sends are receipted."""
+        with self._condition:
+            target = len(self.records) + count
+            ok = self._condition.wait_for(
+                lambda: len(self.records) >= target or self.error is not None, timeout_s
+            )
+        self._check()
+        if not ok:
+            raise RuntimeError(f"{self.tag}: fewer than {count} receipts in {timeout_s} s")
+
+    @property
+    def generation(self) -> int:
+        return self.producer.failover.generation
+
+    def first_receipt_after(self, killed_at: float, generation: int, timeout_s: float) -> float:
+        """Seconds from ``killed_at`` to the first RECEIPT on a connection after ``generation``."""
+
+        def found() -> float | None:
+            first = None
+            for at, record_generation, _ in reversed(self.records):
+                if at < killed_at:
+                    break
+                if record_generation > generation:
+                    first = at
+            return None if first is None else first - killed_at
+
+        with self._condition:
+            ok = self._condition.wait_for(
+                lambda: found() is not None or self.error is not None, timeout_s
+            )
+            took = found()
+        self._check()
+        if not ok or took is None:
+            raise RuntimeError(f"{self.tag}: no RECEIPT within {timeout_s} s of the kill")
+        return took
+
+    def receipted_ids(self) -> list[str]:
+        with self._condition:
+            return [bench_id for _, _, bench_id in self.records]
+
+    def close(self) -> None:
+        with self._condition:
+            self._closed = True
+            self._wanted = False
+            self._condition.notify_all()
+        self._thread.join(30)
+        self.producer.close()

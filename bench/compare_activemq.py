@@ -1,0 +1,243 @@
+"""primacy side by side with ActiveMQ Classic's shared file master/slave, same machine, same run.
+
+Starts a three-node primacy group (default settings, built-in STOMP) and
+pairs of ActiveMQ 5.17 brokers from Debian's package, each pair on one shared
+KahaDB directory with a shared-file-locker: one pair with ActiveMQ's default
+timings (lockAcquireSleepInterval 10000 ms, lockKeepAlivePeriod 0) and one
+tuned (1000 / 1000 ms). The same STOMP workload runs against each, the groups
+taking turns (A B A B) so that drift in a shared machine's load hits both:
+
+1. warm-up, then per round: RSS of master and slave; persistent throughput
+   with a RECEIPT awaited per 1 KiB message, 1 producer and 8 producer
+   processes (stomp.py); the queue is drained after each measurement;
+2. failover: our failover client keeps sending with receipts; the master is
+   killed with SIGKILL; the figure is kill -> first RECEIPT from the node
+   that took over; the killed node is restarted as a slave;
+3. every failover queue is drained and compared with what was receipted:
+   lost and duplicated messages.
+
+Prints min / median / max per figure, primacy/ActiveMQ ratios of medians and
+the issue's targets. Every process started is killed by pid on exit, also on
+failure, Ctrl-C or SIGTERM; the temporary directory is removed.
+
+    .venv/bin/python bench/compare_activemq.py            # full, ~12 minutes on 2 cores
+    .venv/bin/python bench/compare_activemq.py --quick    # ~1.5 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import platform
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.activemq.brokers import ActiveMQPair, HaGroup, PrimacyGroup, tree_rss_bytes
+from bench.activemq.config import DEFAULTS, TUNED, missing_activemq
+from bench.activemq.figures import (
+    AMQ_DEFAULTS,
+    AMQ_TUNED,
+    FAILOVER,
+    PRIMACY,
+    RSS_MASTER,
+    RSS_SLAVE,
+    TPUT_1,
+    TPUT_8,
+    Loss,
+    Results,
+    evaluate_targets,
+    render_table,
+    render_targets,
+)
+from bench.activemq.workload import FailoverSender, drain, throughput
+
+FAILOVER_QUEUE = "/queue/failover"
+RECEIPTS_BEFORE_KILL = 20  # the kill lands in a steady stream of sends, not at its start
+RECEIPTS_AFTER_FAILOVER = 10
+KILL_PHASE_JITTER_S = 0.05  # kills land at a random point of a send/receipt cycle
+FAILOVER_TIMEOUT_S = 90.0
+
+_started = time.monotonic()
+
+
+def say(message: str) -> None:
+    """Progress on stdout, with the seconds since start."""
+    print(f"[{time.monotonic() - _started:6.1f} s] {message}", flush=True)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM unwinds like Ctrl-C, so every `finally` below kills what it started.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def slug(label: str) -> str:
+    """A group's label as a part of message ids: ``ActiveMQ tuned`` -> ``activemq-tuned``."""
+    return label.lower().replace(" ", "-")
+
+
+def measure_rss(results: Results, label: str, group: HaGroup) -> None:
+    master = tree_rss_bytes(group.master_pid())
+    # The largest slave: with three primacy nodes, the less favourable of two.
+    slave = max(tree_rss_bytes(pid) for pid in group.slave_pids())
+    results.add(RSS_MASTER, label, master)
+    results.add(RSS_SLAVE, label, slave)
+    say(f"  {label}: RSS master {master / 2**20:.0f} MiB, slave {slave / 2**20:.0f} MiB")
+
+
+def throughput_phase(
+    results: Results, groups: dict[str, HaGroup], rounds: int, seconds: float
+) -> None:
+    for label, group in groups.items():
+        say(f"warm-up of {label}: 8 producers, then drain")
+        address = group.master_address()
+        throughput(address, "/queue/warmup", f"w-{slug(label)}", 8, seconds / 2, warmup_s=1.0)
+        drain(address, "/queue/warmup")
+    for round_number in range(1, rounds + 1):
+        say(f"round {round_number}/{rounds}: RSS and throughput")
+        for label, group in groups.items():
+            measure_rss(results, label, group)
+        for producers, metric in ((1, TPUT_1), (8, TPUT_8)):
+            for label, group in groups.items():
+                queue = f"/queue/tput-{round_number}-{producers}"
+                tag = f"r{round_number}-{producers}-{slug(label)}"
+                address = group.master_address()
+                rate = throughput(address, queue, tag, producers, seconds)
+                results.add(metric, label, rate)
+                drained = drain(address, queue)
+                say(
+                    f"  {label}, {producers} producer(s): {rate:,.0f} msg/s "
+                    f"({sum(drained.values())} drained)"
+                )
+
+
+def one_failover(group: HaGroup, sender: FailoverSender) -> float:
+    """kill -9 of ``group``'s master -> first RECEIPT from its successor, in seconds."""
+    sender.resume()
+    sender.wait_receipts(RECEIPTS_BEFORE_KILL)
+    time.sleep(random.uniform(0, KILL_PHASE_JITTER_S))
+    generation = sender.generation
+    killed_at = group.kill_master()
+    took = sender.first_receipt_after(killed_at, generation, FAILOVER_TIMEOUT_S)
+    sender.wait_receipts(RECEIPTS_AFTER_FAILOVER)
+    sender.pause()  # idle while the other groups are measured
+    group.restore()
+    return took
+
+
+def failover_phase(
+    results: Results, groups: dict[str, HaGroup], kills: int, default_kills: int
+) -> None:
+    senders = {
+        label: FailoverSender(group.stomp_addresses(), FAILOVER_QUEUE, f"f-{slug(label)}")
+        for label, group in groups.items()
+    }
+    try:
+        for index in range(max(kills, default_kills)):
+            for label, group in groups.items():
+                if index >= (default_kills if label == AMQ_DEFAULTS else kills):
+                    continue
+                took = one_failover(group, senders[label])
+                results.add(FAILOVER, label, took)
+                say(f"  kill {index + 1}, {label}: first RECEIPT after {took * 1000:.0f} ms")
+        for label, group in groups.items():
+            sender = senders.pop(label)
+            sender.pause()
+            receipted = sender.receipted_ids()
+            sender.close()
+            delivered = drain(group.master_address(), FAILOVER_QUEUE, idle_s=3.0)
+            results.losses[label] = Loss.count(receipted, delivered)
+            say(f"  {label}: lost / duplicated {results.losses[label].show()}")
+    finally:
+        for sender in senders.values():
+            sender.close()
+
+
+def run(args: argparse.Namespace) -> Results:
+    results = Results()
+    workdir = Path(tempfile.mkdtemp(prefix="primacy-bench-activemq-", dir=args.dir))
+    started: list[PrimacyGroup | ActiveMQPair] = []
+    try:
+        why_not = missing_activemq()
+        if why_not:
+            say(f"ActiveMQ figures SKIPPED: {why_not}; primacy's figures only")
+        say("starting 3 primacy nodes (defaults) with STOMP")
+        primacy = PrimacyGroup(workdir / "primacy", nodes=3)
+        started.append(primacy)
+        primacy.start()
+        groups: dict[str, HaGroup] = {PRIMACY: primacy}
+        if not why_not:
+            say(f"starting 2 ActiveMQ brokers, {TUNED.describe()}, -Xmx{args.heap_mb}m")
+            tuned = ActiveMQPair(workdir / "amq-tuned", TUNED, args.heap_mb)
+            started.append(tuned)
+            tuned.start()
+            groups[AMQ_TUNED] = tuned
+        throughput_phase(results, groups, args.rounds, args.seconds)
+        if not why_not and args.default_kills:
+            say(f"starting 2 ActiveMQ brokers, {DEFAULTS.describe()}")
+            defaults = ActiveMQPair(workdir / "amq-defaults", DEFAULTS, args.heap_mb)
+            started.append(defaults)
+            defaults.start()
+            groups[AMQ_DEFAULTS] = defaults
+        say(f"failover: {args.kills} kills per group ({args.default_kills} for ActiveMQ defaults)")
+        failover_phase(results, groups, args.kills, args.default_kills)
+    finally:
+        say("stopping every process started (by pid)")
+        for group in reversed(started):
+            group.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="a short run (~1.5 minutes)")
+    parser.add_argument("--dir", type=Path, help="where to make the temporary directory")
+    parser.add_argument("--rounds", type=int, help="throughput/RSS rounds (default 6; quick 1)")
+    parser.add_argument("--seconds", type=float, help="per throughput figure (default 10; quick 3)")
+    parser.add_argument("--kills", type=int, help="kills of primacy and ActiveMQ tuned (30; 3)")
+    parser.add_argument(
+        "--default-kills", type=int, help="kills of ActiveMQ with default timings (10; 2)"
+    )
+    parser.add_argument("--heap-mb", type=int, default=256, help="ActiveMQ -Xmx (default 256)")
+    args = parser.parse_args()
+    for name, full, quick in (
+        ("rounds", 6, 1),
+        ("seconds", 10.0, 3.0),
+        ("kills", 30, 3),
+        ("default_kills", 10, 2),
+    ):
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    signal.signal(signal.SIGTERM, _terminate)
+    # Also when started in the background by a shell, which would have SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Our failover client warns on every lost connection; here each is an expected kill.
+    logging.getLogger("primacy.client").setLevel(logging.ERROR)
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    say(
+        f"{now}; python {platform.python_version()}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}; command: {' '.join(sys.argv)}"
+    )
+    results = run(args)
+    print()
+    print(render_table(results))
+    print()
+    print("targets (medians; ActiveMQ tuned):")
+    print(render_targets(evaluate_targets(results)))
+    print(f"load average at the end: {' / '.join(f'{v:.1f}' for v in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

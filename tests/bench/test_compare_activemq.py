@@ -1,0 +1,134 @@
+"""The ActiveMQ comparison's pure parts: broker config generation and figure aggregation.
+
+No JVM and no broker is started; marked slow only because it belongs with the
+benchmark, which is never part of the fast test run.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench.activemq.config import (
+    DEFAULTS,
+    RUN_JAR,
+    TUNED,
+    LockerTiming,
+    activemq_xml,
+    java_command,
+)
+from bench.activemq.figures import (
+    AMQ_DEFAULTS,
+    AMQ_TUNED,
+    FAILOVER,
+    PRIMACY,
+    RSS_MASTER,
+    RSS_SLAVE,
+    TPUT_1,
+    TPUT_8,
+    Loss,
+    Results,
+    Summary,
+    evaluate_targets,
+    render_table,
+)
+
+pytestmark = pytest.mark.slow
+
+CORE = "{http://activemq.apache.org/schema/core}"
+
+
+def parsed(timing: LockerTiming = TUNED, kahadb: Path = Path("/share/kahadb")) -> ET.Element:
+    xml = activemq_xml(
+        broker_name="amq1",
+        stomp_port=61613,
+        kahadb_dir=kahadb,
+        data_dir=Path("/base/data"),
+        timing=timing,
+    )
+    return ET.fromstring(xml)
+
+
+@pytest.mark.parametrize(
+    ("timing", "sleep_ms", "keepalive_ms"), [(DEFAULTS, "10000", "0"), (TUNED, "1000", "1000")]
+)
+def test_shared_file_locker_timings(timing: LockerTiming, sleep_ms: str, keepalive_ms: str) -> None:
+    root = parsed(timing)
+    kahadb = root.find(f"{CORE}broker/{CORE}persistenceAdapter/{CORE}kahaDB")
+    assert kahadb is not None
+    assert kahadb.get("directory") == "/share/kahadb"
+    assert kahadb.get("lockKeepAlivePeriod") == keepalive_ms
+    locker = kahadb.find(f"{CORE}locker/{CORE}shared-file-locker")
+    assert locker is not None
+    assert locker.get("lockAcquireSleepInterval") == sleep_ms
+
+
+def test_only_a_stomp_connector_on_loopback() -> None:
+    connectors = parsed().findall(
+        f"{CORE}broker/{CORE}transportConnectors/{CORE}transportConnector"
+    )
+    assert [c.get("uri") for c in connectors] == ["stomp://127.0.0.1:61613"]
+
+
+def test_paths_are_escaped_in_the_xml() -> None:
+    kahadb = parsed(kahadb=Path('/tmp/a&b"c/kahadb')).find(
+        f"{CORE}broker/{CORE}persistenceAdapter/{CORE}kahaDB"
+    )
+    assert kahadb is not None and kahadb.get("directory") == '/tmp/a&b"c/kahadb'
+
+
+def test_java_command_runs_the_package_jar_in_the_foreground() -> None:
+    command = java_command(base=Path("/b"), conf_file=Path("/b/conf/activemq.xml"), heap_mb=128)
+    assert "-Xmx128m" in command
+    assert command[-4:] == ["-jar", str(RUN_JAR), "start", "xbean:file:/b/conf/activemq.xml"]
+    assert "-Dactivemq.base=/b" in command
+
+
+def test_summary_and_loss() -> None:
+    assert Summary.of([]) is None
+    assert Summary.of([3.0, 1.0, 2.0, 10.0]) == Summary(4, 1.0, 2.5, 10.0)
+    delivered = Counter({"a": 1, "b": 2, "x": 1})  # x: sent, never receipted, delivered once
+    assert Loss.count(["a", "b", "c"], delivered) == Loss(receipted=3, lost=1, duplicates=1)
+
+
+def results(primacy_failover_s: float, primacy_rss: int) -> Results:
+    figures = Results()
+    for value in (0.30, 0.35, 0.40):
+        figures.add(FAILOVER, PRIMACY, value * primacy_failover_s / 0.35)
+    for value in (1.5, 2.0, 2.5):
+        figures.add(FAILOVER, AMQ_TUNED, value)
+        figures.add(FAILOVER, AMQ_DEFAULTS, value * 3)
+    figures.add(TPUT_1, PRIMACY, 1200)
+    figures.add(TPUT_1, AMQ_TUNED, 1000)
+    figures.add(TPUT_8, PRIMACY, 1500)
+    figures.add(TPUT_8, AMQ_TUNED, 1000)
+    for metric, theirs in ((RSS_MASTER, 200 * 2**20), (RSS_SLAVE, 100 * 2**20)):
+        figures.add(metric, PRIMACY, primacy_rss)
+        figures.add(metric, AMQ_TUNED, theirs)
+    figures.losses[PRIMACY] = Loss(100, 0, 0)
+    figures.losses[AMQ_TUNED] = Loss(100, 0, 2)
+    return figures
+
+
+def test_targets_are_judged_on_medians() -> None:
+    verdicts = [t.met for t in evaluate_targets(results(0.35, 50 * 2**20))]
+    # failover 0.35 / 2.0; 1.2x; 1.5x (needs 2x); RSS 50/200 and 50/100 (needs 0.6); no loss
+    assert verdicts == [True, True, False, True, True, True]
+    assert results(0.6, 50 * 2**20).ratio(FAILOVER) == pytest.approx(0.3)
+
+
+def test_targets_without_activemq_are_not_judged() -> None:
+    figures = Results()
+    figures.add(TPUT_1, PRIMACY, 1000)
+    targets = evaluate_targets(figures)
+    assert [t.met for t in targets] == [None] * 6
+
+
+def test_table_has_a_row_per_figure() -> None:
+    table = render_table(results(0.35, 50 * 2**20))
+    assert table.count("\n") == 1 + 7
+    assert "| 300 / **350** / 400 ms (n=3) | 1 500 / **2 000** / 2 500 ms (n=3) | 0.17 |" in table
+    assert "0 / 2 of 100 receipted" in table
