@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,14 @@ def producer_loop(address: tuple[str, int], stop: Any, counts: Any, slot: int) -
     connection = stomp.Connection12([address])
     connection.set_listener("bench", Listener())
     connection.connect(wait=True)
+    run = uuid.uuid4().hex[:12]  # ids unique per run: a repeat would be dropped as a resend
     number = 0
     while not stop.is_set():
         number += 1
         connection.send(
             "/queue/bench",
             BODY,
-            headers={"receipt": f"{slot}-{number}", "message-id": f"p{slot}-{number}"},
+            headers={"receipt": f"{slot}-{number}", "message-id": f"{run}-p{slot}-{number}"},
         )
         if not receipts.acquire(timeout=30):
             raise RuntimeError("no receipt within 30 s")
