@@ -334,7 +334,10 @@ class Broker:
         log.critical("%s: %s", codes.title(codes.JOURNAL_FAILED), reason)
         if self.on_stop_listening is not None:
             self.on_stop_listening()
-        self.abort_all(codes.JOURNAL_FAILED, "the journal failed; reconnect to the new master")
+        # The cause goes to clients too: "share full" and "fenced" call for different actions.
+        self.abort_all(
+            codes.JOURNAL_FAILED, f"the journal failed ({reason}); reconnect to the new master"
+        )
         if self.on_fatal is not None:
             try:
                 self.on_fatal(reason)

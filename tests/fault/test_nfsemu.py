@@ -127,6 +127,51 @@ def test_a_write_through_one_mount_is_read_through_another_at_once(
         assert (b.share / "data").stat().st_size == os.fstat(writer).st_size
 
 
+def test_a_file_created_through_one_mount_is_listed_through_another(
+    two_hosts: tuple[EmulatedHost, EmulatedHost],
+) -> None:
+    # Regression: entries without an inode were listed as d_ino 0, which readdir(3)
+    # skips, so every listing was empty and a new master recovered no journal.
+    a, b = two_hosts
+    (a.share / "journal").mkdir()
+    (a.share / "journal" / "segment").write_bytes(b"x")
+    assert os.listdir(b.share / "journal") == ["segment"]
+    (b.share / "journal" / "another").write_bytes(b"y")
+    assert sorted(os.listdir(a.share / "journal")) == ["another", "segment"]
+
+
+def test_eio_under_a_prefix_fails_only_those_paths_until_cleared(
+    two_hosts: tuple[EmulatedHost, EmulatedHost],
+) -> None:
+    a, b = two_hosts
+    (a.share / "journal").mkdir()
+    (a.share / "journal" / "segment").write_bytes(b"x")
+    a.eio_under("/journal")
+    with pytest.raises(OSError) as failed:
+        (a.share / "journal" / "segment").read_bytes()
+    assert failed.value.errno == errno.EIO
+    (a.share / "elsewhere").write_bytes(b"fine")  # the rest of the share works
+    assert (b.share / "journal" / "segment").read_bytes() == b"x"  # other hosts too
+    a.clear_faults()
+    assert (a.share / "journal" / "segment").read_bytes() == b"x"
+
+
+def test_slow_fsync_delays_fsync_through_that_mount(
+    two_hosts: tuple[EmulatedHost, EmulatedHost],
+) -> None:
+    a, _ = two_hosts
+    assert a.slow_fsync(300)["fsync_delay_ms"] == 300
+    with opened(a.share / "data") as fd:
+        os.write(fd, b"x")
+        done = threading.Event()
+        thread = threading.Thread(target=lambda: (os.fsync(fd), done.set()))
+        thread.start()
+        assert not done.wait(0.1)  # still waiting out the delay
+        thread.join(5)
+        assert done.is_set()
+    assert a.clear_faults()["fsync_delay_ms"] == 0
+
+
 # --- partitions ----------------------------------------------------------------
 
 

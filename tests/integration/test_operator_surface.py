@@ -13,7 +13,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.fault.checker import assert_ok, check
 from tests.harness.group import Group, NodeProcess, wait_until
+from tests.harness.traffic import StompGroup, Traffic
 
 pytestmark = pytest.mark.slow
 
@@ -313,9 +315,7 @@ def test_cli_cluster_switchover_pause_resume(group: Group, share: Path, token_fi
 def test_switchover_under_producer_load_loses_no_acknowledged_message(
     group: Group, share: Path, token_file: Path
 ) -> None:
-    from tests.integration.test_no_loss import StompGroup, Traffic, check_no_loss
-
-    stomp = StompGroup(group, 2, "--admin-token-file", str(token_file))
+    stomp = StompGroup(group.start, 2, "--admin-token-file", str(token_file))
     old = group.wait_for_master(timeout_s=30)
     wait_until(
         lambda: (
@@ -331,5 +331,5 @@ def test_switchover_under_producer_load_loses_no_acknowledged_message(
         new = group.wait_for_master(timeout_s=30, exclude={old.node_id})
         time.sleep(1.0)  # traffic on the new master too
     assert new.node_id == answer.json()["to"]
-    check_no_loss(traffic, share)
+    assert_ok(check(traffic, share))
     assert len(traffic.acknowledged) > 50

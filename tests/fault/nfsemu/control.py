@@ -6,6 +6,7 @@ outside the mount on purpose: a hung mount must still be healable. One command
 per connection, one line each way:
 
     partition-eio | partition-hang | heal | expire | status | shutdown
+    | slow-fsync MS | eio-path PREFIX | clear-faults
     -> {"ok": true, "mode": "...", ...}      (JSON)
 
 From a shell: ``echo heal | socat - ABSTRACT-CONNECT:nfsemu-1f2e3d4c5b6a``, or
@@ -21,7 +22,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-COMMANDS = ("partition-eio", "partition-hang", "heal", "expire", "status", "shutdown")
+COMMANDS = (
+    "partition-eio",
+    "partition-hang",
+    "heal",
+    "expire",
+    "status",
+    "shutdown",
+    "clear-faults",
+)
+# Commands that take one argument after a space.
+COMMANDS_WITH_ARGUMENT = ("slow-fsync", "eio-path")
 _MAX_LINE_BYTES = 4096
 
 
@@ -68,19 +79,29 @@ class ControlServer:
         with connection:
             line = connection.makefile("rb").readline(_MAX_LINE_BYTES).decode().strip()
             try:
-                if line not in COMMANDS:
-                    raise ValueError(f"unknown command {line!r}; expected one of {COMMANDS}")
+                if not is_command(line):
+                    raise ValueError(
+                        f"unknown command {line!r}; expected one of {COMMANDS} "
+                        f"or one of {COMMANDS_WITH_ARGUMENT} with an argument"
+                    )
                 reply = {"ok": True, **self._handle(line)}
             except Exception as exc:  # answered to the controller, never raised in the daemon
                 reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
             connection.sendall(json.dumps(reply).encode() + b"\n")
 
 
+def is_command(line: str) -> bool:
+    name, _, argument = line.partition(" ")
+    return line in COMMANDS or (name in COMMANDS_WITH_ARGUMENT and bool(argument.strip()))
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[1] not in COMMANDS:
-        print(f"usage: python -m tests.fault.nfsemu.control NAME {{{'|'.join(COMMANDS)}}}")
+    command = " ".join(argv[1:])
+    if len(argv) < 2 or not is_command(command):
+        every = "|".join((*COMMANDS, *(f"{c} ARG" for c in COMMANDS_WITH_ARGUMENT)))
+        print(f"usage: python -m tests.fault.nfsemu.control NAME {{{every}}}")
         return 2
-    print(json.dumps(send(argv[0], argv[1])))
+    print(json.dumps(send(argv[0], command)))
     return 0
 
 

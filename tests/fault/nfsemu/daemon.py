@@ -21,6 +21,7 @@ from typing import Any
 from mfusepy import FUSE
 
 from tests.fault.nfsemu.control import ControlServer
+from tests.fault.nfsemu.faults import PathFaults
 from tests.fault.nfsemu.locks import LockTable
 from tests.fault.nfsemu.network import Mode, Network
 from tests.fault.nfsemu.passthrough import PassthroughClient
@@ -46,7 +47,8 @@ class Daemon:
     def __init__(self, backing: str, lease_s: float) -> None:
         self.locks = LockTable()
         self.network = Network(lease_s, on_lease_expired=self._lease_expired)
-        self.operations = PassthroughClient(backing, self.network, self.locks)
+        self.faults = PathFaults()
+        self.operations = PassthroughClient(backing, self.network, self.locks, self.faults)
 
     def _lease_expired(self) -> None:
         log.warning(
@@ -54,8 +56,9 @@ class Daemon:
         )
         self.locks.expire()
 
-    def command(self, command: str) -> dict[str, Any]:
-        log.info("control: %s", command)
+    def command(self, line: str) -> dict[str, Any]:
+        log.info("control: %s", line)
+        command, _, argument = line.partition(" ")
         if command == "partition-eio":
             self.network.partition(Mode.PARTITION_EIO)
         elif command == "partition-hang":
@@ -66,7 +69,13 @@ class Daemon:
             self.network.expire_now()
         elif command == "shutdown":
             self.network.stop()
-        return {**self.network.snapshot(), **self.locks.snapshot()}
+        elif command == "slow-fsync":
+            self.faults.slow_fsync(float(argument))
+        elif command == "eio-path":
+            self.faults.eio_under(argument.strip())
+        elif command == "clear-faults":
+            self.faults.clear()
+        return {**self.network.snapshot(), **self.locks.snapshot(), **self.faults.snapshot()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -142,6 +142,18 @@ class EmulatedHost:
         """Expire the lease of the running partition now instead of after ``lease_s``."""
         return self._command("expire")
 
+    def slow_fsync(self, delay_ms: float) -> dict[str, Any]:
+        """Delay every fsync and fdatasync through this mount by ``delay_ms``."""
+        return self._command(f"slow-fsync {delay_ms}")
+
+    def eio_under(self, prefix: str) -> dict[str, Any]:
+        """Fail every operation on a path under ``prefix`` (e.g. ``/journal``) with EIO."""
+        return self._command(f"eio-path {prefix}")
+
+    def clear_faults(self) -> dict[str, Any]:
+        """End the per-path faults (slow fsync, EIO under a prefix)."""
+        return self._command("clear-faults")
+
     def status(self) -> dict[str, Any]:
         """Mode, lease state and lock/handle counts, as the daemon sees them."""
         return self._command("status")

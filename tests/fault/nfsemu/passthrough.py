@@ -1,10 +1,12 @@
 """The FUSE operations of one emulated NFS client: pass through to the backing directory.
 
 Every operation first asks the ``Network`` whether the server is reachable,
-so a partition makes it fail with EIO or hang. Locks go to the ``LockTable``,
-which holds them as open-file-description locks on the backing files. Closes
-and unlocks that arrive during a partition are remembered and carried out on
-heal, so no lock leaks on the server after a partition.
+so a partition makes it fail with EIO or hang, then the ``PathFaults``
+whether a per-path fault (EIO under a prefix) covers its path; fsync also
+waits out the configured delay. Locks go to the ``LockTable``, which holds
+them as open-file-description locks on the backing files. Closes and unlocks
+that arrive during a partition are remembered and carried out on heal, so no
+lock leaks on the server after a partition.
 
 Mounted with ``raw_fi=True``: handlers get the ``fuse_file_info`` (its ``fh``,
 ``lock_owner`` and ``flock_release``), not just the handle number.
@@ -20,6 +22,7 @@ from typing import Any
 
 from mfusepy import FuseOSError, Operations
 
+from tests.fault.nfsemu.faults import PathFaults
 from tests.fault.nfsemu.locks import LockRange, LockTable
 from tests.fault.nfsemu.network import Mode, Network
 
@@ -61,10 +64,18 @@ class PassthroughClient(Operations):  # type: ignore[misc]
 
     use_ns = True  # times in integer nanoseconds
 
-    def __init__(self, backing: str, network: Network, locks: LockTable) -> None:
+    def __init__(
+        self, backing: str, network: Network, locks: LockTable, faults: PathFaults
+    ) -> None:
         self.backing = backing
         self.network = network
         self.locks = locks
+        self.faults = faults
+
+    def _gate(self, path: str | None) -> None:
+        """Pass only if the server is reachable and no per-path fault covers ``path``."""
+        self.network.gate()
+        self.faults.check(path)
 
     def _real(self, path: str) -> str:
         return os.path.join(self.backing, path.lstrip("/"))
@@ -72,23 +83,33 @@ class PassthroughClient(Operations):  # type: ignore[misc]
     # --- names and attributes ---------------------------------------------
 
     def getattr(self, path: str, fi: Any = None) -> dict[str, Any]:
-        self.network.gate()
+        self._gate(path)
         if fi is not None and fi.fh:
             return _stat_dict(os.fstat(self.locks.get(fi.fh).fd))
         return _stat_dict(os.lstat(self._real(path)))
 
     def access(self, path: str, amode: int) -> int:
-        self.network.gate()
+        self._gate(path)
         if not os.access(self._real(path), amode):
             raise FuseOSError(errno.EACCES)
         return 0
 
-    def readdir(self, path: str, fh: int) -> list[str]:
-        self.network.gate()
-        return [".", "..", *os.listdir(self._real(path))]
+    def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
+        self._gate(path)
+        # Each entry carries its inode: with use_ino the kernel passes st_ino on as
+        # d_ino, and a bare name would get 0, which readdir(3) skips as a deleted entry.
+        real = self._real(path)
+        entries = [(".", os.lstat(real)), ("..", os.lstat(os.path.dirname(real) or real))]
+        with os.scandir(real) as found:
+            for entry in found:
+                try:
+                    entries.append((entry.name, entry.stat(follow_symlinks=False)))
+                except FileNotFoundError:
+                    continue  # removed since the listing: as if listed a moment later
+        return [(name, {"st_ino": st.st_ino, "st_mode": st.st_mode}, 0) for name, st in entries]
 
     def opendir(self, path: str) -> int:
-        self.network.gate()
+        self._gate(path)
         if not os.path.isdir(self._real(path)):
             raise FuseOSError(errno.ENOTDIR)
         return 0
@@ -97,7 +118,7 @@ class PassthroughClient(Operations):  # type: ignore[misc]
         return 0
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
-        self.network.gate()
+        self._gate(path)
         fd = os.open(self._real(path), os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
@@ -106,56 +127,56 @@ class PassthroughClient(Operations):  # type: ignore[misc]
         return 0
 
     def readlink(self, path: str) -> str:
-        self.network.gate()
+        self._gate(path)
         return os.readlink(self._real(path))
 
     def mknod(self, path: str, mode: int, dev: int) -> int:
-        self.network.gate()
+        self._gate(path)
         os.mknod(self._real(path), mode, dev)
         return 0
 
     def mkdir(self, path: str, mode: int) -> int:
-        self.network.gate()
+        self._gate(path)
         os.mkdir(self._real(path), mode)
         return 0
 
     def rmdir(self, path: str) -> int:
-        self.network.gate()
+        self._gate(path)
         os.rmdir(self._real(path))
         return 0
 
     def unlink(self, path: str) -> int:
-        self.network.gate()
+        self._gate(path)
         os.unlink(self._real(path))
         return 0
 
     def symlink(self, target: str, source: str) -> int:
-        self.network.gate()
+        self._gate(target)
         os.symlink(source, self._real(target))
         return 0
 
     def link(self, target: str, source: str) -> int:
-        self.network.gate()
+        self._gate(target)
         os.link(self._real(source), self._real(target))
         return 0
 
     def rename(self, old: str, new: str) -> int:
-        self.network.gate()
+        self._gate(old)
         os.rename(self._real(old), self._real(new))
         return 0
 
     def chmod(self, path: str, mode: int) -> int:
-        self.network.gate()
+        self._gate(path)
         os.chmod(self._real(path), mode)
         return 0
 
     def chown(self, path: str, uid: int, gid: int) -> int:
-        self.network.gate()
+        self._gate(path)
         os.chown(self._real(path), uid, gid)
         return 0
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
-        self.network.gate()
+        self._gate(path)
         if times is None:
             os.utime(self._real(path))
         else:
@@ -163,14 +184,14 @@ class PassthroughClient(Operations):  # type: ignore[misc]
         return 0
 
     def statfs(self, path: str) -> dict[str, int]:
-        self.network.gate()
+        self._gate(path)
         stat = os.statvfs(self._real(path))
         return {name: getattr(stat, name) for name in _STATVFS_FIELDS}
 
     # --- file contents ----------------------------------------------------
 
     def create(self, path: str, mode: int, fi: Any) -> int:
-        self.network.gate()
+        self._gate(path)
         # The kernel's flags keep O_EXCL, so exclusive create stays atomic
         # across mounts, as NFSv4's exclusive OPEN is.
         fd = os.open(self._real(path), fi.flags | os.O_CREAT | os.O_CLOEXEC, mode)
@@ -179,7 +200,7 @@ class PassthroughClient(Operations):  # type: ignore[misc]
         return 0
 
     def open(self, path: str, fi: Any) -> int:
-        self.network.gate()
+        self._gate(path)
         flags = fi.flags & ~(os.O_CREAT | os.O_EXCL | os.O_NOCTTY)
         fd = os.open(self._real(path), flags | os.O_CLOEXEC)
         fi.fh = self.locks.add(fd)
@@ -188,15 +209,15 @@ class PassthroughClient(Operations):  # type: ignore[misc]
         return 0
 
     def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
-        self.network.gate()
+        self._gate(path)
         return os.pread(self.locks.get(fi.fh).fd, size, offset)
 
     def write(self, path: str, data: bytes, offset: int, fi: Any) -> int:
-        self.network.gate()
+        self._gate(path)
         return os.pwrite(self.locks.get(fi.fh).fd, data, offset)
 
     def truncate(self, path: str, length: int, fi: Any = None) -> int:
-        self.network.gate()
+        self._gate(path)
         if fi is not None and fi.fh:
             os.ftruncate(self.locks.get(fi.fh).fd, length)
         else:
@@ -204,7 +225,7 @@ class PassthroughClient(Operations):  # type: ignore[misc]
         return 0
 
     def fallocate(self, path: str, mode: int, offset: int, size: int, fi: Any) -> int:
-        self.network.gate()
+        self._gate(path)
         if mode:
             raise FuseOSError(errno.EOPNOTSUPP)
         os.posix_fallocate(self.locks.get(fi.fh).fd, offset, size)
@@ -212,13 +233,14 @@ class PassthroughClient(Operations):  # type: ignore[misc]
 
     def flush(self, path: str, fi: Any) -> int:
         # Nothing is cached to flush (direct I/O); a close still talks to the server.
-        self.network.gate()
+        self._gate(path)
         self.locks.get(fi.fh)
         return 0
 
     def fsync(self, path: str, datasync: int, fi: Any) -> int:
-        self.network.gate()
+        self._gate(path)
         fd = self.locks.get(fi.fh).fd
+        self.faults.delay_fsync()
         if datasync:
             os.fdatasync(fd)
         else:

@@ -1,0 +1,165 @@
+"""Randomized fault trials: a fresh group on emulated NFS hosts, random faults, then the checker.
+
+Trial ``n`` of a run with seed ``S`` draws everything from ``random.Random(S + n)``,
+so ``bench/chaos.py --trials 1 --seed S+n`` replays it alone. Each trial runs
+a 2- or 3-node group whose share is a small tmpfs (so a full share can be
+staged), two producers and a consumer, and one to three faults at random
+times, each ended before the next; ``bench/chaos.py`` prints the figures.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.fault.checker import Verdict, check
+from tests.fault.conftest import EmulatedHosts
+from tests.fault.emulated_group import (
+    EmulatedGroup,
+    mount_tmpfs,
+    replace_lock_file,
+    share_filled,
+)
+from tests.harness.group import MasterPoller
+from tests.harness.traffic import Traffic
+
+LEASE_S = 1.0
+SHARE_SIZE = "8m"  # a tmpfs this small fills in a moment when a fault asks for it
+_RECOVERY_S = 60.0  # how long a group may take to serve again after a fault ends
+
+
+def _partition(
+    mode: str, hold_s: tuple[float, float]
+) -> Callable[[EmulatedGroup, random.Random], None]:
+    def inject(group: EmulatedGroup, rng: random.Random) -> None:
+        host = group.host_of(group.wait_for_master())
+        host.partition(mode)  # type: ignore[arg-type]
+        try:
+            time.sleep(rng.uniform(*hold_s))
+        finally:
+            host.heal()
+
+    return inject
+
+
+def _freeze_and_replace_lock(group: EmulatedGroup, rng: random.Random) -> None:
+    master = group.wait_for_master()
+    other = rng.choice([n for n in group.nodes.values() if n.node_id != master.node_id])
+    master.signal(signal.SIGSTOP)
+    try:
+        replace_lock_file(group.host_of(other))
+        time.sleep(rng.uniform(0.5, 2.0))  # the new master takes over meanwhile
+    finally:
+        master.signal(signal.SIGCONT)
+
+
+def _fill_the_share(group: EmulatedGroup, rng: random.Random) -> None:
+    with share_filled(group.backing):
+        time.sleep(rng.uniform(0.5, 2.0))
+
+
+def _slow_fsync(group: EmulatedGroup, rng: random.Random) -> None:
+    host = group.host_of(group.wait_for_master())
+    host.slow_fsync(rng.uniform(50, 400))
+    try:
+        time.sleep(rng.uniform(0.5, 2.0))
+    finally:
+        host.clear_faults()
+
+
+def _journal_eio(group: EmulatedGroup, rng: random.Random) -> None:
+    host = group.host_of(group.wait_for_master())
+    host.eio_under("/journal")
+    try:
+        time.sleep(rng.uniform(0.3, 2.0))
+    finally:
+        host.clear_faults()
+
+
+FAULTS: dict[str, Callable[[EmulatedGroup, random.Random], None]] = {
+    "partition-eio past the lease": _partition("eio", (LEASE_S * 1.2, LEASE_S * 2.5)),
+    "partition-hang past the lease": _partition("hang", (LEASE_S * 1.2, LEASE_S * 2.5)),
+    "short partition-hang": _partition("hang", (0.05, 0.2)),
+    "short partition-eio": _partition("eio", (0.05, 0.5)),
+    "SIGSTOP + lock file replaced": _freeze_and_replace_lock,
+    "share full (ENOSPC)": _fill_the_share,
+    "slow fsync": _slow_fsync,
+    "EIO on the journal only": _journal_eio,
+}
+
+
+@dataclass
+class TrialResult:
+    seed: int
+    nodes: int
+    faults: list[str]
+    verdict: Verdict | None = None
+    error: str | None = None  # the trial could not finish (no master came back, ...)
+
+    @property
+    def violations(self) -> list[str]:
+        found = list(self.verdict.violations) if self.verdict else []
+        return found + ([f"trial failed: {self.error}"] if self.error else [])
+
+
+@dataclass
+class Totals:
+    trials: int = 0
+    faults: collections.Counter[str] = field(default_factory=collections.Counter)
+    acknowledged: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    violating_trials: list[TrialResult] = field(default_factory=list)
+
+    def add(self, result: TrialResult) -> None:
+        self.trials += 1
+        self.faults.update(result.faults)
+        if result.verdict is not None:
+            self.acknowledged += result.verdict.acknowledged
+            self.lost += len(result.verdict.lost)
+            self.duplicates += len(result.verdict.duplicates)
+        if result.violations:
+            self.violating_trials.append(result)
+
+
+def run_trial(seed: int, workdir: Path) -> TrialResult:
+    """One trial with everything drawn from ``seed``; never leaves a process or mount behind."""
+    rng = random.Random(seed)
+    result = TrialResult(seed, rng.choice([2, 3]), [])
+    hosts = EmulatedHosts(workdir)
+    mount_tmpfs(hosts.backing, SHARE_SIZE)
+    try:
+        group = EmulatedGroup(hosts, result.nodes, lease_s=LEASE_S)
+        with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
+            try:
+                _run_faults(group, traffic, rng, result)
+            except AssertionError as error:  # a wait timed out: report, still judge the rest
+                result.error = str(error)
+        result.verdict = check(traffic, group.backing, poller)
+    except Exception as error:
+        result.error = f"{type(error).__name__}: {error}"
+    finally:
+        hosts.close()
+        subprocess.run(["umount", "-l", str(hosts.backing)], check=False, capture_output=True)
+    return result
+
+
+def _run_faults(
+    group: EmulatedGroup, traffic: Traffic, rng: random.Random, result: TrialResult
+) -> None:
+    if not traffic.wait_for_acknowledged(10, _RECOVERY_S):
+        raise AssertionError("no traffic acknowledged before the first fault")
+    for _ in range(rng.randint(1, 3)):
+        time.sleep(rng.uniform(0.0, 1.0))
+        name = rng.choice(sorted(FAULTS))
+        result.faults.append(name)
+        FAULTS[name](group, rng)
+        group.wait_until_serving_again(_RECOVERY_S)
+    if not traffic.wait_for_acknowledged(10, _RECOVERY_S):
+        raise AssertionError(f"no traffic acknowledged after {result.faults}")

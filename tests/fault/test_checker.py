@@ -1,0 +1,61 @@
+"""The checker flags what it must: acks past a fence, duplicates, losses, two masters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from store.config import StoreConfig
+from store.journal import JournalStore
+from tests.fault.checker import check
+from tests.harness.group import Answer, MasterPoller
+from tests.harness.traffic import Traffic
+
+
+def _open(share: Path, node_id: str, epoch: int) -> JournalStore:
+    # A fencing check that always passes: a broken master that acknowledges past a fence.
+    return JournalStore.open(
+        StoreConfig(share=share, node_id=node_id), epoch=epoch, fencing_check=lambda: None
+    )
+
+
+def _saw(acknowledged: set[str], consumed: set[str]) -> Traffic:
+    traffic = Traffic("failover:(tcp://127.0.0.1:9)", producers=0)  # never started
+    traffic.acknowledged = set(acknowledged)
+    traffic.receipt_times_ns = dict.fromkeys(acknowledged, 0)
+    traffic.consumed.update(consumed)
+    return traffic
+
+
+def test_a_correct_run_passes(tmp_path: Path) -> None:
+    store = _open(tmp_path, "a", 1)
+    store.append_send("/queue/q", "m1", b"x").result()
+    store.close()
+    verdict = check(_saw({"m1"}, {"m1"}), tmp_path)
+    assert verdict.ok, verdict.violations
+
+
+def test_an_acknowledgement_past_the_fence_a_duplicate_and_a_loss_are_all_flagged(
+    tmp_path: Path,
+) -> None:
+    old = _open(tmp_path, "a", 1)
+    old.append_send("/queue/q", "before-fence", b"x").result()
+    new = _open(tmp_path, "b", 2)  # fences epoch 1 here
+    old.append_send("/queue/q", "past-fence", b"x").result()  # "acknowledged" by the broken check
+    new.append_send("/queue/q", "before-fence", b"x").result()  # stored a second time
+    new.append_send("/queue/q", "never-consumed", b"x").result()
+    old.close()
+    new.close()
+    acknowledged = {"before-fence", "past-fence", "never-consumed"}
+    verdict = check(_saw(acknowledged, {"before-fence", "past-fence"}), tmp_path)
+    assert [v.split()[0] for v in verdict.fencing] == ["past-fence"]
+    assert [v.split()[0] for v in verdict.duplicates] == ["before-fence"]
+    assert [v.split()[0] for v in verdict.lost] == ["never-consumed"]
+    assert verdict.fenced_records >= 1 and not verdict.ok
+
+
+def test_two_nodes_answering_200_at_once_are_flagged(tmp_path: Path) -> None:
+    _open(tmp_path, "a", 1).close()
+    poller = MasterPoller([])
+    poller.answers = [Answer("n1", 1.0, 1.2, 200), Answer("n2", 1.1, 1.3, 200)]
+    verdict = check(_saw(set(), set()), tmp_path, poller)
+    assert len(verdict.two_masters) == 1 and not verdict.ok

@@ -1,0 +1,195 @@
+"""Producers and a consumer with failover URLs against a group of real nodes, and what they saw.
+
+``Traffic`` runs producer threads and one consumer thread through whatever
+happens to the group (kills, partitions, a full share), and records every
+message id sent, every one acknowledged (RECEIPT) with the wall-clock time the
+producer noticed it, every delivery to the consumer, and every error a
+producer was told about. ``tests/fault/checker.py`` judges it against the
+journal.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from client.consumer import Consumer
+from client.producer import Producer
+from supervisor.localgroup import NodeProcess, free_port
+
+QUEUE = "/queue/orders"
+_PRODUCER_JOIN_S = 120.0
+_CONSUMER_CATCH_UP_S = 60.0
+
+
+class _Collect(logging.Handler):
+    """Keeps the message of every warning the client logs."""
+
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self._into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._into.append(record.getMessage())
+
+
+class StompPorts:
+    """Fixed STOMP ports per node id (kept across restarts) and the failover URL over them."""
+
+    def __init__(self, node_ids: Iterable[str]) -> None:
+        self.ports = {node_id: free_port() for node_id in node_ids}
+        addresses = ",".join(f"tcp://127.0.0.1:{port}" for port in self.ports.values())
+        self.url = (
+            f"failover:({addresses})?initialReconnectDelay=10&maxReconnectDelay=100&randomize=false"
+        )
+        self.node_of_port = {port: node_id for node_id, port in self.ports.items()}
+
+    def args(self, node_id: str) -> tuple[str, ...]:
+        """The supervisor arguments that serve STOMP on this node's port."""
+        return ("--stomp", f"127.0.0.1:{self.ports[node_id]}")
+
+
+class StompGroup:
+    """Nodes n1..nN started by ``start(node_id, *args)``, each on its fixed STOMP port."""
+
+    def __init__(
+        self, start: Callable[..., NodeProcess], count: int, *extra: str, start_now: bool = True
+    ) -> None:
+        self._start = start
+        self.extra = extra
+        self.stomp = StompPorts(f"n{i}" for i in range(1, count + 1))
+        self.url = self.stomp.url
+        self.nodes: dict[str, NodeProcess] = {}
+        if start_now:
+            for node_id in self.stomp.ports:
+                self.start(node_id)
+
+    def start(self, node_id: str) -> NodeProcess:
+        node = self._start(node_id, *self.stomp.args(node_id), *self.extra)
+        self.nodes[node_id] = node
+        return node
+
+
+class Traffic:
+    """Producer threads and one consumer thread; what each saw. A context manager."""
+
+    def __init__(
+        self,
+        url: str,
+        producers: int,
+        messages_each: int = 5000,
+        *,
+        interval_s: float = 0.02,
+        receipt_timeout_s: float = 3.0,
+    ) -> None:
+        self.url = url
+        self.interval_s = interval_s
+        self.receipt_timeout_s = receipt_timeout_s
+        self.stop_producing = threading.Event()
+        self.sent: set[str] = set()
+        self.acknowledged: set[str] = set()
+        # Wall-clock ns at which a producer noticed the RECEIPT (at or after its arrival).
+        self.receipt_times_ns: dict[str, int] = {}
+        self.consumed: collections.Counter[str] = collections.Counter()
+        self.errors: list[BaseException] = []
+        # What the failover client was told when it lost a broker (ERROR frames included).
+        self.failover_reasons: list[str] = []
+        self._log_handler = _Collect(self.failover_reasons)
+        self._stop_consuming = threading.Event()
+        self._lock = threading.Lock()
+        self._producers = [
+            threading.Thread(target=self._guard(self._produce, messages_each), name=f"producer-{i}")
+            for i in range(producers)
+        ]
+        self._consumer = threading.Thread(target=self._guard(self._consume), name="consumer")
+        self._producer_clients: list[Producer] = []
+
+    def __enter__(self) -> Traffic:
+        logging.getLogger("primacy.client").addHandler(self._log_handler)
+        for thread in (*self._producers, self._consumer):
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.drain()
+
+    @property
+    def resent(self) -> int:
+        return sum(p.resent for p in self._producer_clients)
+
+    def drain(self) -> None:
+        """Stop and wait for the producers, then until the consumer saw all acknowledged."""
+        self.stop_producing.set()
+        for thread in self._producers:
+            thread.join(_PRODUCER_JOIN_S)
+        deadline = time.monotonic() + _CONSUMER_CATCH_UP_S
+        while time.monotonic() < deadline and not self.acknowledged <= set(self.consumed):
+            time.sleep(0.1)
+        self._stop_consuming.set()
+        self._consumer.join(30)
+        logging.getLogger("primacy.client").removeHandler(self._log_handler)
+
+    def wait_for_acknowledged(self, count: int, timeout_s: float) -> bool:
+        """True once ``count`` more messages than now are acknowledged (False on timeout)."""
+        target = len(self.acknowledged) + count
+        deadline = time.monotonic() + timeout_s
+        while len(self.acknowledged) < target:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def _guard(self, work: Callable[..., None], *args: object) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                work(*args)
+            except BaseException as exc:  # reported by the checker, not lost in a thread
+                self.errors.append(exc)
+
+        return run
+
+    def _produce(self, count: int) -> None:
+        producer = Producer(self.url, window=4, receipt_timeout_s=self.receipt_timeout_s)
+        self._producer_clients.append(producer)
+        sent: list[str] = []
+        try:
+            for number in range(count):
+                if self.stop_producing.is_set():
+                    break
+                message_id = producer.send(QUEUE, f"payload {number}".encode())
+                sent.append(message_id)
+                with self._lock:
+                    self.sent.add(message_id)
+                self._note_receipted(producer, sent)
+                time.sleep(self.interval_s)  # steady traffic across the faults, not volume
+            producer.flush()
+            self._note_receipted(producer, sent)
+        finally:
+            producer.close()
+
+    def _note_receipted(self, producer: Producer, sent: list[str]) -> None:
+        # Every id sent and no longer waiting for a receipt was acknowledged.
+        waiting = {pending.message_id for pending in producer.unreceipted.values()}
+        now_ns = time.time_ns()
+        with self._lock:
+            for message_id in set(sent) - waiting - self.acknowledged:
+                self.acknowledged.add(message_id)
+                self.receipt_times_ns[message_id] = now_ns
+
+    def _consume(self) -> None:
+        consumer = Consumer(self.url, QUEUE, receipt_timeout_s=self.receipt_timeout_s)
+        try:
+            while not self._stop_consuming.is_set():
+                message = consumer.receive(0.2)
+                if message is None:
+                    continue
+                # Delivered to the application: consumed, whether or not the ACK's receipt
+                # survives a failover (a lost ACK means a redelivery, counted again).
+                with self._lock:
+                    self.consumed[message.message_id] += 1
+                consumer.ack(message)
+        finally:
+            consumer.close()
