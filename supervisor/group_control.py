@@ -8,11 +8,11 @@ the epoch decide who may write; these only decide who *tries*.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+
+from supervisor.share_files import write_json_atomically
 
 PAUSED_FILE_NAME = "paused"
 SWITCHOVER_FILE_NAME = "switchover.json"
@@ -38,22 +38,10 @@ class Switchover:
         )
 
 
-def _write_atomically(path: Path, content: dict[str, Any]) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "w") as handle:
-        handle.write(json.dumps(content, sort_keys=True) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
 def pause(share: Path, by_node: str) -> None:
-    _write_atomically(Path(share) / PAUSED_FILE_NAME, {"by": by_node, "at_unix_s": time.time()})
+    write_json_atomically(
+        Path(share) / PAUSED_FILE_NAME, {"by": by_node, "at_unix_s": time.time()}, durable=True
+    )
 
 
 def resume(share: Path) -> None:
@@ -65,7 +53,7 @@ def is_paused(share: Path) -> bool:
 
 
 def request_switchover(share: Path, switchover: Switchover) -> None:
-    _write_atomically(Path(share) / SWITCHOVER_FILE_NAME, asdict(switchover))
+    write_json_atomically(Path(share) / SWITCHOVER_FILE_NAME, asdict(switchover), durable=True)
 
 
 def read_switchover(share: Path) -> Switchover | None:

@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from api.app import create_app
 from api.metrics import NodeMetrics
@@ -41,6 +41,7 @@ from supervisor.admin import NodeAdmin
 from supervisor.children import ChildProcess, become_subreaper
 from supervisor.config import NodeConfig, parse_host_port
 from supervisor.config_watch import ConfigWatcher
+from supervisor.lock_io import LockIoWorker
 from supervisor.registry import NodeEntry, NodeRegistry
 from supervisor.roles import Priority, Role, RoleMachine
 from supervisor.share_events import ShareWatcher
@@ -49,7 +50,6 @@ log = logging.getLogger("primacy.node")
 KEEP_ALIVE_TERM = "lock_keep_alive_period_ms"
 
 Clock = Callable[[], float]
-T = TypeVar("T")
 _IDLE_TICK_S = 0.2
 
 
@@ -58,48 +58,6 @@ def package_version() -> str:
         return version("primacy")
     except PackageNotFoundError:
         return "0+unknown"
-
-
-class LockIoWorker:
-    """Runs lock and epoch operations one at a time on its own thread."""
-
-    def __init__(self, post: Callable[[roles.Event], None]) -> None:
-        self._post = post
-        self._jobs: queue.Queue[Callable[[], roles.Event | None] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._work, name="primacy-lock-io", daemon=True)
-        self._thread.start()
-
-    def submit(self, job: Callable[[], roles.Event | None]) -> None:
-        self._jobs.put(job)
-
-    def call(self, work: Callable[[], T], timeout_s: float = 10.0) -> T:
-        """Run ``work`` on the worker after what is queued; return its result (other threads)."""
-        done: Future[T] = Future()
-
-        def job() -> None:
-            try:
-                done.set_result(work())
-            except BaseException as exc:
-                done.set_exception(exc)
-
-        self.submit(job)
-        return done.result(timeout_s)
-
-    def close(self, timeout_s: float) -> bool:
-        """Finish queued jobs; False if the worker is stuck (on a hung share)."""
-        self._jobs.put(None)
-        self._thread.join(timeout_s)
-        return not self._thread.is_alive()
-
-    def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            try:
-                event = job()
-            except Exception:  # a bug in a job must not kill the worker silently
-                log.exception("PRIMACY-1099 lock I/O job failed")
-                continue
-            if event is not None:
-                self._post(event)
 
 
 class Node:

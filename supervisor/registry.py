@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from supervisor.share_files import write_json_atomically
 
 NODES_DIR_NAME = "nodes"
 # An entry not refreshed for this long is treated as a node that is gone.
@@ -44,13 +45,10 @@ class NodeRegistry:
 
     def publish(self, entry: NodeEntry) -> None:
         self.directory.mkdir(exist_ok=True)
-        final = self.directory / f"{entry.node_id}.json"
-        # One temp file per thread: the registry thread and the lock I/O worker both publish.
-        temporary = (
-            self.directory / f".{entry.node_id}.json.{os.getpid()}.{threading.get_ident()}.tmp"
+        # Rewritten every refresh: losing one to a crash is harmless, so no fsync.
+        write_json_atomically(
+            self.directory / f"{entry.node_id}.json", asdict(entry), durable=False
         )
-        temporary.write_text(json.dumps(asdict(entry), sort_keys=True) + "\n")
-        os.replace(temporary, final)
 
     def entries(self) -> list[NodeEntry]:
         try:

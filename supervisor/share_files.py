@@ -1,0 +1,31 @@
+"""Small JSON files in the share, replaced atomically (temp file, then rename)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomically(path: Path, content: dict[str, Any], *, durable: bool) -> None:
+    """Replace ``path`` with ``content``; readers see the old or the new file, never a part.
+
+    The temp name is per process and thread, since two threads may write the same
+    file. ``durable`` also fsyncs the file and the directory, for state that must
+    survive a crash (not for entries rewritten every second anyway).
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(temporary, "w") as handle:
+        handle.write(json.dumps(content, sort_keys=True) + "\n")
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    if durable:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
