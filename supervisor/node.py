@@ -208,7 +208,6 @@ class Node:
                 log.info(
                     "PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch
                 )
-                self._journal_role_change("acquired", "master", "serving")
                 self._start_broker()
                 self._start_child(epoch)
             case roles.RestartChild():
@@ -287,18 +286,21 @@ class Node:
             sync_policy=self.config.sync_policy,
         )
         try:
-            self._store = JournalStore.open(
-                config, epoch=epoch, fencing_check=self.lease.revalidate
-            )
+            store = JournalStore.open(config, epoch=epoch, fencing_check=self.lease.revalidate)
         except (JournalError, OSError, ValueError) as exc:
             return roles.JournalFailed(str(exc))
-        self._store.commit_observer = self.metrics.observe_commit
+        store.commit_observer = self.metrics.observe_commit
+        # The tenure record is durable and fencing-checked before the node calls itself master:
+        # every master a client or load balancer ever saw has its tenure in the journal.
+        try:
+            store.append_control(
+                _role_change(self.config.node_id, epoch, "acquired", "master", "serving")
+            ).result()
+        except JournalError as exc:
+            store.close()
+            return roles.JournalFailed(f"the tenure record was not journaled: {exc}")
+        self._store = store
         return roles.JournalOpened()
-
-    def _journal_role_change(self, old: str, new: str, reason: str) -> None:
-        """Record a role change in the journal; only the node holding the journal can."""
-        if self._store is not None:
-            _append_role_change(self._store, self.config.node_id, old, new, reason)
 
     def _close_journal(self, graceful: bool, reason: str) -> None:
         """Stop journal writes before the lock goes: nothing may be written under a lost lock."""
@@ -578,15 +580,19 @@ class Node:
             self.lease.abandon()
 
 
-def _append_role_change(store: JournalStore, node_id: str, old: str, new: str, reason: str) -> None:
-    event = {
+def _role_change(node_id: str, epoch: int, old: str, new: str, reason: str) -> dict[str, object]:
+    return {
         "event": "role",
         "node": node_id,
         "from": old,
         "to": new,
-        "epoch": store.epoch,
+        "epoch": epoch,
         "reason": reason,
     }
+
+
+def _append_role_change(store: JournalStore, node_id: str, old: str, new: str, reason: str) -> None:
+    event = _role_change(node_id, store.epoch, old, new, reason)
     try:
         store.append_control(event).add_done_callback(_log_control_failure)
     except JournalError as exc:
