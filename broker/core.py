@@ -256,11 +256,27 @@ class Broker:
                     subscription.unacked[ack_id] = loaded
                 owner: Peer = subscription.owner  # type: ignore[assignment]
                 owner.deliver(subscription, loaded, ack_id)
+                self._journal_delivery(loaded)
                 self.counters.messages_out += 1
                 if loaded.redelivered:
                     self.counters.redeliveries += 1
                 if subscription.ack_mode is AckMode.AUTO:
                     self._auto_ack(subscription, loaded)
+
+    def _journal_delivery(self, message: QueuedMessage) -> None:
+        """A DELIVER record for the replay; nobody waits for it, a failure stops the broker."""
+        try:
+            submitted = self.store.append_delivery(message.destination, message.message_id)
+        except JournalError as error:
+            self.fail(f"{type(error).__name__}: {error}")
+            return
+        submitted.add_done_callback(self._check_delivery_journaled)
+
+    def _check_delivery_journaled(self, written: Future[int]) -> None:
+        """On the writer thread: only a failure needs the loop (cheaper than wrapping each)."""
+        error = None if written.cancelled() else written.exception()
+        if error is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.fail, f"{type(error).__name__}: {error}")
 
     def _auto_ack(self, subscription: Subscription, message: QueuedMessage) -> None:
         def done(_: asyncio.Future[int]) -> None:

@@ -141,7 +141,7 @@ def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
                 reader = reader.option(name, getattr(options, name))
         reader.load(options.share).write.mode("overwrite").parquet(f"{out}/records")
         records = session.read.parquet(f"{out}/records")
-    with progress.step("messages: pairing sends and acks"):
+    with progress.step("messages: pairing sends, deliveries and acks"):
         tables.messages(records).write.mode("overwrite").parquet(f"{out}/messages")
         messages = session.read.parquet(f"{out}/messages")
     with progress.step("anomalies: damage, fences, duplicates, sequence gaps"):
@@ -158,6 +158,7 @@ def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
     with progress.step("figures for the report"):
         by_status = _counts(records.groupBy("status", "type"))
         by_state = {r["state"]: r["count"] for r in messages.groupBy("state").count().collect()}
+        redeliveries = messages.agg(F.sum("redeliveries")).first()[0] or 0
         quantiles = (
             messages.where(F.col("time_in_queue_ms").isNotNull())
             .agg(
@@ -195,6 +196,8 @@ def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
             ),
             "sends": by_status.get(("ok", "SEND"), 0),
             "acks": by_status.get(("ok", "ACK"), 0),
+            "deliveries": by_status.get(("ok", "DELIVER"), 0),
+            "redeliveries": redeliveries,
             "messages": by_state,
             "time_in_queue_ms": {"p50": q[0], "p90": q[1], "p99": q[2],
                                  "max": quantiles["max"] if quantiles else None},

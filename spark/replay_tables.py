@@ -19,7 +19,6 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
 from spark.segment_reader import STATUS_FENCED, STATUS_OK
@@ -52,10 +51,11 @@ def ok_records(records: DataFrame) -> DataFrame:
 
 
 def messages(records: DataFrame) -> DataFrame:
-    """One row per (destination, message id): its send, its ack, and the time in between.
+    """One row per (destination, message id): its send, its deliveries, its ack, and the times.
 
-    Deliveries are not journaled, so ``first_delivery`` and ``redeliveries`` stay
-    null; the time in queue runs from the SEND record to the first ACK record.
+    The time in queue runs from the SEND record to the first ACK record; every
+    DELIVER record after the first counts as a redelivery (to another consumer,
+    after a NACK, or by a later master after a failover).
     """
     ok = ok_records(records)
     sends = (
@@ -79,7 +79,17 @@ def messages(records: DataFrame) -> DataFrame:
             F.count(F.lit(1)).alias("acks"),
         )
     )
-    joined = sends.join(acks, ["destination", "message_id"], "full_outer")
+    deliveries = (
+        ok.where(F.col("type") == "DELIVER")
+        .groupBy("destination", "message_id")
+        .agg(
+            F.min("timestamp").alias("first_delivery"),
+            F.count(F.lit(1)).alias("deliveries"),
+        )
+    )
+    joined = sends.join(acks, ["destination", "message_id"], "full_outer").join(
+        deliveries, ["destination", "message_id"], "left"
+    )
     return joined.select(
         "destination",
         "message_id",
@@ -87,14 +97,18 @@ def messages(records: DataFrame) -> DataFrame:
         "send_sequence",
         "send_epoch",
         "send_node",
-        F.lit(None).cast(TimestampType()).alias("first_delivery"),
+        "first_delivery",
         "ack_time",
         "ack_sequence",
         "ack_epoch",
         ((_micros(F.col("ack_time")) - _micros(F.col("send_time"))) / 1000.0).alias(
             "time_in_queue_ms"
         ),
-        F.lit(None).cast(LongType()).alias("redeliveries"),
+        ((_micros(F.col("first_delivery")) - _micros(F.col("send_time"))) / 1000.0).alias(
+            "time_to_first_delivery_ms"
+        ),
+        F.coalesce("deliveries", F.lit(0)).alias("deliveries"),
+        F.greatest(F.col("deliveries") - 1, F.lit(0)).alias("redeliveries"),
         (F.col("ack_epoch") - F.col("send_epoch")).alias("epochs_crossed"),
         F.coalesce("sends", F.lit(0)).alias("sends"),
         F.coalesce("acks", F.lit(0)).alias("acks"),
@@ -107,7 +121,7 @@ def messages(records: DataFrame) -> DataFrame:
 
 def epoch_facts(records: DataFrame) -> dict[int, EpochFacts]:
     """Per epoch: node, first and last record, first message, counts (a few rows, collected)."""
-    is_message = F.col("type").isin("SEND", "ACK")
+    is_message = F.col("type").isin("SEND", "ACK", "DELIVER")
     rows = (
         records.where(F.col("sequence").isNotNull())
         .groupBy("epoch")

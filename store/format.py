@@ -71,6 +71,7 @@ class RecordType(enum.IntEnum):
     ACK = 2
     CONTROL = 3
     FENCE = 4
+    DELIVER = 5  # a message was handed to a consumer (for the replay; recovery ignores it)
 
 
 @dataclass(frozen=True)

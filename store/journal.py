@@ -171,6 +171,20 @@ class JournalStore:
         )
         return self._require_writer().submit(record, destination, message_id)
 
+    def append_delivery(self, destination: str, message_id: str) -> Future[int]:
+        """Journal that a message was handed to a consumer, for the replay's delivery figures.
+
+        Not waited for by anyone: it rides in the next batch (so before any ACK of
+        the delivery), and a crash may lose the last few before they are synced.
+        """
+        record = fmt.EncodedRecord(
+            fmt.RecordType.DELIVER,
+            time.time_ns(),
+            _bounded(destination, fmt.MAX_DESTINATION_BYTES, "destination"),
+            _bounded(message_id, fmt.MAX_MESSAGE_ID_BYTES, "message id"),
+        )
+        return self._require_writer().submit(record, destination, message_id)
+
     def append_control(self, event: dict[str, Any]) -> Future[int]:
         """Journal a control event (a role change); always synced and checked before completing."""
         payload = fmt.encode_control(event)

@@ -103,7 +103,7 @@ def record_as_dict(record: fmt.Record, segment: str, batch_offset: int) -> dict[
         "segment": segment,
         "batch_offset": batch_offset,
     }
-    if record.record_type in (fmt.RecordType.SEND, fmt.RecordType.ACK):
+    if record.record_type in (fmt.RecordType.SEND, fmt.RecordType.ACK, fmt.RecordType.DELIVER):
         body["destination"] = record.destination
         body["message_id"] = record.message_id
     if record.record_type is fmt.RecordType.SEND:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from store import tools
 from tests.broker.nodes import Masters, eventually, stored_state
 from tests.broker.stomppy import StompPy
 
@@ -194,3 +195,40 @@ def test_after_failover_unacked_messages_are_redelivered_and_resends_dropped(
     assert pending_ids(masters) == ["m-2", "m-3"]
     producer.close()
     consumer.close()
+
+
+def test_every_delivery_is_journaled_for_the_replay_redeliveries_included(
+    masters: Masters,
+) -> None:
+    old = masters.start()
+    producer = StompPy(old.address)
+    for n in (1, 2):
+        assert producer.send("/queue/a", f"m{n}", **{"message-id": f"m-{n}"})
+    consumer = StompPy(old.address)
+    consumer.subscribe("/queue/a", "s1", ack="client-individual")
+    first = [consumer.message() for _ in range(2)]
+    assert consumer.frame_with_receipt("nack", first[0].headers["ack"])
+    again = consumer.message()
+    assert again.headers["message-id"] == "m-1"
+    assert consumer.frame_with_receipt("ack", again.headers["ack"])
+    new = masters.failover(old)  # m-2 was delivered once and never acknowledged
+    consumer = StompPy(new.address)
+    consumer.subscribe("/queue/a", "s1", ack="client-individual")
+    assert consumer.message().headers["message-id"] == "m-2"
+    consumer.close()
+    producer.close()
+    new.stop()
+
+    records: list[dict[str, object]] = []
+    tools.dump(masters.share, records.append)
+    deliveries = [(r["epoch"], r["message_id"]) for r in records if r["type"] == "DELIVER"]
+    epochs = (old.store.epoch, new.store.epoch)
+    assert sorted(deliveries) == sorted(
+        [(epochs[0], "m-1"), (epochs[0], "m-2"), (epochs[0], "m-1"), (epochs[1], "m-2")]
+    )
+    # Queued before its ACK, so the journal never shows an ack of an undelivered message.
+    [ack] = [r for r in records if r["type"] == "ACK"]
+    assert any(
+        r["type"] == "DELIVER" and r["message_id"] == "m-1" and r["sequence"] < ack["sequence"]
+        for r in records
+    )

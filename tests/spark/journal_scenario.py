@@ -37,6 +37,7 @@ class WrittenJournal:
     share: Path
     sends: list[tuple[str, str]] = field(default_factory=list)  # acknowledged (dest, id)
     acks: list[tuple[str, str]] = field(default_factory=list)
+    deliveries: list[tuple[str, str]] = field(default_factory=list)  # one per DELIVER record
     role_records: int = 0
     fenced_ids: list[str] = field(default_factory=list)  # written by the stale master, refused
     damaged_ids: list[str] = field(default_factory=list)  # in the batch whose byte was flipped
@@ -80,7 +81,15 @@ def send(written: WrittenJournal, store: JournalStore, destination: str, ids: li
     written.sends += [(destination, mid) for mid in ids]
 
 
+def deliver(written: WrittenJournal, store: JournalStore, destination: str, ids: list[str]) -> None:
+    """What the broker journals when it hands messages to a consumer."""
+    for mid in ids:
+        store.append_delivery(destination, mid).result(timeout=5)
+    written.deliveries += [(destination, mid) for mid in ids]
+
+
 def ack(written: WrittenJournal, store: JournalStore, destination: str, ids: list[str]) -> None:
+    deliver(written, store, destination, ids)
     for mid in ids:
         store.append_ack(destination, mid).result(timeout=5)
     written.acks += [(destination, mid) for mid in ids]
@@ -108,6 +117,7 @@ def write_failover_journal(share: Path) -> WrittenJournal:
     with master(written, "node-a") as (lease, store):
         send(written, store, "orders", [f"a{i}" for i in range(30)])
         send(written, store, "billing", [f"ab{i}" for i in range(12)])
+        deliver(written, store, "orders", [f"a{i}" for i in range(10, 20)])  # never acked here
         ack(written, store, "orders", [f"a{i}" for i in range(10)])
         store.append_control(role_event("node-a", "MASTER", "STOPPING", 1, "shutdown")).result(5)
         written.role_records += 1
@@ -116,7 +126,8 @@ def write_failover_journal(share: Path) -> WrittenJournal:
     time.sleep(0.05)  # so the gaps between tenures are measurable
     with master(written, "node-b") as (lease, store):
         send(written, store, "orders", [f"b{i}" for i in range(20)])
-        ack(written, store, "orders", [f"a{i}" for i in range(10, 20)])  # sent under epoch 1
+        # Sent and first delivered under epoch 1: redelivered here, then acked.
+        ack(written, store, "orders", [f"a{i}" for i in range(10, 20)])
         written.duplicate_id = "b3"
         send(written, store, "orders", ["b3"])  # a resend the broker failed to drop
         ack(written, store, "billing", [f"ab{i}" for i in range(6)])

@@ -7,6 +7,7 @@ own recovery reports; the report must name every failover.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -69,6 +70,15 @@ def test_messages_pair_sends_with_acks_and_leave_the_recovered_ones_pending(
     assert all(rows[key]["time_in_queue_ms"] >= 0 for key in acked)
     assert rows[("orders", "a10")]["epochs_crossed"] == 1  # sent under epoch 1, acked under 2
     assert rows[("orders", replayed.written.duplicate_id)]["sends"] == 2
+    delivered = Counter(replayed.written.deliveries)
+    assert {key: row["deliveries"] for key, row in rows.items() if row["deliveries"]} == delivered
+    assert rows[("orders", "a10")]["redeliveries"] == 1  # delivered by epoch 1, again by 2
+    assert rows[("orders", "a0")]["redeliveries"] == 0
+    assert all(rows[key]["first_delivery"] is not None for key in delivered)
+    assert all(rows[key]["time_to_first_delivery_ms"] >= 0 for key in delivered)
+    undelivered = set(rows) - set(delivered)
+    assert undelivered and all(rows[key]["first_delivery"] is None for key in undelivered)
+    assert all(rows[key]["redeliveries"] == 0 for key in undelivered)
 
 
 def test_tenure_says_who_was_master_and_how_each_tenure_ended(replayed: Replayed) -> None:
@@ -120,6 +130,10 @@ def test_the_report_files_exist_and_name_every_failover(replayed: Replayed) -> N
     ]
     assert document["records_ok"] == replayed.recovered.report.records_applied
     assert document["anomalies"]["fenced"] == 1
+    assert document["deliveries"] == len(replayed.written.deliveries)
+    assert document["redeliveries"] == len(replayed.written.deliveries) - len(
+        set(replayed.written.deliveries)
+    )
     page = (replayed.out / "report.html").read_text()
     nodes = replayed.written.nodes_by_epoch
     for failover in document["failovers"]:
