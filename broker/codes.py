@@ -23,7 +23,7 @@ NOT_CONNECTED = "PRIMACY-1509"
 BAD_REQUEST = "PRIMACY-1510"  # a known command used wrongly (missing header, bad value)
 UNSUPPORTED_VERSION = "PRIMACY-1511"
 UNSUPPORTED_DESTINATION = "PRIMACY-1512"
-MESSAGE_ID_REUSED = "PRIMACY-1513"
+# PRIMACY-1513 (message id reused for another destination) is retired: ids are per destination.
 JOURNAL_FAILED = "PRIMACY-1514"  # fenced or write failed: every connection closed, no receipts
 CONNECT_TIMEOUT = "PRIMACY-1515"
 SERVICE_STARTED = "PRIMACY-1516"
@@ -44,7 +44,6 @@ TITLES = {
     BAD_REQUEST: "invalid frame",
     UNSUPPORTED_VERSION: "unsupported protocol version",
     UNSUPPORTED_DESTINATION: "unsupported destination",
-    MESSAGE_ID_REUSED: "message-id already used for another destination",
     JOURNAL_FAILED: "journal failed, broker stopped",
     CONNECT_TIMEOUT: "no CONNECT in time",
     SERVICE_STARTED: "STOMP connector listening",

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from broker import codes
 from broker.config import BrokerConfig
-from broker.dedupe import UNKNOWN_DESTINATION, DedupeWindow
+from broker.dedupe import DedupeWindow, MessageKey
 from broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from store import format as fmt
 from store.errors import JournalError, MessageTooLarge
@@ -94,17 +94,12 @@ class Broker:
         self.failure: str | None = None
         self.on_fatal: Callable[[str], None] | None = None
         self.on_stop_listening: Callable[[], None] | None = None
-        self._in_flight_sends: dict[str, asyncio.Future[int]] = {}
+        self._in_flight_sends: dict[MessageKey, asyncio.Future[int]] = {}
         self._dispatch_due: set[str] = set()
         self._generated_ids = itertools.count(1)
         state = store.recovery.state
-        pending_destinations = {
-            message_id: destination
-            for destination, messages in state.pending.items()
-            for message_id in messages
-        }
         self.dedupe = DedupeWindow.recovered(
-            store.config.dedupe_window_messages, state.seen_message_ids, pending_destinations
+            store.config.dedupe_window_messages, state.seen_messages
         )
         # A failover may have delivered these already: consumers see them as redelivered.
         for messages in state.pending.values():
@@ -152,16 +147,10 @@ class Broker:
     ) -> asyncio.Future[int]:
         """Journal a SEND (or recognise a resend); the future completes when it may be receipted."""
         self._require_running()
-        known = self.dedupe.destination_of(message_id)
-        if known is not None:
-            if known not in (destination, UNKNOWN_DESTINATION):
-                raise Refused(
-                    codes.MESSAGE_ID_REUSED,
-                    f"message-id {message_id[:100]!r} was already used for {known[:100]!r}; "
-                    "message ids must be unique across destinations",
-                )
+        key = (destination, message_id)
+        if key in self.dedupe:
             self.counters.duplicates_dropped += 1
-            original = self._in_flight_sends.get(message_id)
+            original = self._in_flight_sends.get(key)
             if original is not None:
                 return original  # receipt the resend when the first copy is durable
             done: asyncio.Future[int] = self.loop.create_future()
@@ -176,16 +165,16 @@ class Broker:
             self.fail(f"{type(error).__name__}: {error}")
             raise BrokerFailed(str(error)) from None
         written = self._watch(submitted)
-        self.dedupe.add(message_id, destination)
+        self.dedupe.add(key)
         message = QueuedMessage(
             next(self._order), destination, message_id, tuple(headers.items()), body
         )
-        self._in_flight_sends[message_id] = written
+        self._in_flight_sends[key] = written
         written.add_done_callback(lambda future: self._stored(message, future))
         return written
 
     def _stored(self, message: QueuedMessage, future: asyncio.Future[int]) -> None:
-        self._in_flight_sends.pop(message.message_id, None)
+        self._in_flight_sends.pop((message.destination, message.message_id), None)
         if future.cancelled() or future.exception() is not None:
             return  # _watch already failed the broker
         self.counters.messages_in += 1

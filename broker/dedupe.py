@@ -1,11 +1,12 @@
-"""The window of recent message ids: a resend whose id is in it is acknowledged, not stored again.
+"""The window of recent messages: a resend to the same destination is acknowledged, not stored.
 
-It mirrors the journal's own window (``JournalState.seen_message_ids``, the
-last ``dedupe_window_messages`` distinct ids, kept in checkpoints and rebuilt
-by recovery), so after a failover the new master drops exactly the resends
-the old one would have dropped. The journal's live copy is private to its
-writer thread; this one is kept on the broker's loop from the same events (an
-id enters when its SEND is submitted, in submit order, which is journal order).
+It mirrors the journal's own window (``JournalState.seen_messages``, the last
+``dedupe_window_messages`` distinct (destination, message id) pairs, kept in
+checkpoints and rebuilt by recovery), so after a failover the new master drops
+exactly the resends the old one would have dropped. The journal's live copy is
+private to its writer thread; this one is kept on the broker's loop from the
+same events (a pair enters when its SEND is submitted, in submit order, which
+is journal order).
 """
 
 from __future__ import annotations
@@ -13,39 +14,33 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
-UNKNOWN_DESTINATION = ""  # ids recovered from the journal whose message was already acked
+MessageKey = tuple[str, str]  # (destination, message id)
 
 
 class DedupeWindow:
-    """Message id -> destination for the newest ``capacity`` distinct ids."""
+    """The newest ``capacity`` distinct (destination, message id) pairs."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._ids: OrderedDict[str, str] = OrderedDict()
+        self._keys: OrderedDict[MessageKey, None] = OrderedDict()
 
     @classmethod
-    def recovered(
-        cls,
-        capacity: int,
-        seen_ids_in_order: Iterable[str],
-        pending_destinations: dict[str, str],
-    ) -> DedupeWindow:
-        """Rebuild from the journal: ids in journal order, destinations where still known."""
+    def recovered(cls, capacity: int, seen_in_order: Iterable[MessageKey]) -> DedupeWindow:
+        """Rebuild from the journal's window, oldest first."""
         window = cls(capacity)
-        for message_id in seen_ids_in_order:
-            window.add(message_id, pending_destinations.get(message_id, UNKNOWN_DESTINATION))
+        for key in seen_in_order:
+            window.add(key)
         return window
 
-    def destination_of(self, message_id: str) -> str | None:
-        """None if the id is not in the window; UNKNOWN_DESTINATION if seen but not known where."""
-        return self._ids.get(message_id)
+    def __contains__(self, key: MessageKey) -> bool:
+        return key in self._keys
 
-    def add(self, message_id: str, destination: str) -> None:
-        if message_id in self._ids:
+    def add(self, key: MessageKey) -> None:
+        if key in self._keys:
             return
-        self._ids[message_id] = destination
-        if len(self._ids) > self.capacity:
-            self._ids.popitem(last=False)
+        self._keys[key] = None
+        if len(self._keys) > self.capacity:
+            self._keys.popitem(last=False)
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._keys)

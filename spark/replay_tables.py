@@ -232,13 +232,13 @@ def _fenced(records: DataFrame) -> DataFrame:
 
 
 def _duplicate_ids(records: DataFrame) -> DataFrame:
-    """Message ids journaled by more than one valid SEND (recovery keeps the first)."""
+    """(destination, message id) pairs journaled by more than one valid SEND (recovery keeps
+    the first); the same id on two destinations is two messages."""
     sends = ok_records(records).where(F.col("type") == "SEND")
-    grouped = sends.groupBy("message_id").agg(
+    grouped = sends.groupBy("destination", "message_id").agg(
         F.count(F.lit(1)).alias("records"),
         F.min("sequence").alias("sequence_from"),
         F.max("sequence").alias("sequence_to"),
-        F.min_by("destination", "sequence").alias("destination"),
         F.min_by("epoch", "sequence").alias("epoch"),
         F.min_by("segment", "sequence").alias("segment"),
         F.min_by("node", "sequence").alias("node"),

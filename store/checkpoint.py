@@ -22,7 +22,7 @@ from store.fences import FenceTable
 from store.state import JournalState
 
 CHECKPOINT_MAGIC = b"PRIMCKPT"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: the dedupe window is keyed by destination and message id
 _HEADER = struct.Struct("<8sIIQ")
 _NAME = re.compile(r"^checkpoint-(\d{20})-(\d{10})\.ckpt$")
 

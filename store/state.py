@@ -3,7 +3,7 @@
 Recovery builds a ``JournalState`` by applying records in sequence order; the
 writer keeps one up to date as batches commit, and checkpoints save it. The
 broker builds its queues from ``pending`` (in sequence order per destination)
-and drops resends whose message id ``is_duplicate``.
+and drops resends that ``is_duplicate``: the same message id to the same destination.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ class JournalState:
     def __init__(self, dedupe_window_messages: int) -> None:
         self.dedupe_window_messages = dedupe_window_messages
         self.pending: dict[str, dict[str, PendingMessage]] = {}
-        self.seen_message_ids: OrderedDict[str, int] = OrderedDict()
+        # (destination, message id) -> sequence of its SEND, oldest first: the dedupe window.
+        self.seen_messages: OrderedDict[tuple[str, str], int] = OrderedDict()
         self.last_sequence = 0
         self.pending_by_segment: Counter[str] = Counter()
 
-    def is_duplicate(self, message_id: str) -> bool:
-        """True if a SEND with this id is within the dedupe window (a resend to drop)."""
-        return message_id in self.seen_message_ids
+    def is_duplicate(self, destination: str, message_id: str) -> bool:
+        """True if a SEND of this id to this destination is in the dedupe window (a resend)."""
+        return (destination, message_id) in self.seen_messages
 
     def pending_count(self) -> int:
         return sum(len(messages) for messages in self.pending.values())
@@ -55,14 +56,15 @@ class JournalState:
         """Apply one record; records must come in increasing sequence order."""
         self.last_sequence = max(self.last_sequence, sequence)
         if record_type is RecordType.SEND:
-            if message_id in self.seen_message_ids:
+            key = (destination, message_id)
+            if key in self.seen_messages:
                 return  # a resend the broker should have dropped: the first copy wins
             message = PendingMessage(destination, message_id, sequence, segment, batch_offset)
             self.pending.setdefault(destination, {})[message_id] = message
             self.pending_by_segment[segment] += 1
-            self.seen_message_ids[message_id] = sequence
-            if len(self.seen_message_ids) > self.dedupe_window_messages:
-                self.seen_message_ids.popitem(last=False)
+            self.seen_messages[key] = sequence
+            if len(self.seen_messages) > self.dedupe_window_messages:
+                self.seen_messages.popitem(last=False)
         elif record_type is RecordType.ACK:
             queue = self.pending.get(destination)
             acked = queue.pop(message_id, None) if queue is not None else None
@@ -73,13 +75,15 @@ class JournalState:
             if queue is not None and not queue:
                 del self.pending[destination]
 
-    def summary(self) -> tuple[int, dict[str, list[tuple[str, int]]], list[tuple[str, int]]]:
+    def summary(
+        self,
+    ) -> tuple[int, dict[str, list[tuple[str, int]]], list[tuple[tuple[str, str], int]]]:
         """A comparable value: last sequence, pending ids per destination, seen ids in order."""
         pending = {
             destination: [(m.message_id, m.sequence) for m in messages.values()]
             for destination, messages in sorted(self.pending.items())
         }
-        return self.last_sequence, pending, list(self.seen_message_ids.items())
+        return self.last_sequence, pending, list(self.seen_messages.items())
 
     def to_json(self) -> dict[str, Any]:
         messages = sorted(
@@ -93,7 +97,7 @@ class JournalState:
             "last_sequence": self.last_sequence,
             "dedupe_window_messages": self.dedupe_window_messages,
             "pending": pending,
-            "seen_message_ids": [[key, seq] for key, seq in self.seen_message_ids.items()],
+            "seen_messages": [[dest, mid, seq] for (dest, mid), seq in self.seen_messages.items()],
         }
 
     @classmethod
@@ -104,8 +108,8 @@ class JournalState:
             message = PendingMessage(destination, message_id, int(sequence), segment, int(offset))
             state.pending.setdefault(destination, {})[message_id] = message
             state.pending_by_segment[segment] += 1
-        for message_id, sequence in data["seen_message_ids"]:
-            state.seen_message_ids[message_id] = int(sequence)
-        while len(state.seen_message_ids) > dedupe_window_messages:
-            state.seen_message_ids.popitem(last=False)
+        for destination, message_id, sequence in data["seen_messages"]:
+            state.seen_messages[(destination, message_id)] = int(sequence)
+        while len(state.seen_messages) > dedupe_window_messages:
+            state.seen_messages.popitem(last=False)
         return state

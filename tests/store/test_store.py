@@ -40,7 +40,8 @@ def test_appends_are_recovered_under_each_sync_policy(
     message = reopened.recovery.state.pending["q1"]["m7"]
     record = reopened.read_message(message)
     assert (record.payload, record.headers) == (b"body 7", {"n": "7"})
-    assert reopened.recovery.state.is_duplicate("m8")
+    assert reopened.recovery.state.is_duplicate("q2", "m8")  # acked, still in the window
+    assert not reopened.recovery.state.is_duplicate("q1", "m8")  # ids are per destination
 
 
 def test_a_message_over_max_message_size_is_refused_before_anything_is_written(
