@@ -3,7 +3,7 @@
 This is the data source's reader function, free of Spark so it can be tested
 and benchmarked alone. The store classifies the bytes (``scan_segment``, with
 the fence limit and epoch-tail flag from the plan); the store's format module
-decodes each valid batch into columns (``decode_batch(...).to_arrow()``); this
+decodes groups of valid batches into columns (``decode_batches(...).to_arrow()``); this
 module only adds where each row came from and its status, and casts to the
 types Spark takes. There is no Python loop per record.
 
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from spark.journal_plan import ALL_TIME, SegmentPlan, TimeWindow
 from store import format as fmt
-from store.segments import Damage, SegmentRef, iter_batches, read_segment, scan_segment
+from store.segments import Damage, SegmentRef, read_segment, scan_segment
 
 STATUS_OK = "ok"
 STATUS_FENCED = "fenced"
@@ -78,11 +78,11 @@ def read_segment_batches(
     node = scan.header.node_id if scan.header is not None else None
     if scan.damage:
         yield _damage_rows(plan, node, scan.damage)
-    valid = ((batch.offset, view) for batch, view in iter_batches(data, scan))
-    yield from _record_rows(plan.name, node, STATUS_OK, valid, window)
+    valid = ((batch.offset, batch.header) for batch in scan.batches)
+    yield from _record_rows(plan.name, node, STATUS_OK, data, valid, window)
     if scan.fenced_offset is not None:
         fenced = _FencedBatches(data, scan.fenced_offset)
-        yield from _record_rows(plan.name, node, STATUS_FENCED, fenced, window)
+        yield from _record_rows(plan.name, node, STATUS_FENCED, data, fenced, window)
         if fenced.stopped_at < len(data):
             detail = "bytes past the fence that are not a complete batch"
             ranges = [(STATUS_FENCED, fenced.stopped_at, len(data) - fenced.stopped_at, detail)]
@@ -93,28 +93,28 @@ def _record_rows(
     segment: str,
     node: str | None,
     status: str,
-    batches: Iterable[tuple[int, memoryview]],
+    data: bytes,
+    batches: Iterable[tuple[int, fmt.BatchHeader]],
     window: TimeWindow,
 ) -> Iterator[pa.RecordBatch]:
     """Checked batches as rows of ``RECORDS_SCHEMA``, several journal batches per Arrow batch.
 
-    Each journal batch is decoded by the store (``decode_batch(...).to_arrow()``);
+    The store decodes each group of journal batches at once (``decode_batches``);
     the casts and the per-row location columns are then done once per group,
-    which keeps the Python work per journal batch to the store's decode.
+    so the Python work per journal batch is a few attribute reads.
     """
-    group: list[tuple[int, fmt.BatchColumns]] = []
+    group: list[tuple[int, fmt.BatchHeader]] = []
     size = 0
-    for offset, view in batches:
-        columns = fmt.decode_batch(view)
-        if not window.admits_batch(columns.header.commit_unix_ns):
+    for offset, header in batches:
+        if not window.admits_batch(header.commit_unix_ns):
             continue
-        group.append((offset, columns))
-        size += columns.header.batch_len
+        group.append((offset, header))
+        size += header.batch_len
         if size >= ROWS_GROUP_BYTES:
-            yield from _nonempty(_assemble(segment, node, status, group, window))
+            yield from _nonempty(_assemble(segment, node, status, data, group, window))
             group, size = [], 0
     if group:
-        yield from _nonempty(_assemble(segment, node, status, group, window))
+        yield from _nonempty(_assemble(segment, node, status, data, group, window))
 
 
 def _nonempty(rows: pa.RecordBatch | None) -> list[pa.RecordBatch]:
@@ -125,28 +125,27 @@ def _assemble(
     segment: str,
     node: str | None,
     status: str,
-    group: list[tuple[int, fmt.BatchColumns]],
+    data: bytes,
+    group: list[tuple[int, fmt.BatchHeader]],
     window: TimeWindow,
 ) -> pa.RecordBatch | None:
-    decoded = pa.Table.from_batches([columns.to_arrow() for _, columns in group])
-    counts = np.fromiter((len(c.sequence) for _, c in group), np.int64, len(group))
-    offsets = np.repeat(np.fromiter((o for o, _ in group), np.int64, len(group)), counts)
-    commits_us = np.repeat(
-        np.fromiter((c.header.commit_unix_ns for _, c in group), np.int64, len(group)) // 1000,
-        counts,
-    )
+    columns = fmt.decode_batches(data, group)
+    offsets = np.fromiter((offset for offset, _ in group), np.int64, len(group))
+    decoded = columns.to_arrow()
+    counts = columns.record_counts
     n = decoded.num_rows
-    table = pa.Table.from_arrays(
+    commits_us = np.fromiter((h.commit_unix_ns for _, h in group), np.int64, len(group)) // 1000
+    rows = pa.RecordBatch.from_arrays(
         [
             pa.repeat(pa.scalar(segment, pa.string()), n),
-            pa.array(offsets, pa.int64()),
+            pa.array(np.repeat(offsets, counts), pa.int64()),
             pa.repeat(pa.scalar(status, pa.string()), n),
             pa.nulls(n, pa.string()),
             pa.repeat(pa.scalar(node, pa.string()), n),
             decoded.column("epoch").cast(pa.int64()),
             decoded.column("sequence").cast(pa.int64()),
             decoded.column("timestamp").cast(_TIMESTAMP, safe=False),
-            pa.array(commits_us.view("datetime64[us]"), _TIMESTAMP),
+            pa.array(np.repeat(commits_us, counts).view("datetime64[us]"), _TIMESTAMP),
             pc.take(_TYPE_NAMES, decoded.column("record_type")),
             decoded.column("destination"),
             decoded.column("message_id"),
@@ -157,14 +156,14 @@ def _assemble(
         schema=RECORDS_SCHEMA,
     )
     if window.since_unix_ns is not None or window.until_unix_ns is not None:
-        stamps = np.concatenate([c.timestamp_unix_ns for _, c in group])
+        stamps = columns.timestamp_unix_ns
         keep = np.ones(n, dtype=bool)
         if window.since_unix_ns is not None:
             keep &= stamps >= window.since_unix_ns
         if window.until_unix_ns is not None:
             keep &= stamps < window.until_unix_ns
-        table = table.filter(pa.array(keep))
-    return table.combine_chunks().to_batches()[0] if table.num_rows else None
+        rows = rows.filter(pa.array(keep))
+    return rows if rows.num_rows else None
 
 
 class _FencedBatches:
@@ -178,14 +177,14 @@ class _FencedBatches:
         self.data = data
         self.stopped_at = offset
 
-    def __iter__(self) -> Iterator[tuple[int, memoryview]]:
+    def __iter__(self) -> Iterator[tuple[int, fmt.BatchHeader]]:
         while self.stopped_at < len(self.data):
             status, header = fmt.check_batch(self.data, self.stopped_at)
             if status is not fmt.BatchStatus.OK or header is None:
                 return
             start = self.stopped_at
             self.stopped_at += header.batch_len
-            yield start, memoryview(self.data)[start : self.stopped_at]
+            yield start, header
 
 
 def _damage_rows(plan: SegmentPlan, node: str | None, damage: list[Damage]) -> pa.RecordBatch:
