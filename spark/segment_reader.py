@@ -3,15 +3,16 @@
 This is the data source's reader function, free of Spark so it can be tested
 and benchmarked alone. The store classifies the bytes (``scan_segment``, with
 the fence limit and epoch-tail flag from the plan); the store's format module
-decodes groups of valid batches into columns (``decode_batches(...).to_arrow()``); this
-module only adds where each row came from and its status, and casts to the
+decodes groups of valid batches into columns (``decode_batches(...).to_arrow()``);
+this module only adds where each row came from and its status, and casts to the
 types Spark takes. There is no Python loop per record.
 
 Statuses: ``ok`` (a record recovery applies), ``fenced`` (a stale master's
 write past a fence; the record is decoded but never counted), and the damage
 kinds of ``store.segments.DamageKind`` (``damaged_batch``, ``torn_tail``,
-``bad_segment_header``) as one row per damaged byte range, whose record columns
-are null because bytes that fail their CRC cannot be trusted.
+``bad_segment_header``, ``unsupported_version``) as one row per unusable byte
+range, whose record columns are null: bytes that fail their CRC cannot be
+trusted, and a format this release does not know cannot be read.
 """
 
 from __future__ import annotations

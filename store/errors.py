@@ -23,5 +23,10 @@ class JournalClosed(JournalError):
     """The journal was closed (or stopped after a failure) and accepts no more writes."""
 
 
+class UnsupportedJournal(JournalError):
+    """The journal holds segments of a format version this release cannot read; it must not
+    serve (it would miss acknowledged messages): upgrade this node."""
+
+
 class StaleEpoch(JournalError):
     """The share already holds segments of a later epoch; this node must not write."""

@@ -64,6 +64,10 @@ class FormatError(ValueError):
     """Bytes that do not follow the journal format."""
 
 
+class UnsupportedFormatVersion(FormatError):
+    """An intact segment header of a format version this reader does not know (not damage)."""
+
+
 class RecordType(enum.IntEnum):
     """What a record says; the number is what is stored."""
 
@@ -258,10 +262,8 @@ def decode_segment_header(data: bytes | memoryview) -> SegmentHeader:
     )
     if magic != SEGMENT_MAGIC:
         raise FormatError("the file does not start with the journal segment magic")
-    if version != FORMAT_VERSION:
-        raise FormatError(
-            f"segment format version {version} is not supported (only {FORMAT_VERSION})"
-        )
+    # Every version keeps this fixed part and its CRC rule, so an intact header of an
+    # unknown version is told apart from damage: the first must be refused, not skipped.
     if header_len < SEGMENT_HEADER_FIXED_LEN + node_len or header_len > len(data):
         raise FormatError("the segment header is incomplete or its length is wrong")
     expected = crc32c.crc32c(
@@ -270,6 +272,11 @@ def decode_segment_header(data: bytes | memoryview) -> SegmentHeader:
     )
     if crc != expected:
         raise FormatError("the segment header fails its CRC32C")
+    if version != FORMAT_VERSION:
+        raise UnsupportedFormatVersion(
+            f"segment format version {version} is not supported (only {FORMAT_VERSION}); "
+            "it was written by another primacy release"
+        )
     node = bytes(data[SEGMENT_HEADER_FIXED_LEN : SEGMENT_HEADER_FIXED_LEN + node_len])
     return SegmentHeader(epoch, first, node.decode(errors="replace"), created, version, header_len)
 

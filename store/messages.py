@@ -17,6 +17,7 @@ JOURNAL_WRITE_FAILED = "PRIMACY-1407"
 SEGMENT_HEADER_DAMAGED = "PRIMACY-1408"
 FENCE_WRITTEN = "PRIMACY-1409"
 CHECKPOINT_WRITTEN = "PRIMACY-1410"
+UNSUPPORTED_SEGMENT = "PRIMACY-1411"
 
 TITLES = {
     TRANSACTION_LOSS_AVERTED: "transaction loss averted",
@@ -30,6 +31,7 @@ TITLES = {
     SEGMENT_HEADER_DAMAGED: "segment header damaged",
     FENCE_WRITTEN: "fence written",
     CHECKPOINT_WRITTEN: "checkpoint written",
+    UNSUPPORTED_SEGMENT: "journal segment of an unknown format version, recovery refused",
 }
 
 

@@ -3,7 +3,9 @@
 Reads every segment in (epoch, first sequence) order, applies every fence,
 and applies the valid records in sequence order. Torn tails, damaged batches
 and fenced writes are reported (and logged with their stable codes); none of
-them stops the store from opening.
+them stops the store from opening. A segment of a format version this release
+does not know does: its records cannot be read, and skipping them could lose
+acknowledged messages (``UnsupportedJournal``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from store import format as fmt
 from store import messages
 from store.checkpoint import Checkpoint, CheckpointUnusable, SegmentPosition, list_checkpoints
+from store.errors import UnsupportedJournal
 from store.fences import FenceTable
 from store.segments import (
     CHECKPOINT_DIR_NAME,
@@ -26,6 +29,7 @@ from store.segments import (
     Damage,
     DamageKind,
     SegmentRef,
+    SegmentScan,
     epoch_tails,
     iter_batches,
     list_segments,
@@ -137,6 +141,7 @@ def recover(
             fence_limit=fences.limit_for(segment.epoch, segment.first_sequence),
             is_epoch_tail=segment.name in tails,
         )
+        _refuse_unknown_versions(scan)
         counts["segments"] += 1
         counts["bytes"] += len(data)
         valid_ends[segment.name] = scan.valid_end if scan.header else 0
@@ -184,6 +189,19 @@ def recover(
     if log:
         log_report(report)
     return RecoveryResult(state, report, fences, segments, valid_ends)
+
+
+def _refuse_unknown_versions(scan: SegmentScan) -> None:
+    """A segment of a newer format holds records (maybe acknowledged ones, maybe a fence) this
+    release cannot read: skipping it would lose them, so nothing is recovered."""
+    for damage in scan.damage:
+        if damage.kind is DamageKind.UNSUPPORTED_VERSION:
+            detail = (
+                f"{damage.segment}: {damage.reason}. This node cannot read the journal and "
+                "will not serve; upgrade it to the release that wrote the segment"
+            )
+            messages.log(logging.CRITICAL, messages.UNSUPPORTED_SEGMENT, detail)
+            raise UnsupportedJournal(messages.text(messages.UNSUPPORTED_SEGMENT, detail))
 
 
 def _describe(checkpoint: Checkpoint | None) -> str | None:

@@ -72,6 +72,8 @@ class DamageKind(enum.StrEnum):
         "damaged_batch"  # anywhere else: a valid batch follows, or the segment is sealed
     )
     BAD_SEGMENT_HEADER = "bad_segment_header"
+    # An intact header of a format version this reader does not know: recovery refuses.
+    UNSUPPORTED_VERSION = "unsupported_version"
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,14 @@ def scan_segment(
     scan = SegmentScan(segment, None, len(data))
     try:
         scan.header = fmt.decode_segment_header(data)
+    except fmt.UnsupportedFormatVersion as exc:
+        if fence_limit == 0:
+            scan.fenced_offset = 0
+        else:
+            scan.damage.append(
+                Damage(DamageKind.UNSUPPORTED_VERSION, segment.name, 0, len(data), str(exc))
+            )
+        return scan
     except fmt.FormatError as exc:
         if fence_limit == 0:
             scan.fenced_offset = 0

@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from store import tools
+from store.errors import JournalError
+
+Command = Callable[[argparse.Namespace], int]
 
 
 def register(subparsers: Any) -> None:
@@ -19,17 +23,30 @@ def register(subparsers: Any) -> None:
 
     verify = commands.add_parser("verify", help="check every batch and every checkpoint")
     verify.add_argument("share", type=Path)
-    verify.set_defaults(func=run_verify)
+    verify.set_defaults(func=_reporting_journal_errors(run_verify))
 
     dump = commands.add_parser("dump", help="print valid records in sequence order")
     dump.add_argument("share", type=Path)
     dump.add_argument("--from", dest="from_sequence", type=int, default=0, metavar="SEQ")
     dump.add_argument("--json", action="store_true", help="one JSON object per line")
-    dump.set_defaults(func=run_dump)
+    dump.set_defaults(func=_reporting_journal_errors(run_dump))
 
     stats = commands.add_parser("stats", help="records, bytes, segments, epochs, fenced, damaged")
     stats.add_argument("share", type=Path)
-    stats.set_defaults(func=run_stats)
+    stats.set_defaults(func=_reporting_journal_errors(run_stats))
+
+
+def _reporting_journal_errors(command: Command) -> Command:
+    """A journal this release cannot read is one line on stderr and exit status 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except JournalError as error:
+            print(f"primacy journal: {error}", file=sys.stderr)
+            return 2
+
+    return run
 
 
 def run_verify(args: argparse.Namespace) -> int:

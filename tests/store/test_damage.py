@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import crc32c
+import pytest
+
 from store import format as fmt
+from store.errors import UnsupportedJournal
 from store.journal import JournalStore
 from store.recovery import recover
-from store.segments import DamageKind, list_segments
+from store.segments import DamageKind, list_segments, scan_segment
+from tests.store.test_tools import run as journal_cli_run
 
 
 def write_batches(store: JournalStore, count: int) -> None:
@@ -142,3 +147,37 @@ def test_a_damaged_segment_header_is_reported_and_the_store_still_opens(
     assert [d.kind for d in result.report.damaged] == [DamageKind.BAD_SEGMENT_HEADER]
     successor = open_store(epoch=2)
     assert successor.append_send("q", "new", b"x").result(timeout=5) > 0
+
+
+def rewrite_format_version(path: Path, version: int) -> None:
+    """What a later primacy release would write: an intact header of another format version."""
+    data = bytearray(path.read_bytes())
+    header_len = fmt.decode_segment_header(bytes(data)).header_len
+    data[8:10] = version.to_bytes(2, "little")
+    crc = crc32c.crc32c(bytes(data[48:header_len]), crc32c.crc32c(bytes(data[:44])))
+    data[44:48] = crc.to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+
+
+def test_a_segment_of_an_unknown_format_version_is_refused_not_skipped(
+    open_store: Callable[..., JournalStore], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal = tmp_path / "share" / "journal"
+    store = open_store(segment_max_bytes=4096)
+    write_batches(store, 40)
+    store.close()
+    newer = list_segments(journal)[1]
+    rewrite_format_version(newer.path, fmt.FORMAT_VERSION + 1)
+
+    # Skipping it would drop acknowledged messages: recovery and the store refuse instead.
+    with pytest.raises(UnsupportedJournal, match=f"PRIMACY-1411 .*{newer.name}"):
+        recover(journal)
+    with pytest.raises(UnsupportedJournal):
+        open_store(epoch=2)
+    assert not [s for s in list_segments(journal) if s.epoch == 2]  # nothing written
+    scan = scan_segment(newer, newer.path.read_bytes())
+    assert [d.kind for d in scan.damage] == [DamageKind.UNSUPPORTED_VERSION]
+
+    capsys.readouterr()
+    assert journal_cli_run(["journal", "verify", str(tmp_path / "share")]) == 2
+    assert "PRIMACY-1411" in capsys.readouterr().err
