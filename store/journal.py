@@ -129,9 +129,11 @@ class JournalStore:
         )
         if recovery.report.segments_read > CHECKPOINT_AFTER_SEGMENTS_READ:
             # Every takeover adds a segment; without this, a journal of few records over
-            # many epochs is never checkpointed and each takeover reads every segment;
-            # and a fence whose batch gets damaged would be lost.
-            store.checkpoint().add_done_callback(_log_failure)
+            # many epochs is never checkpointed and each takeover reads every segment.
+            # Waited for, so the fence is kept twice (its batch may be damaged later)
+            # before this master serves; a new master is still outlasting its
+            # predecessor's claim here, so the wait rarely delays a takeover.
+            _log_failure(store.checkpoint())
         return store
 
     # ------------------------------------------------------------ appending
@@ -329,6 +331,8 @@ def _bounded(text: str, limit: int, what: str) -> bytes:
 
 
 def _log_failure(future: Future[Path]) -> None:
+    """Log a failed checkpoint (waiting for it to finish first); not raised: the next one may
+    succeed, and recovery without it only reads more."""
     error = future.exception()
     if error is not None and not isinstance(error, JournalError):
         messages.LOG.error("writing a checkpoint failed: %s", error)

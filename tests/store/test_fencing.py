@@ -178,3 +178,25 @@ def test_fenced_writes_are_reported_with_the_loss_averted_code(
     assert {m for q in result.state.pending.values() for m in q} == {"kept"}
     assert result.report.fenced_records == 1
     assert any("PRIMACY-1014 transaction loss averted" in r.message for r in caplog.records)
+
+
+def test_a_fence_whose_batch_is_damaged_later_still_holds(share: Path) -> None:
+    journal = share / "journal"
+    registry = EpochRegistry(share)
+    epoch_a = registry.claim_next({"node_id": "node-a"})
+    store_a = JournalStore.open(config(share, "a"), epoch=epoch_a, fencing_check=lambda: None)
+    store_a.append_send("q", "kept", b"1").result(timeout=5)
+    epoch_b = registry.claim_next({"node_id": "node-b"})
+    # The new master opens and dies at once: no close, no checkpoint of its own later on.
+    store_b = JournalStore.open(config(share, "b"), epoch=epoch_b, fencing_check=lambda: None)
+    store_a.append_send("q", "late", b"2").result(timeout=5)  # a stale write past the fence
+    store_a.close()
+    # Bit rot in the fence batch: the checkpoint written before opening returned keeps it.
+    [first_of_b] = [s for s in list_segments(journal) if s.epoch == epoch_b]
+    data = bytearray(first_of_b.path.read_bytes())
+    data[fmt.decode_segment_header(bytes(data)).header_len + fmt.BATCH_HEADER_LEN + 30] ^= 0x40
+    first_of_b.path.write_bytes(bytes(data))
+    result = recover(journal, log=False)
+    assert {m for q in result.state.pending.values() for m in q} == {"kept"}
+    assert result.report.fenced_records == 1
+    store_b.close()
