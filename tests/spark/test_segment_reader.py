@@ -17,6 +17,7 @@ from store.journal import JournalStore
 from store.recovery import recover
 from store.segments import list_segments
 from tests.spark.journal_scenario import write_failover_journal
+from tests.store.segment_edits import rewrite_format_version
 
 OpenStore = Callable[..., JournalStore]
 
@@ -198,7 +199,7 @@ def test_damage_at_the_end_of_a_sealed_segment_is_a_damaged_batch_not_a_torn_tai
     [
         pytest.param(lambda data: data.__setitem__(0, ord("X")), id="bad magic"),
         pytest.param(lambda data: data.__setitem__(30, data[30] ^ 1), id="bad crc"),
-        pytest.param(lambda data: data.__setitem__(8, 2), id="unknown format version"),
+        pytest.param(lambda data: data.__setitem__(8, 2), id="version field damaged"),
     ],
 )
 def test_a_damaged_segment_header_skips_the_segment_and_says_so(
@@ -213,6 +214,20 @@ def test_a_damaged_segment_header_skips_the_segment_and_says_so(
     table = replay(share)
     assert damage_rows(table) == [("bad_segment_header", segments[0].name, 0)]
     assert set(table["segment"].to_pylist()) == {s.name for s in segments}
+    assert "m39" in message_ids(table) and "m0" not in message_ids(table)
+
+
+def test_an_intact_segment_of_an_unknown_format_version_is_reported_unreadable(
+    open_store: OpenStore, share: Path
+) -> None:
+    store = open_store(segment_max_bytes=4096)
+    write_one_per_batch(store, "m", 40)
+    store.close()
+    segments = list_segments(share / "journal")
+    rewrite_format_version(segments[0].path, fmt.FORMAT_VERSION + 1)
+
+    table = replay(share)  # the replay reports it; recovery refuses it (tests/store)
+    assert damage_rows(table) == [("unsupported_version", segments[0].name, 0)]
     assert "m39" in message_ids(table) and "m0" not in message_ids(table)
 
 

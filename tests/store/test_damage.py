@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import crc32c
 import pytest
 
 from store import format as fmt
@@ -13,6 +12,7 @@ from store.errors import UnsupportedJournal
 from store.journal import JournalStore
 from store.recovery import recover
 from store.segments import DamageKind, list_segments, scan_segment
+from tests.store.segment_edits import rewrite_format_version
 from tests.store.test_tools import run as journal_cli_run
 
 
@@ -147,16 +147,6 @@ def test_a_damaged_segment_header_is_reported_and_the_store_still_opens(
     assert [d.kind for d in result.report.damaged] == [DamageKind.BAD_SEGMENT_HEADER]
     successor = open_store(epoch=2)
     assert successor.append_send("q", "new", b"x").result(timeout=5) > 0
-
-
-def rewrite_format_version(path: Path, version: int) -> None:
-    """What a later primacy release would write: an intact header of another format version."""
-    data = bytearray(path.read_bytes())
-    header_len = fmt.decode_segment_header(bytes(data)).header_len
-    data[8:10] = version.to_bytes(2, "little")
-    crc = crc32c.crc32c(bytes(data[48:header_len]), crc32c.crc32c(bytes(data[:44])))
-    data[44:48] = crc.to_bytes(4, "little")
-    path.write_bytes(bytes(data))
 
 
 def test_a_segment_of_an_unknown_format_version_is_refused_not_skipped(
