@@ -34,7 +34,7 @@ from api.snapshot import StatusSnapshot
 from broker.service import BrokerService
 from locker.lease import Lease, LeaseLost
 from store.config import StoreConfig
-from store.errors import JournalError
+from store.errors import JournalError, JournalFenced
 from store.journal import JournalStore
 from supervisor import group_control, roles, sdnotify
 from supervisor.admin import NodeAdmin
@@ -201,6 +201,9 @@ class Node:
                 self._io.submit(self._claim_epoch)
             case roles.OpenJournal(epoch=epoch):
                 self._io.submit(lambda: self._open_journal(epoch))
+            case roles.Revalidate(promotion=True):
+                started_at = self._clock()
+                self._io.submit(lambda: self._journal_tenure(started_at))
             case roles.Revalidate():
                 started_at = self._clock()
                 self._io.submit(lambda: self._revalidate(started_at))
@@ -274,10 +277,13 @@ class Node:
             self.lease.revalidate()
         except LeaseLost as exc:
             return roles.LeaseLost(str(exc))
+        self._note_keepalive(started_at)
+        return roles.RevalidationPassed(started_at)
+
+    def _note_keepalive(self, started_at: float) -> None:
         duration_s = self._clock() - started_at
         self._last_keepalive = (time.time(), duration_s)
         self.metrics.keepalive_seconds.observe(duration_s)
-        return roles.RevalidationPassed(started_at)
 
     def _open_journal(self, epoch: int) -> roles.Event:
         config = StoreConfig(
@@ -290,17 +296,28 @@ class Node:
         except (JournalError, OSError, ValueError) as exc:
             return roles.JournalFailed(str(exc))
         store.commit_observer = self.metrics.observe_commit
-        # The tenure record is durable and fencing-checked before the node calls itself master:
-        # every master a client or load balancer ever saw has its tenure in the journal.
-        try:
-            store.append_control(
-                _role_change(self.config.node_id, epoch, "acquired", "master", "serving")
-            ).result()
-        except JournalError as exc:
-            store.close()
-            return roles.JournalFailed(f"the tenure record was not journaled: {exc}")
         self._store = store
         return roles.JournalOpened()
+
+    def _journal_tenure(self, started_at: float) -> roles.Event:
+        """The promotion's lease check, as the commit of the tenure record.
+
+        The record is written, synced, then fencing-checked by a lease check that
+        starts after the write: passing it is the fresh check promotion needs, and
+        every master a client or load balancer ever saw has its tenure in the journal.
+        """
+        store = self._store
+        if store is None:
+            return roles.JournalFailed("the journal is not open")
+        event = _role_change(self.config.node_id, store.epoch, "acquired", "master", "serving")
+        try:
+            store.append_control(event).result()
+        except JournalFenced as exc:
+            return roles.LeaseLost(f"the fencing check of the tenure record failed: {exc}")
+        except JournalError as exc:
+            return roles.JournalFailed(f"the tenure record was not journaled: {exc}")
+        self._note_keepalive(started_at)
+        return roles.RevalidationPassed(started_at)
 
     def _close_journal(self, graceful: bool, reason: str) -> None:
         """Stop journal writes before the lock goes: nothing may be written under a lost lock."""

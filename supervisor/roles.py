@@ -221,7 +221,16 @@ class OpenJournal:
 
 @dataclass(frozen=True)
 class Revalidate:
-    """Run the lease check; report RevalidationPassed(started_at) or LeaseLost."""
+    """Run the lease check; report RevalidationPassed(started_at) or LeaseLost.
+
+    ``promotion``: the check that makes this node master. The shell runs it as
+    the journal's commit of the tenure record (whose fencing check is a lease
+    check that starts after the write), so every master that ever served has
+    its tenure in the journal, stamped just before it served; a failed write
+    reports JournalFailed.
+    """
+
+    promotion: bool = False
 
 
 @dataclass(frozen=True)
@@ -376,7 +385,7 @@ class RoleMachine:
                     self._demote(
                         now,
                         actions,
-                        f"the journal could not be opened: {reason}",
+                        f"the journal failed before this node served: {reason}",
                         graceful=True,
                         trigger="journal_failed",
                     )
@@ -453,7 +462,7 @@ class RoleMachine:
         elif self.role is Role.ACQUIRED:
             if self._promotion_due(now):
                 # Promotion needs a lease check that started after the wait.
-                self._start_io(Revalidate(), now, actions)
+                self._start_io(Revalidate(promotion=True), now, actions)
             elif now >= self._next_revalidation_at:
                 self._start_io(Revalidate(), now, actions)
         elif self.role is Role.MASTER and now >= self._next_revalidation_at:

@@ -165,13 +165,14 @@ def test_new_master_waits_the_takeover_delay_and_a_fresh_lease_check_before_serv
     d.at(0.03, JournalOpened())
     assert d.machine.role is Role.ACQUIRED
     # An ordinary keepalive check during the wait does not promote.
-    assert d.kinds(d.at(0.27)) == [Revalidate]
+    assert d.at(0.27) == [Revalidate(promotion=False)]
     assert d.kinds(d.at(0.28, RevalidationPassed(0.27))) == []
     assert d.machine.role is Role.ACQUIRED
     assert not d.machine.is_serving(0.28)
     ready = d.machine.next_deadline()
     assert ready == pytest.approx(0.295)
-    assert d.kinds(d.at(ready)) == [Revalidate]
+    # The promoting check is the one the shell runs as the tenure record's commit.
+    assert d.at(ready) == [Revalidate(promotion=True)]
     assert d.kinds(d.at(0.30, RevalidationPassed(ready))) == [StartServing]
     assert d.machine.is_serving(0.30)
 
@@ -288,6 +289,18 @@ def test_promotion_waits_for_the_journal_even_after_the_takeover_delay() -> None
     assert d.machine.role is Role.ACQUIRED
     assert d.kinds(d.at(1.1, JournalOpened())) == [Revalidate]
     assert d.kinds(d.at(1.11, RevalidationPassed(1.1))) == [StartServing]
+
+
+def test_a_tenure_record_that_cannot_be_journaled_gives_the_lock_up_before_serving() -> None:
+    d = Driver()
+    d.at(0.0)
+    d.at(0.01, LockResult(True))
+    d.at(0.02, EpochClaimed(3))
+    d.at(0.03, JournalOpened())
+    assert d.at(0.30) == [Revalidate(promotion=True)]  # the takeover wait is over
+    actions = d.at(0.31, JournalFailed("share full"))
+    assert d.kinds(actions)[-1] is StopServing
+    assert d.machine.role is Role.DEMOTING and not d.machine.is_serving(0.31)
 
 
 def test_a_journal_that_cannot_open_gives_the_lock_up_and_holds_off() -> None:
