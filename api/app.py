@@ -7,6 +7,7 @@ supervisor or take its locks.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,9 +22,17 @@ SnapshotSource = Callable[[], StatusSnapshot]
 PRIORITIES = ("never", "normal", "high", "highest")
 
 
-def _answer(ok: bool, snapshot: StatusSnapshot) -> Response:
+def _answer(ok: bool, snapshot: StatusSnapshot, decided_at: float) -> Response:
+    """The status code answers; the body says who answered and when it decided (the node's
+    CLOCK_MONOTONIC, comparable between nodes on one host only: the delivery of an answer can be
+    delayed, by a frozen process or the network, long after the decision)."""
     return JSONResponse(
-        {"node": snapshot.node, "role": snapshot.role, "epoch": snapshot.epoch},
+        {
+            "node": snapshot.node,
+            "role": snapshot.role,
+            "epoch": snapshot.epoch,
+            "decided_at_monotonic": decided_at,
+        },
         status_code=200 if ok else 503,
     )
 
@@ -39,30 +48,30 @@ def create_app(
 
     @app.api_route("/health", methods=["GET", "HEAD"])
     def health() -> Response:
-        return _answer(True, snapshot())
+        return _answer(True, snapshot(), time.monotonic())
 
     @app.api_route("/liveness", methods=["GET", "HEAD"])
     def liveness() -> Response:
-        current = snapshot()
-        return _answer(current.is_live(), current)
+        current, now = snapshot(), time.monotonic()
+        return _answer(current.is_live(now), current, now)
 
     @app.api_route("/readiness", methods=["GET", "HEAD"])
     def readiness() -> Response:
         current = snapshot()
-        return _answer(current.is_ready(), current)
+        return _answer(current.is_ready(), current, time.monotonic())
 
     @app.api_route("/master", methods=["GET", "HEAD"])
     @app.api_route("/primary", methods=["GET", "HEAD"])
     def master() -> Response:
-        current = snapshot()
-        return _answer(current.is_serving_master(), current)
+        current, now = snapshot(), time.monotonic()
+        return _answer(current.is_serving_master(now), current, now)
 
     @app.api_route("/slave", methods=["GET", "HEAD"])
     @app.api_route("/standby", methods=["GET", "HEAD"])
     @app.api_route("/replica", methods=["GET", "HEAD"])
     def slave() -> Response:
-        current = snapshot()
-        return _answer(current.is_healthy_slave() and current.is_live(), current)
+        current, now = snapshot(), time.monotonic()
+        return _answer(current.is_healthy_slave() and current.is_live(now), current, now)
 
     @app.api_route("/status", methods=["GET", "HEAD"])
     def status() -> Response:

@@ -123,7 +123,7 @@ def run(kills: int, handovers: int, bare_rounds: int) -> None:
                 poller.add(group.start(master.node_id))
                 if (index + 1) % 50 == 0:
                     print(f"  {index + 1} takeovers done", flush=True)
-        overlaps = poller.overlaps()
+        conflicts = poller.two_masters()
         claims = sum(1 for answer in poller.answers if answer.status == 200)
     finally:
         group.close()
@@ -139,7 +139,7 @@ def run(kills: int, handovers: int, bare_rounds: int) -> None:
     print(f"ratio median primacy/baseline : {ratio:.2f}")
     print(
         f"/master answers polled: {len(poller.answers)}, of which 200: {claims}; "
-        f"instants with two masters: {len(overlaps)}"
+        f"instants with two masters: {len(conflicts)}"
     )
 
 

@@ -9,8 +9,9 @@ Four promises, each a list of violations (empty when it held):
   epoch written after a later epoch fenced it (its timestamp is later than the
   fence's), or a receipt the producer noticed after such a fence for a record
   the fence does not cover;
-- **two masters**: two nodes answering 200 on ``/master`` in overlapping
-  request intervals (``MasterPoller.overlaps()``).
+- **two masters**: a node deciding it was master (200 on ``/master``) after a
+  node of a newer epoch had decided so, or two nodes under one epoch
+  (``MasterPoller.two_masters()``, by each answer's decision time).
 
 The timestamp comparisons are sound because every node of a test group runs
 on this machine, on one wall clock: a record stamped after a fence record was
@@ -148,8 +149,9 @@ def check(
     verdict.fencing = _fencing_violations(traffic, journal, sends)
     if poller is not None:
         verdict.two_masters = [
-            f"{a.node_id} and {b.node_id} both 200 around monotonic {a.sent_at:.3f} s"
-            for a, b in poller.overlaps()
+            f"{a.node_id} (epoch {a.epoch}) decided 200 at monotonic {a.decided_at:.3f} s, "
+            f"after {b.node_id} (epoch {b.epoch}) did at {b.decided_at:.3f} s"
+            for a, b in poller.two_masters()
         ]
     verdict.client_errors = [
         repr(error) for error in traffic.errors if not isinstance(error, tolerate_errors)

@@ -53,9 +53,39 @@ def test_an_acknowledgement_past_the_fence_a_duplicate_and_a_loss_are_all_flagge
     assert verdict.fenced_records >= 1 and not verdict.ok
 
 
-def test_two_nodes_answering_200_at_once_are_flagged(tmp_path: Path) -> None:
+def test_an_older_epoch_deciding_200_after_a_newer_one_is_flagged(tmp_path: Path) -> None:
     _open(tmp_path, "a", 1).close()
     poller = MasterPoller([])
-    poller.answers = [Answer("n1", 1.0, 1.2, 200), Answer("n2", 1.1, 1.3, 200)]
+    poller.answers = [
+        Answer("n1", 1.0, 1.01, 200, epoch=1, decided_at=1.005),
+        Answer("n2", 1.1, 1.11, 200, epoch=2, decided_at=1.105),
+        Answer("n1", 1.0, 1.3, 200, epoch=1, decided_at=1.2),  # n1 still claims: two masters
+    ]
     verdict = check(_saw(set(), set()), tmp_path, poller)
     assert len(verdict.two_masters) == 1 and not verdict.ok
+    assert "n1 (epoch 1) decided 200" in verdict.two_masters[0]
+
+
+def test_a_200_decided_before_the_takeover_but_delivered_late_is_not_two_masters(
+    tmp_path: Path,
+) -> None:
+    _open(tmp_path, "a", 1).close()
+    poller = MasterPoller([])
+    poller.answers = [
+        # n1 decided at 1.005, then was frozen (SIGSTOP) before writing its answer.
+        Answer("n1", 1.0, 2.5, 200, epoch=1, decided_at=1.005),
+        Answer("n2", 1.6, 1.61, 200, epoch=2, decided_at=1.605),
+        Answer("n2", 2.0, 2.01, 200, epoch=2, decided_at=2.005),
+        Answer("n1", 2.5, 2.51, 503, epoch=1, decided_at=2.505),
+    ]
+    assert check(_saw(set(), set()), tmp_path, poller).two_masters == []
+
+
+def test_two_nodes_claiming_one_epoch_are_flagged(tmp_path: Path) -> None:
+    _open(tmp_path, "a", 1).close()
+    poller = MasterPoller([])
+    poller.answers = [
+        Answer("n1", 1.0, 1.01, 200, epoch=3, decided_at=1.005),
+        Answer("n2", 1.1, 1.11, 200, epoch=3, decided_at=1.105),
+    ]
+    assert len(check(_saw(set(), set()), tmp_path, poller).two_masters) == 1

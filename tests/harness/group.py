@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import http.client
+import json
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from supervisor.localgroup import Group, NodeProcess, free_port, http_status, wait_until
 
@@ -27,14 +29,20 @@ class Answer:
     sent_at: float
     received_at: float
     status: int | None
+    epoch: int | None = None
+    decided_at: float | None = None  # the node's monotonic clock when it decided (same host)
 
 
 class MasterPoller:
     """Polls /master on every node concurrently, one thread per node, until stopped.
 
-    ``overlaps()`` lists pairs of 200 answers from different nodes whose
-    request/response intervals overlap: any such pair means two nodes may
-    have claimed the master role at the same instant.
+    ``two_masters()`` judges the 200 answers by when each node *decided* (the
+    answer's ``decided_at_monotonic``; every node runs on this host, so their
+    monotonic clocks are one clock) and by epoch: two masters at once means a
+    node of an older epoch decided it was master after a node of a newer epoch
+    did, or two nodes did under one epoch. When an answer was delivered says
+    nothing: a master frozen (SIGSTOP) between deciding and writing its answer
+    delivers a 200 decided before its successor took over.
     """
 
     def __init__(self, nodes: Iterable[NodeProcess]) -> None:
@@ -66,28 +74,49 @@ class MasterPoller:
             if connection is None:
                 connection = http.client.HTTPConnection("127.0.0.1", node.port, timeout=2)
             sent = time.monotonic()
+            body: dict[str, Any] = {}
             try:
                 connection.request("GET", "/master")
                 response = connection.getresponse()
-                response.read()
+                raw = response.read()
                 status: int | None = response.status
-            except (OSError, http.client.HTTPException):
+                body = json.loads(raw) if status in (200, 503) else {}
+            except (OSError, http.client.HTTPException, ValueError):
                 status = None
                 connection.close()
                 connection = None
             received = time.monotonic()
+            answer = Answer(
+                node.node_id,
+                sent,
+                received,
+                status,
+                body.get("epoch"),
+                body.get("decided_at_monotonic"),
+            )
             with self._lock:
-                self.answers.append(Answer(node.node_id, sent, received, status))
+                self.answers.append(answer)
             if status is None:
                 time.sleep(0.01)
 
-    def overlaps(self) -> list[tuple[Answer, Answer]]:
-        oks = sorted((a for a in self.answers if a.status == 200), key=lambda a: a.sent_at)
+    def two_masters(self) -> list[tuple[Answer, Answer]]:
+        """Pairs (a 200 decided later, the newer-epoch 200 it contradicts), in decision order."""
+        decided = sorted(
+            ((*_decision(a), a) for a in self.answers if a.status == 200), key=lambda d: d[0]
+        )
         found = []
-        for index, first in enumerate(oks):
-            for second in oks[index + 1 :]:
-                if second.sent_at > first.received_at:
-                    break
-                if second.node_id != first.node_id:
-                    found.append((first, second))
+        newest: tuple[float, int, Answer] | None = None  # the highest-epoch 200 so far
+        for at, epoch, answer in decided:
+            if newest is not None and (
+                epoch < newest[1] or (epoch == newest[1] and answer.node_id != newest[2].node_id)
+            ):
+                found.append((answer, newest[2]))
+            elif newest is None or epoch > newest[1]:
+                newest = (at, epoch, answer)
         return found
+
+
+def _decision(answer: Answer) -> tuple[float, int]:
+    if answer.decided_at is None or answer.epoch is None:
+        raise AssertionError(f"a 200 answer without its epoch or decision time: {answer}")
+    return answer.decided_at, answer.epoch
