@@ -17,7 +17,9 @@ taking turns (A B A B) so that drift in a shared machine's load hits both:
    lost and duplicated messages.
 
 Prints min / median / max per figure, primacy/ActiveMQ ratios of medians and
-the issue's targets. Every process started is killed by pid on exit, also on
+the issue's targets. ActiveMQ comes from Debian's ``activemq`` package, which
+this script installs when it is missing and it runs as root (``--no-install``
+to skip); without it, only primacy's figures are printed. Every process started is killed by pid on exit, also on
 failure, Ctrl-C or SIGTERM; the temporary directory is removed.
 
     .venv/bin/python bench/compare_activemq.py            # full, ~12 minutes on 2 cores
@@ -43,7 +45,7 @@ from types import FrameType
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.activemq.brokers import ActiveMQPair, HaGroup, PrimacyGroup, tree_rss_bytes
-from bench.activemq.config import DEFAULTS, TUNED, missing_activemq
+from bench.activemq.config import DEFAULTS, TUNED, install_activemq, missing_activemq
 from bench.activemq.figures import (
     AMQ_DEFAULTS,
     AMQ_TUNED,
@@ -167,6 +169,8 @@ def run(args: argparse.Namespace) -> Results:
     workdir = Path(tempfile.mkdtemp(prefix="primacy-bench-activemq-", dir=args.dir))
     started: list[PrimacyGroup | ActiveMQPair] = []
     try:
+        if not args.no_install:
+            install_activemq(say)
         why_not = missing_activemq()
         if why_not:
             say(f"ActiveMQ figures SKIPPED: {why_not}; primacy's figures only")
@@ -209,6 +213,11 @@ def main() -> None:
     parser.add_argument("--kills", type=int, help="kills of primacy and ActiveMQ tuned (30; 3)")
     parser.add_argument(
         "--default-kills", type=int, help="kills of ActiveMQ with default timings (10; 2)"
+    )
+    parser.add_argument(
+        "--no-install",
+        action="store_true",
+        help="do not try to install Debian's activemq package when it is missing (as root)",
     )
     parser.add_argument("--heap-mb", type=int, default=256, help="ActiveMQ -Xmx (default 256)")
     args = parser.parse_args()

@@ -8,7 +8,10 @@ Debian package's broker in the foreground.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -132,6 +135,19 @@ def write_instance(
     )
     (conf / "log4j.properties").write_text(LOG4J_PROPERTIES)
     return conf_file
+
+
+def install_activemq(say: Callable[[str], None]) -> None:
+    """Install Debian's ``activemq`` package if it is missing and this process may (root, apt)."""
+    if RUN_JAR.exists() or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    say("installing Debian's activemq package (apt-get install activemq) ...")
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "activemq"]):
+        done = subprocess.run(command, env=environment, capture_output=True, text=True)
+        if done.returncode != 0:
+            say(f"  {' '.join(command)} failed: {done.stderr.strip()[-300:]}")
+            return
 
 
 def missing_activemq() -> str | None:
