@@ -21,7 +21,7 @@ from store.config import StoreConfig
 from store.errors import JournalError
 from store.journal import JournalStore
 from store.recovery import recover
-from store.segments import list_segments
+from store.segments import SegmentRef, list_segments
 
 
 class StaleAppenders:
@@ -200,3 +200,92 @@ def test_a_fence_whose_batch_is_damaged_later_still_holds(share: Path) -> None:
     assert {m for q in result.state.pending.values() for m in q} == {"kept"}
     assert result.report.fenced_records == 1
     store_b.close()
+
+
+SMALL_SEGMENT_BYTES = 4096  # the smallest the store allows, so a few messages rotate it
+PAYLOAD = b"p" * 1500  # two fit in a segment beside its header and fence, a third does not
+
+
+def epoch_segments(journal: Path, epoch: int) -> list[SegmentRef]:
+    return [s for s in list_segments(journal) if s.epoch == epoch]
+
+
+@pytest.mark.parametrize("how_a_goes_on", ["refused by its fencing check", "blind to the epoch"])
+def test_a_segment_the_stale_master_starts_after_the_fence_is_ignored_whole(
+    share: Path, how_a_goes_on: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal = share / "journal"
+    lease_a = Lease(share, "node-a")
+    assert lease_a.try_acquire()
+    epoch_a = lease_a.claim_epoch()
+    blind = how_a_goes_on == "blind to the epoch"
+    store_a = JournalStore.open(
+        StoreConfig(share=share, node_id="node-a", segment_max_bytes=SMALL_SEGMENT_BYTES),
+        epoch=epoch_a,
+        fencing_check=(lambda: None) if blind else lease_a.revalidate,
+    )
+    for message_id in ("early0", "early1"):
+        store_a.append_send("q", message_id, PAYLOAD).result(timeout=5)
+    [listed] = epoch_segments(journal, epoch_a)  # the next append rotates
+
+    (share / LOCK_FILE_NAME).unlink()  # node-a loses its lock without knowing
+    lease_b = Lease(share, "node-b")
+    assert lease_b.try_acquire()
+    epoch_b = lease_b.claim_epoch()
+    store_b = JournalStore.open(
+        StoreConfig(share=share, node_id="node-b", segment_max_bytes=SMALL_SEGMENT_BYTES),
+        epoch=epoch_b,
+        fencing_check=lease_b.revalidate,
+    )
+    store_b.append_send("q", "b0", b"new master").result(timeout=5)
+
+    late = [f"late{i}" for i in range(5 if blind else 1)]
+    acked_late = []
+    for message_id in late:
+        try:
+            store_a.append_send("q", message_id, PAYLOAD).result(timeout=5)
+        except JournalError:
+            break
+        acked_late.append(message_id)
+    store_a.close()
+    store_b.close()
+    lease_b.release()
+    lease_a.abandon()
+    # Precondition: node-a's late writes went to segments created after node-b's fence.
+    unlisted = [s.name for s in epoch_segments(journal, epoch_a) if s != listed]
+    assert unlisted, "the stale master never rotated into a new segment"
+    fence_b = recover(journal, log=False).fences.by_epoch[epoch_b]
+    assert list(fence_b) == [listed.key]  # only the segment that existed at the takeover
+    assert acked_late == (late if blind else [])  # a real fencing check refuses the write
+
+    for use_checkpoint in (True, False):
+        caplog.clear()
+        result = recover(journal, use_checkpoint=use_checkpoint)
+        pending = {m for queue in result.state.pending.values() for m in queue}
+        assert pending == {"early0", "early1", "b0"}
+        assert {w.segment for w in result.report.fenced} == set(unlisted)
+        assert result.report.fenced_records == len(late)
+        for write in result.report.fenced:  # the whole segment, from its first batch
+            segment = journal / write.segment
+            header_len = fmt.decode_segment_header(segment.read_bytes()).header_len
+            assert (write.offset, write.length) == (header_len, segment.stat().st_size - header_len)
+        averted = [r.message for r in caplog.records if "PRIMACY-1014" in r.message]
+        assert len(averted) == len(unlisted)
+        assert all("transaction loss averted" in line for line in averted)
+        assert {name for name in unlisted if any(name in line for line in averted)} == set(unlisted)
+
+    # The next master recovers the same, and its own fence keeps the segments ignored.
+    registry = EpochRegistry(share)
+    epoch_c = registry.claim_next({"node_id": "node-c"})
+    store_c = JournalStore.open(
+        StoreConfig(share=share, node_id="node-c", segment_max_bytes=SMALL_SEGMENT_BYTES),
+        epoch=epoch_c,
+        fencing_check=lambda: None,
+    )
+    assert store_c.recovery.report.fenced_records == len(late)
+    assert store_c.stats().fenced_records_at_open == len(late)
+    pending_c = {m for queue in store_c.recovery.state.pending.values() for m in queue}
+    assert pending_c == {"early0", "early1", "b0"}
+    store_c.close()
+    after_c = recover(journal, log=False)
+    assert {m for q in after_c.state.pending.values() for m in q} == {"early0", "early1", "b0"}
