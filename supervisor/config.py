@@ -1,8 +1,8 @@
 """A node's configuration: TOML file plus command-line flags, validated once, frozen after.
 
 Every key of the TOML file is also a flag of ``primacy run`` (``lock_keep_alive_period_ms``
-is ``--lock-keep-alive-period-ms``); flags win over the file. Unknown keys and
-bad values are refused with a message that names the key.
+is ``--lock-keep-alive-period-ms``; ``exec`` is ``--exec -- CMD ARGS``); flags win over
+the file. Unknown keys and bad values are refused with a message that names the key.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from locker.lockfile import LockMethod
-from store.config import SyncPolicy
+from store.config import MIB, StoreConfig, SyncPolicy
 from supervisor.roles import Priority, Timings
 
 # Defaults chosen from measurements (docs/benchmarks.md, docs/operator-guide.md):
@@ -28,6 +28,15 @@ from supervisor.roles import Priority, Timings
 DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS = 100
 DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS = 250
 TAKEOVER_DRIFT_MARGIN = 0.10
+
+# A batch must stay below 2 GiB (docs/journal-format.md) and hold one whole message.
+MAX_MESSAGE_SIZE_LIMIT = 1024 * MIB
+# The journal's own defaults, which the node's keys share.
+STORE_DEFAULTS = StoreConfig(share=Path("."), node_id="defaults")
+# Written for "no limit" in the TOML file or on the command line.
+NO_LIMIT = "none"
+# StoreConfig requires max_batch_bytes >= max_message_size + this.
+BATCH_OVERHEAD_BYTES = 4096
 
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -69,6 +78,14 @@ class NodeConfig(BaseModel):
     sync_policy: SyncPolicy = SyncPolicy.SYNC
     admin_token_file: Path | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # The journal's settings (store.config.StoreConfig, same defaults).
+    segment_max_bytes: int = Field(STORE_DEFAULTS.segment_max_bytes, ge=4096)
+    max_message_size: int = Field(STORE_DEFAULTS.max_message_size, ge=1, le=MAX_MESSAGE_SIZE_LIMIT)
+    retention_max_age_s: float | None = Field(
+        STORE_DEFAULTS.retention_max_age_s, ge=0, allow_inf_nan=False
+    )
+    retention_max_bytes: int | None = Field(STORE_DEFAULTS.retention_max_bytes, ge=0)
+    dedupe_window_messages: int = Field(STORE_DEFAULTS.dedupe_window_messages, ge=0)
 
     @field_validator("node_id")
     @classmethod
@@ -84,6 +101,13 @@ class NodeConfig(BaseModel):
     def _is_host_port(cls, value: str | None) -> str | None:
         if value is not None:
             parse_host_port(value)
+        return value
+
+    @field_validator("retention_max_age_s", "retention_max_bytes", mode="before")
+    @classmethod
+    def _none_means_no_limit(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() == NO_LIMIT:
+            return None
         return value
 
     @model_validator(mode="after")
@@ -124,8 +148,25 @@ class NodeConfig(BaseModel):
             crash_loop_hold_off_s=self.crash_loop_hold_off_ms / 1000,
         )
 
+    def store_config(self) -> StoreConfig:
+        """The journal's settings; a batch is made big enough for one message of the maximum."""
+        return StoreConfig(
+            share=self.share,
+            node_id=self.node_id,
+            sync_policy=self.sync_policy,
+            segment_max_bytes=self.segment_max_bytes,
+            max_message_size=self.max_message_size,
+            max_batch_bytes=max(
+                STORE_DEFAULTS.max_batch_bytes, self.max_message_size + BATCH_OVERHEAD_BYTES
+            ),
+            retention_max_age_s=self.retention_max_age_s,
+            retention_max_bytes=self.retention_max_bytes,
+            dedupe_window_messages=self.dedupe_window_messages,
+        )
+
 
 CONFIG_KEYS = tuple(NodeConfig.model_fields)
+NO_LIMIT_KEYS = ("retention_max_age_s", "retention_max_bytes")
 
 
 def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConfig:
@@ -155,4 +196,5 @@ def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConf
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(part) for part in first["loc"]) or "configuration"
-        raise ConfigError(f"bad value for {key!r}: {first['msg']}") from exc
+        hint = f' (or "{NO_LIMIT}" for no limit)' if key in NO_LIMIT_KEYS else ""
+        raise ConfigError(f"bad value for {key!r}: {first['msg']}{hint}") from exc

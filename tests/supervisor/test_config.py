@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from store.config import MIB, StoreConfig, SyncPolicy
 from supervisor.config import ConfigError, load_config
 
 
@@ -47,6 +48,18 @@ def test_unknown_key_is_refused_by_name(tmp_path: Path) -> None:
         ("node_id", "bad id!", "node_id"),
         ("lock_method", "fcntl", "lock_method"),
         ("takeover_delay_ms", 10, "takeover_delay_ms"),
+        ("segment_max_bytes", 4095, "segment_max_bytes"),
+        ("segment_max_bytes", "64MiB", "segment_max_bytes"),
+        ("max_message_size", 0, "max_message_size"),
+        ("max_message_size", 2 * 1024 * MIB, "max_message_size"),
+        ("retention_max_age_s", -1, "retention_max_age_s"),
+        ("retention_max_age_s", "a week", "retention_max_age_s.*none"),
+        ("retention_max_age_s", float("inf"), "retention_max_age_s"),
+        ("retention_max_bytes", -1, "retention_max_bytes"),
+        ("dedupe_window_messages", -1, "dedupe_window_messages"),
+        ("dedupe_window_messages", 1.5, "dedupe_window_messages"),
+        ("exec_max_restarts", -1, "exec_max_restarts"),
+        ("registry_refresh_ms", 10, "registry_refresh_ms"),
     ],
 )
 def test_bad_values_are_refused_by_name(
@@ -71,3 +84,38 @@ def test_broken_toml_is_a_clear_error(tmp_path: Path) -> None:
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.toml", {})
+
+
+def test_store_settings_default_to_the_journals_own(tmp_path: Path) -> None:
+    config = load_config(None, {"node_id": "a", "share": tmp_path})
+    assert config.store_config() == StoreConfig(share=tmp_path, node_id="a")
+
+
+def test_store_settings_from_the_file_and_flags_reach_the_store_config(tmp_path: Path) -> None:
+    file = tmp_path / "node.toml"
+    file.write_text(
+        f'node_id = "a"\nshare = "{tmp_path}"\nsync_policy = "write_no_sync"\n'
+        "segment_max_bytes = 1048576\nmax_message_size = 65536\n"
+        'retention_max_age_s = 3600\nretention_max_bytes = "none"\n'
+        "dedupe_window_messages = 500\n"
+    )
+    config = load_config(
+        file,
+        {"max_message_size": 131072, "retention_max_age_s": "none", "retention_max_bytes": None},
+    )
+    store = config.store_config()
+    assert store.share == tmp_path and store.node_id == "a"
+    assert store.sync_policy is SyncPolicy.WRITE_NO_SYNC
+    assert store.segment_max_bytes == 1048576
+    assert store.max_message_size == 131072  # the flag wins over the file
+    assert store.retention_max_age_s is None  # the flag's "none": no age limit
+    assert store.retention_max_bytes is None  # the file's "none"
+    assert store.dedupe_window_messages == 500
+
+
+def test_a_message_size_above_the_default_batch_still_makes_a_valid_store(tmp_path: Path) -> None:
+    # StoreConfig refuses a batch that cannot hold one message of max_message_size.
+    config = load_config(None, {"node_id": "a", "share": tmp_path, "max_message_size": 64 * MIB})
+    store = config.store_config()
+    assert store.max_message_size == 64 * MIB
+    assert store.max_batch_bytes >= 64 * MIB + 4096
