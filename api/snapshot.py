@@ -4,10 +4,32 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 # The role loop publishes a snapshot at least every 0.2 s; one this old means it is stuck.
 LOOP_STALL_S = 2.0
+
+
+@dataclass(frozen=True)
+class ShareFinding:
+    """One problem the start-up mount check found: its stable code, severity and one line."""
+
+    code: str | None
+    severity: str  # "warning" or "refused"
+    summary: str
+
+
+@dataclass(frozen=True)
+class ShareCheck:
+    """The doctor's verdict on the share's mount when the node started (``primacy run``)."""
+
+    verdict: Literal["fine", "warnings", "refused_but_forced"]
+    profile: str | None  # the profile in force; None only for a refused filesystem type
+    fs_type: str | None
+    mount_point: str | None
+    summary: str  # the doctor's one-line verdict, led by the worst problem's code
+    findings: tuple[ShareFinding, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -28,6 +50,7 @@ class StatusSnapshot:
     first_lock_attempt_done: bool = False
     version: str = ""
     share: str = ""
+    share_check: ShareCheck | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def is_serving_master(self, now_monotonic: float | None = None) -> bool:
@@ -55,6 +78,9 @@ class StatusSnapshot:
             "lock_io_overdue_monotonic",
         ):
             data.pop(internal)
+        data["since"] = datetime.fromtimestamp(self.since_unix_s, UTC).isoformat(
+            timespec="milliseconds"
+        )
         data["live"] = self.is_live()
         data["serving"] = self.is_serving_master()
         data.update(data.pop("extra"))

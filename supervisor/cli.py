@@ -11,19 +11,21 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from api.admin import TokenFileError, load_token
 from api.server import ApiServerError
+from api.snapshot import ShareCheck, ShareFinding
 from locker.epoch import EpochRegistry
 from locker.lockfile import read_holder_from_outside
 from locker.probe import ShareUnusable, check_share
 from nfs_profiles import codes as share_codes
-from nfs_profiles.doctor import check_for_run
+from nfs_profiles.doctor import Diagnosis, check_for_run
 from supervisor.admin_cli import register as register_admin_commands
 from supervisor.config import (
     DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS,
     DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS,
+    STORE_DEFAULTS,
     ConfigError,
     load_config,
 )
@@ -106,6 +108,66 @@ def _run_parser(subparsers: Any) -> None:
         help="SIGTERM to SIGKILL grace for the exec child (default 5000)",
     )
     run.add_argument(
+        "--exec-max-restarts",
+        type=int,
+        metavar="N",
+        help="a child that exits more than N times within --exec-restart-window-s makes the "
+        "node give the lock up so another node can try (default 3)",
+    )
+    run.add_argument(
+        "--exec-restart-window-s",
+        type=float,
+        metavar="S",
+        help="the window in which the exec child's exits are counted (default 60)",
+    )
+    run.add_argument(
+        "--crash-loop-hold-off-ms",
+        type=int,
+        metavar="MS",
+        help="after giving the lock up for a crash-looping child or a journal that failed to "
+        "open, wait this long before trying the lock again (default 10000)",
+    )
+    run.add_argument(
+        "--registry-refresh-ms",
+        type=int,
+        metavar="MS",
+        help="how often this node publishes itself in the share's nodes/ registry and reads "
+        "the others (default 1000)",
+    )
+    run.add_argument(
+        "--segment-max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="start a new journal segment when the next batch would take the current one past "
+        f"this size (default {STORE_DEFAULTS.segment_max_bytes}, 64 MiB; at least 4096)",
+    )
+    run.add_argument(
+        "--max-message-size",
+        type=int,
+        metavar="BYTES",
+        help="refuse a message whose journal record (about 40 bytes + destination + id + headers "
+        f"+ body) is larger (default {STORE_DEFAULTS.max_message_size}, 5 MiB)",
+    )
+    run.add_argument(
+        "--retention-max-age-s",
+        metavar="S|none",
+        help="delete sealed journal segments older than this once nothing in them is pending "
+        f"(default {STORE_DEFAULTS.retention_max_age_s:.0f}, 7 days; none: no age limit)",
+    )
+    run.add_argument(
+        "--retention-max-bytes",
+        metavar="BYTES|none",
+        help="delete the oldest sealed journal segments while the journal is larger, never one "
+        "still holding a pending message (default none: no size limit)",
+    )
+    run.add_argument(
+        "--dedupe-window-messages",
+        type=int,
+        metavar="N",
+        help="a resend is dropped if its (destination, message id) is among the last N the "
+        f"journal accepted (default {STORE_DEFAULTS.dedupe_window_messages})",
+    )
+    run.add_argument(
         "--sync-policy",
         choices=["sync", "write_no_sync", "no_sync"],
         help="when a journal write is acknowledged: sync (after fdatasync and the fencing check; "
@@ -165,6 +227,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         "force_unsupported_share": args.force_unsupported_share,
         "sync_policy": args.sync_policy,
         "admin_token_file": args.admin_token_file,
+        "exec_max_restarts": args.exec_max_restarts,
+        "exec_restart_window_s": args.exec_restart_window_s,
+        "crash_loop_hold_off_ms": args.crash_loop_hold_off_ms,
+        "registry_refresh_ms": args.registry_refresh_ms,
+        "segment_max_bytes": args.segment_max_bytes,
+        "max_message_size": args.max_message_size,
+        "retention_max_age_s": args.retention_max_age_s,
+        "retention_max_bytes": args.retention_max_bytes,
+        "dedupe_window_messages": args.dedupe_window_messages,
     }
     if args.exec_marker and not args.exec_command:
         return _fail(
@@ -176,7 +247,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(EXIT_USAGE, f"PRIMACY-2001 {exc}")
     _setup_logging(config.log_level)
-    refusal = _check_mount(config.share, config.force_unsupported_share)
+    verdict = check_for_run(config.share)
+    refusal = _judge_mount(verdict, config.share, config.force_unsupported_share)
     if refusal:
         return _fail(EXIT_SHARE_UNUSABLE, refusal)
     try:
@@ -194,6 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         admin_token=token,
         config_file=args.config,
         reload_config=lambda: load_config(args.config, overrides),
+        share_check=share_check_for_status(verdict),
     )
     node.install_signal_handlers()
     try:
@@ -202,10 +275,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(EXIT_CANNOT_LISTEN, f"PRIMACY-2003 {exc}")
 
 
-def _check_mount(share: Path, force: bool) -> str | None:
-    """The doctor's verdict on the share's mount; a refusal message unless forced."""
+def _judge_mount(verdict: Diagnosis, share: Path, force: bool) -> str | None:
+    """Log the doctor's verdict on the share's mount; a refusal message unless forced."""
     log = logging.getLogger("primacy.cli")
-    verdict = check_for_run(share)
     if verdict.refused and not force:
         return (
             f"{share_codes.RUN_SHARE_REFUSED} {verdict.summary()}; fix the mount, or start with "
@@ -220,6 +292,33 @@ def _check_mount(share: Path, force: bool) -> str | None:
     elif verdict.problems:
         log.warning("%s %s", share_codes.RUN_SHARE_WARNINGS, verdict.summary())
     return None
+
+
+def share_check_for_status(verdict: Diagnosis) -> ShareCheck:
+    """What `/status` shows of the start-up mount check: a node started only if not refused
+    or forced, so a refused verdict here means it was forced."""
+    outcome: Literal["fine", "warnings", "refused_but_forced"]
+    if verdict.refused:
+        outcome = "refused_but_forced"
+    elif verdict.problems:
+        outcome = "warnings"
+    else:
+        outcome = "fine"
+    return ShareCheck(
+        verdict=outcome,
+        profile=verdict.profile.name if verdict.profile is not None else None,
+        fs_type=verdict.mount.fs_type if verdict.mount is not None else None,
+        mount_point=verdict.mount.mount_point if verdict.mount is not None else None,
+        summary=verdict.summary(),
+        findings=tuple(
+            ShareFinding(
+                code=finding.code,
+                severity=finding.severity.name.lower(),
+                summary=f"{finding.subject}: {finding.message}",
+            )
+            for finding in verdict.problems
+        ),
+    )
 
 
 def _status_parser(subparsers: Any) -> None:

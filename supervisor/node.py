@@ -30,10 +30,11 @@ from typing import Any
 from api.app import create_app
 from api.metrics import NodeMetrics
 from api.server import ApiServer
-from api.snapshot import StatusSnapshot
+from api.snapshot import ShareCheck, StatusSnapshot
+from broker.config import BrokerConfig
+from broker.frames import FrameLimits
 from broker.service import BrokerService
 from locker.lease import Lease, LeaseLost
-from store.config import StoreConfig
 from store.errors import JournalError, JournalFenced
 from store.journal import JournalStore
 from supervisor import group_control, roles, sdnotify
@@ -70,8 +71,10 @@ class Node:
         admin_token: str | None = None,
         config_file: Path | None = None,
         reload_config: Callable[[], NodeConfig] | None = None,
+        share_check: ShareCheck | None = None,
     ) -> None:
         self.config = config
+        self._share_check = share_check
         self._clock = clock
         self._events: queue.Queue[roles.Event] = queue.Queue()
         self.machine = RoleMachine(config.timings(), config.node_priority)
@@ -286,11 +289,7 @@ class Node:
         self.metrics.keepalive_seconds.observe(duration_s)
 
     def _open_journal(self, epoch: int) -> roles.Event:
-        config = StoreConfig(
-            share=self.config.share,
-            node_id=self.config.node_id,
-            sync_policy=self.config.sync_policy,
-        )
+        config = self.config.store_config()
         try:
             store = JournalStore.open(config, epoch=epoch, fencing_check=self.lease.revalidate)
         except (JournalError, OSError, ValueError) as exc:
@@ -375,7 +374,7 @@ class Node:
         if self.config.stomp is None or self._store is None:
             return
         host, port = parse_host_port(self.config.stomp)
-        service = BrokerService(self._store, host, port)
+        service = BrokerService(self._store, host, port, _broker_config(self._store))
         service.on_fatal = lambda reason: self.post(
             roles.LeaseLost(f"the journal failed: {reason}")
         )
@@ -550,6 +549,7 @@ class Node:
             first_lock_attempt_done=self._first_lock_attempt_done,
             version=self._version,
             share=str(self.config.share),
+            share_check=self._share_check,
             extra={
                 "journal": _journal_figures(self._store),
                 "paused": self._paused,
@@ -638,7 +638,23 @@ def _journal_figures(store: JournalStore | None) -> dict[str, Any] | None:
         "damaged_batches": stats.damaged_batches_at_open,
         "torn_tails": stats.torn_tails_at_open,
         "failure": stats.failure,
+        "settings": {
+            "segment_max_bytes": store.config.segment_max_bytes,
+            "max_message_size": store.config.max_message_size,
+            "retention_max_age_s": store.config.retention_max_age_s,
+            "retention_max_bytes": store.config.retention_max_bytes,
+            "dedupe_window_messages": store.config.dedupe_window_messages,
+        },
     }
+
+
+def _broker_config(store: JournalStore) -> BrokerConfig:
+    """Frames big enough for the largest message the journal takes, plus a full header section."""
+    default = FrameLimits()
+    largest = store.config.max_message_size + default.max_header_bytes
+    return BrokerConfig(
+        frame_limits=FrameLimits(max_frame_bytes=max(default.max_frame_bytes, largest))
+    )
 
 
 def _priority_of(entry: NodeEntry) -> Priority:

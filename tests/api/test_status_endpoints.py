@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
 from api.app import create_app
 from api.server import ApiServer, ApiServerError
-from api.snapshot import StatusSnapshot
+from api.snapshot import ShareCheck, ShareFinding, StatusSnapshot
 from tests.harness.group import free_port
 
 
@@ -107,3 +108,41 @@ def test_a_busy_port_is_a_clear_error(served: tuple[Source, str]) -> None:
     port = int(base.rsplit(":", 1)[1])
     with pytest.raises(ApiServerError, match="cannot listen"):
         ApiServer(create_app(Source()), "127.0.0.1", port).start()
+
+
+def test_status_says_since_when_in_iso_8601_and_the_share_check(
+    served: tuple[Source, str],
+) -> None:
+    source, base = served
+    body = httpx.get(base + "/status").json()
+    assert body["share_check"] is None  # a node started without `primacy run`'s check
+    since_unix_s = 1_700_000_000.25
+    source.current = StatusSnapshot(
+        node="n1",
+        role="slave",
+        epoch=3,
+        since_unix_s=since_unix_s,
+        priority="normal",
+        share_check=ShareCheck(
+            verdict="warnings",
+            profile="local",
+            fs_type="tmpfs",
+            mount_point="/srv/primacy",
+            summary="PRIMACY-3007 the share /srv/primacy (tmpfs on /srv/primacy): ...",
+            findings=(ShareFinding("PRIMACY-3007", "warning", "tmpfs: works with caveats"),),
+        ),
+    )
+    body = httpx.get(base + "/status").json()
+    assert body["since"] == "2023-11-14T22:13:20.250+00:00"
+    assert datetime.fromisoformat(body["since"]) == datetime.fromtimestamp(since_unix_s, UTC)
+    assert body["since_unix_s"] == since_unix_s
+    assert body["share_check"] == {
+        "verdict": "warnings",
+        "profile": "local",
+        "fs_type": "tmpfs",
+        "mount_point": "/srv/primacy",
+        "summary": "PRIMACY-3007 the share /srv/primacy (tmpfs on /srv/primacy): ...",
+        "findings": [
+            {"code": "PRIMACY-3007", "severity": "warning", "summary": "tmpfs: works with caveats"}
+        ],
+    }

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from locker.epoch import EpochRegistry
 from locker.lease import Lease
+from supervisor.cli import build_parser
+from supervisor.config import CONFIG_KEYS
 from tests.harness.group import free_port
+
+# The console script operators run, from this virtualenv.
+PRIMACY = str(Path(sys.executable).with_name("primacy"))
 
 
 def primacy(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
@@ -101,3 +111,195 @@ def test_status_from_an_unreachable_url_is_a_clear_error() -> None:
 def test_help_describes_each_command(command: str) -> None:
     result = primacy(command, "--help")
     assert result.returncode == 0 and "usage: primacy" in result.stdout
+
+
+def test_every_config_key_is_a_run_flag() -> None:
+    """The config file's docstring and the example file promise this."""
+    command = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    dests = {action.dest for action in command.choices["run"]._actions}
+    assert "exec_marker" in dests  # `exec` is --exec -- CMD ARGS
+    assert set(CONFIG_KEYS) - {"exec"} <= dests
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "key"),
+    [
+        ("--segment-max-bytes", "100", "segment_max_bytes"),
+        ("--max-message-size", "0", "max_message_size"),
+        ("--retention-max-age-s", "soon", "retention_max_age_s"),
+        ("--retention-max-bytes", "-1", "retention_max_bytes"),
+        ("--dedupe-window-messages", "-5", "dedupe_window_messages"),
+        ("--exec-max-restarts", "-1", "exec_max_restarts"),
+        ("--registry-refresh-ms", "5", "registry_refresh_ms"),
+    ],
+)
+def test_a_bad_store_or_child_flag_exits_2_naming_the_key(
+    share: Path, flag: str, value: str, key: str
+) -> None:
+    result = primacy("run", "--node-id", "a", "--share", str(share), flag, value)
+    _assert_clean_failure(result, 2, f"PRIMACY-2001 bad value for '{key}'")
+
+
+def test_a_bad_store_key_in_the_file_exits_2_naming_the_key(share: Path, tmp_path: Path) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text(f'node_id = "a"\nshare = "{share}"\nmax_message_size = "big"\n')
+    result = primacy("run", "--config", str(config))
+    _assert_clean_failure(result, 2, "bad value for 'max_message_size'")
+
+
+# ---- shares that cannot carry a primacy node, on real mounts -------------------
+
+
+def run_primacy(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+    """``.venv/bin/primacy ARGS``; ``args`` may start with a wrapper such as unshare."""
+    return subprocess.run(
+        list(args), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+    )
+
+
+def _assert_one_error_line(result: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
+    """Exit ``code``, no traceback, and exactly one error line, which says ``words``."""
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("primacy: ")]
+    assert len(errors) == 1, result.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+    assert " ERROR " not in result.stderr and " CRITICAL " not in result.stderr
+    return errors[0]
+
+
+def _private_mount_works() -> str | None:
+    """None if this process may mount a tmpfs in a private mount namespace, else why not."""
+    if shutil.which("unshare") is None:
+        return "unshare(1) is not installed"
+    probe = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "mount", "-t", "tmpfs", "t", "/mnt"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    if probe.returncode != 0:
+        return f"cannot mount in a private mount namespace: {probe.stderr.strip()}"
+    return None
+
+
+def _on_a_read_only_mount(share: Path, *primacy_args: str) -> list[str]:
+    """Run primacy in a private mount namespace where ``share`` is a read-only tmpfs.
+
+    The mount lives only in that namespace: it goes when the process exits,
+    whatever happens to the test.
+    """
+    script = 'mount -t tmpfs -o ro primacy-readonly "$0" && exec "$@"'
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        str(share),
+        PRIMACY,
+        *primacy_args,
+    ]
+
+
+@pytest.fixture
+def read_only_share(share: Path) -> Path:
+    why_not = _private_mount_works()
+    if why_not is not None:
+        pytest.skip(f"a read-only mount cannot be made here: {why_not}")
+    return share
+
+
+def test_a_read_only_share_is_refused_at_start(read_only_share: Path) -> None:
+    # Root ignores mode bits, so the share is made unwritable the way it is in
+    # production: a read-only mount. The doctor's mount check refuses it first.
+    args = ["run", "--node-id", "a", "--share", str(read_only_share)]
+    result = run_primacy(
+        *_on_a_read_only_mount(read_only_share, *args, "--http", f"127.0.0.1:{free_port()}")
+    )
+    _assert_one_error_line(result, 3, "PRIMACY-3020", "PRIMACY-3009", "read-only")
+
+
+def test_a_read_only_share_is_refused_even_when_forced(read_only_share: Path) -> None:
+    # Past the mount check, the share probe itself finds it cannot create a file.
+    args = ["run", "--node-id", "a", "--share", str(read_only_share), "--force-unsupported-share"]
+    result = run_primacy(
+        *_on_a_read_only_mount(read_only_share, *args, "--http", f"127.0.0.1:{free_port()}")
+    )
+    line = _assert_one_error_line(result, 3, "PRIMACY-2002", str(read_only_share))
+    assert "Read-only file system" in line
+    assert "PRIMACY-3021" in result.stderr  # the override was logged loudly
+
+
+def _is_mounted(mountpoint: Path) -> bool:
+    target = os.path.realpath(mountpoint)
+    with open("/proc/self/mountinfo", encoding="utf-8") as table:
+        return any(line.split()[4] == target for line in table)
+
+
+@pytest.fixture(params=["grant", "refuse"])
+def lockless_share(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A FUSE mount whose daemon grants every lock request, or refuses every one (ENOLCK)."""
+    if not os.path.exists("/dev/fuse") or shutil.which("fusermount") is None:
+        pytest.skip("no FUSE here: /dev/fuse or fusermount is missing")
+    mode: str = request.param
+    backing, mountpoint = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    mountpoint.mkdir()
+    with open(tmp_path / "fuse.log", "wb") as log:
+        daemon = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.supervisor.lockless_fs",
+                str(backing),
+                str(mountpoint),
+                mode,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        deadline = time.monotonic() + 15
+        while not _is_mounted(mountpoint):
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                pytest.skip(f"cannot mount FUSE here: {(tmp_path / 'fuse.log').read_text()}")
+            time.sleep(0.05)
+        yield mode, mountpoint
+    finally:
+        subprocess.run(["fusermount", "-u", "-z", str(mountpoint)], capture_output=True)
+        try:
+            daemon.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait(timeout=10)
+
+
+@pytest.mark.parametrize("method", ["flock", "posix"])
+def test_a_share_whose_locks_do_not_work_is_refused(
+    lockless_share: tuple[str, Path], method: str
+) -> None:
+    mode, share = lockless_share
+    result = run_primacy(
+        PRIMACY,
+        "run",
+        "--node-id",
+        "a",
+        "--share",
+        str(share),
+        "--http",
+        f"127.0.0.1:{free_port()}",
+        "--lock-method",
+        method,
+    )
+    if mode == "grant":
+        _assert_one_error_line(result, 3, "PRIMACY-2002", f"{method} locks", "do not exclude")
+    else:
+        _assert_one_error_line(
+            result, 3, "PRIMACY-2002", f"does not support {method} locks", "No locks available"
+        )
+    assert os.listdir(share) == []  # the probe file is gone
