@@ -15,8 +15,9 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from store import recovery
+from store.checkpoint import Checkpoint, list_checkpoints
 from store.fences import FenceTable
-from store.segments import epoch_tails, list_segments
+from store.segments import CHECKPOINT_DIR_NAME, epoch_tails, list_segments
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,13 @@ def journal_dir(share: str | Path) -> Path:
 
 
 def read_fences(share: str | Path) -> FenceTable:
-    """Every fence in the journal: the first batch of each epoch's first segment."""
+    """Every fence in the journal, as recovery knows them.
+
+    A fence is the first batch of its epoch's first segment; the checkpoint a
+    new master writes right after it keeps a copy, which recovery applies when
+    the batch was damaged later. The replay must apply it too, or it would
+    count as ``ok`` the stale writes recovery ignores.
+    """
     table = FenceTable()
     for segment in list_segments(journal_dir(share)):
         # The store keeps this reader private to recovery; it is the one that knows
@@ -88,7 +95,19 @@ def read_fences(share: str | Path) -> FenceTable:
         fence = recovery.read_first_batch_fence(segment)
         if fence is not None:
             table.add(*fence)
+    for fence_epoch, entries in _checkpointed_fences(share).by_epoch.items():
+        table.by_epoch.setdefault(fence_epoch, entries)
     return table
+
+
+def _checkpointed_fences(share: str | Path) -> FenceTable:
+    """The fences of the newest checkpoint that reads back intact (it holds every older one)."""
+    for path in list_checkpoints(journal_dir(share) / CHECKPOINT_DIR_NAME):
+        try:
+            return Checkpoint.from_bytes(path.read_bytes(), dedupe_window_messages=0).fences
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # damaged or of another version: recovery skips it as well
+    return FenceTable()
 
 
 def plan_segments(share: str | Path, epochs: frozenset[int] | None = None) -> list[SegmentPlan]:

@@ -54,7 +54,8 @@ def by_status(table: pa.Table) -> dict[str, int]:
 
 def message_ids(table: pa.Table, status: str = "ok") -> list[str]:
     rows = table.filter(pc.and_(pc.equal(table["status"], status), pc.equal(table["type"], "SEND")))
-    return rows["message_id"].to_pylist()
+    ids: list[str] = rows["message_id"].to_pylist()
+    return ids
 
 
 def write_one_per_batch(store: JournalStore, prefix: str, count: int) -> None:
@@ -244,6 +245,85 @@ def test_an_epochs_last_segment_cut_inside_its_header_is_a_torn_tail(
     assert damage_rows(replay(share)) == [("torn_tail", segment.name, 0)]
 
 
+def test_garbage_after_the_last_batch_of_an_epoch_is_a_torn_tail(
+    open_store: OpenStore, share: Path
+) -> None:
+    store = open_store()
+    write_one_per_batch(store, "m", 3)
+    store.close()
+    segment = list_segments(share / "journal")[-1].path
+    end = segment.stat().st_size
+    with open(segment, "ab") as handle:
+        handle.write(bytes(range(1, 101)))  # not zeros: what a crash may leave on some disks
+
+    table = replay(share)
+    assert damage_rows(table) == [("torn_tail", segment.name, end)]
+    assert table.filter(pc.is_null(table["sequence"]))["byte_length"].to_pylist() == [100]
+    assert message_ids(table) == ["m0", "m1", "m2"]
+
+
+def test_a_damaged_batch_length_resyncs_on_the_next_batch(
+    open_store: OpenStore, share: Path
+) -> None:
+    store = open_store()
+    write_one_per_batch(store, "m", 5)
+    store.close()
+    segment = list_segments(share / "journal")[-1].path
+    offsets = batch_offsets(segment)
+    edit(segment, lambda data: data.__setitem__(offsets[2] + 9, data[offsets[2] + 9] ^ 0x10))
+
+    table = replay(share)
+    assert damage_rows(table) == [("damaged_batch", segment.name, offsets[2])]
+    assert table.filter(pc.is_null(table["sequence"]))["byte_length"].to_pylist() == [
+        offsets[3] - offsets[2]
+    ]
+    assert message_ids(table) == ["m0", "m2", "m3", "m4"]
+
+
+def test_an_epochs_last_segment_whose_header_lost_its_magic_is_a_torn_tail(
+    open_store: OpenStore, share: Path
+) -> None:
+    store = open_store(segment_max_bytes=4096)
+    write_one_per_batch(store, "m", 40)
+    store.close()
+    segments = list_segments(share / "journal")
+    assert len(segments) > 1
+    last = segments[-1]
+    # A crash after the file was created, before its header reached the disk: zeros.
+    edit(last.path, lambda data: data.__setitem__(slice(0, 48), bytes(48)))
+
+    table = replay(share)
+    assert damage_rows(table) == [("torn_tail", last.name, 0)]
+    in_last = table.filter(pc.equal(table["segment"], last.name))
+    assert in_last["byte_length"].to_pylist() == [last.path.stat().st_size]
+    assert "m0" in message_ids(table) and "m39" not in message_ids(table)
+
+
+def test_a_torn_tail_is_fenced_once_the_next_master_took_over(
+    open_store: OpenStore, share: Path
+) -> None:
+    crashed = open_store(epoch=1, node="node-a")
+    write_one_per_batch(crashed, "m", 3)
+    crashed.close()
+    segment = list_segments(share / "journal")[-1].path
+    last = batch_offsets(segment)[-1]
+    with open(segment, "r+b") as handle:
+        handle.truncate(last + 30)
+    successor = open_store(epoch=2, node="node-b")  # its fence ends before the torn bytes
+    successor.append_send("q", "b0", b"new master").result(timeout=5)
+    successor.close()
+
+    table = replay(share)
+    report = recover(share / "journal", use_checkpoint=False, log=False).report
+    assert [(f.segment, f.offset, f.length, f.records) for f in report.fenced] == [
+        (segment.name, last, 30, 0)
+    ]
+    assert report.torn_tails == ()
+    assert damage_rows(table) == [("fenced", segment.name, last)]
+    assert table.filter(pc.is_null(table["sequence"]))["byte_length"].to_pylist() == [30]
+    assert message_ids(table) == ["m0", "m1", "b0"]
+
+
 # ---------------------------------------------------------------- fences
 
 
@@ -281,6 +361,42 @@ def test_a_segment_created_after_the_fence_is_entirely_fenced(
     table = replay(share)
     assert message_ids(table, "fenced") == [f"late{i}" for i in range(40)]
     assert message_ids(table) == ["early0", "early1", "early2"]
+
+
+@pytest.mark.parametrize("checkpoint", ["kept", "never written"])
+def test_a_damaged_fence_batch_is_reported_and_the_replay_applies_the_fence_as_recovery_does(
+    open_store: OpenStore, share: Path, checkpoint: str
+) -> None:
+    stale = open_store(epoch=1, node="node-a")
+    write_one_per_batch(stale, "early", 2)
+    successor = open_store(epoch=2, node="node-b")  # fences epoch 1, then checkpoints
+    write_one_per_batch(stale, "late", 2)  # past the fence (no real fencing check here)
+    write_one_per_batch(successor, "b", 2)
+    stale.close()
+    successor.close()
+    journal = share / "journal"
+    if checkpoint == "never written":  # node-b died between its fence and its checkpoint
+        for path in (journal / "checkpoints").iterdir():
+            path.unlink()
+    [first_of_b] = [s.path for s in list_segments(journal) if s.epoch == 2]
+    fence_at = batch_offsets(first_of_b)[0]
+    heap = fence_at + fmt.BATCH_HEADER_LEN + fmt.RECORD_HEADER_LEN + 4
+    edit(first_of_b, lambda data: data.__setitem__(heap, data[heap] ^ 0x40))
+
+    table = replay(share)
+    assert damage_rows(table) == [("damaged_batch", first_of_b.name, fence_at)]
+    assert message_ids(table, "damaged_batch") == []  # damaged bytes are never decoded
+    recovered = recover(journal, log=False)
+    pending = {m for queue in recovered.state.pending.values() for m in queue}
+    # The replay's ok and fenced records are exactly what recovery applies and ignores.
+    assert set(message_ids(table)) == pending
+    assert len(message_ids(table, "fenced")) == recovered.report.fenced_records
+    if checkpoint == "kept":  # the checkpoint's copy of the fence still holds
+        assert message_ids(table) == ["early0", "early1", "b0", "b1"]
+        assert message_ids(table, "fenced") == ["late0", "late1"]
+    else:  # the documented gap: with both copies gone the stale writes count
+        assert message_ids(table) == ["early0", "early1", "late0", "late1", "b0", "b1"]
+        assert message_ids(table, "fenced") == []
 
 
 # ---------------------------------------------------------------- options
