@@ -1,14 +1,23 @@
-"""``primacy replay`` glue: registers, checks arguments before Spark, explains what is missing."""
+"""``primacy replay``: registers, checks arguments before Spark, explains what is missing, and
+prints its progress while it runs."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import re
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from store.recovery import recover
 from supervisor import replay_cli
+from tests.spark.conftest import java_is_missing
+from tests.spark.journal_scenario import write_failover_journal
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -43,7 +52,7 @@ def test_without_java_it_says_so(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setattr(replay_cli.shutil, "which", lambda name: None)
+    monkeypatch.setattr("supervisor.replay_cli.shutil.which", lambda name: None)
     assert replay_cli.cmd_replay(parse(str(tmp_path), "--out", str(tmp_path / "o"))) == 1
     assert "Java 17" in capsys.readouterr().err
 
@@ -64,3 +73,93 @@ def test_bad_arguments_are_refused_before_spark_starts(
         (tmp_path / "journal").mkdir()
     assert replay_cli.cmd_replay(parse(str(tmp_path), "--out", str(tmp_path / "o"), *extra)) == 2
     assert message in capsys.readouterr().err
+
+
+STEP_NAMES = (
+    "records: decoding every segment",
+    "messages: pairing sends, deliveries and acks",
+    "anomalies: damage, fences, duplicates, sequence gaps",
+    "tenure and gaps: who was master when",
+    "figures for the report",
+    "report.html and report.json",
+)
+_STAGE = re.compile(r"replay:     stage \d+: \d+/\d+ tasks done, \d+ running")
+_RUN_TIMEOUT_S = 600.0
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_command_prints_each_step_as_it_runs_and_a_summary(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
+    if java_is_missing():
+        pytest.skip("Spark needs a JDK 17 and no java is on PATH or in JAVA_HOME")
+    share, out = tmp_path / "share", tmp_path / "out"
+    write_failover_journal(share)
+    applied = recover(share / "journal", use_checkpoint=False, log=False).report.records_applied
+
+    stdout_path = tmp_path / "stdout"
+    with open(stdout_path, "wb") as stdout:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "replay", str(share), "--out", str(out)],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+    watchdog = threading.Timer(_RUN_TIMEOUT_S, process.kill)  # bounds a hang only
+    watchdog.start()
+    lines: list[str] = []
+    first_step_seen_running = None
+    try:
+        assert process.stderr is not None
+        for raw in process.stderr:
+            line = raw.rstrip("\n")
+            if not line.startswith("replay: "):
+                continue  # the JVM's own warnings
+            if first_step_seen_running is None and line.startswith("replay: [1/"):
+                # Streamed while the job runs: the report is written by the last step.
+                first_step_seen_running = (
+                    process.poll() is None and not (out / "report.json").exists()
+                )
+            lines.append(line)
+        assert process.wait() == 0, "\n".join(lines)
+    finally:
+        watchdog.cancel()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+
+    assert first_step_seen_running, "the first step's line came only after the job finished"
+    assert "replay:" not in stdout_path.read_text()  # progress goes to stderr only
+    steps = [line for line in lines if not _STAGE.fullmatch(line)]
+    in_step = False
+    for line in lines:  # Spark's stage progress only while a step runs
+        if _STAGE.fullmatch(line):
+            assert in_step, f"{line!r} outside a step"
+        elif line.startswith("replay: ["):
+            in_step = line.endswith(" ...")
+    assert steps[0] == f"replay: {share} -> {out} on local[*]"
+    total = len(STEP_NAMES)
+    durations = []
+    for index, name in enumerate(STEP_NAMES, start=1):
+        started, finished = steps[2 * index - 1], steps[2 * index]
+        assert started == f"replay: [{index}/{total}] {name} ..."
+        done = rf"replay: \[{index}/{total}\] {re.escape(name)} done in (\S+) s"
+        match = re.fullmatch(done, finished)
+        assert match, finished
+        durations.append(float(match[1]))
+    document = json.loads((out / "report.json").read_text())
+    summary = re.fullmatch(
+        r"replay: done in (\S+) s: (\d+) records, (\d+) failover\(s\), (\d+) gap\(s\), "
+        rf"(\d+) anomaly row\(s\); tables and report in {re.escape(str(out))}",
+        steps[-1],
+    )
+    assert summary, steps[-1]
+    assert len(steps) == 2 + 2 * total
+    assert float(summary[1]) >= sum(durations) - 0.1 * total  # each figure is rounded
+    assert int(summary[2]) == document["records_ok"] == applied
+    assert int(summary[3]) == len(document["failovers"]) == 3  # the scenario's three failovers
+    assert int(summary[4]) == document["gaps"]["count"] == 3
+    assert int(summary[5]) == sum(document["anomalies"].values()) == 4
