@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import signal
 import socket
+import struct
 import time
 from pathlib import Path
 
@@ -14,32 +16,75 @@ from tests.harness.group import Group, wait_until
 pytestmark = pytest.mark.slow
 
 
+# Linux (asm-generic/socket.h) names it, Python's socket module does not: the kernel stamps
+# each datagram when it is queued, that is when the node sent it, whenever this test reads it.
+SO_TIMESTAMPNS = 35
+
+
 def _collect(sock: socket.socket, seconds: float) -> list[tuple[float, str]]:
+    """(send time on CLOCK_REALTIME, message) for what arrives within ``seconds``, then what
+    is still queued: a test process that stalls on a loaded machine shifts no timestamp."""
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     received = []
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
+    while True:
+        sock.settimeout(max(0.0, deadline - time.monotonic()))
         try:
-            received.append((time.monotonic(), sock.recv(4096).decode()))
-        except TimeoutError:
+            data, ancillary, _flags, _address = sock.recvmsg(4096, socket.CMSG_SPACE(16))
+        except (TimeoutError, BlockingIOError):
             break
+        stamps = [
+            struct.unpack("qq", payload[:16])
+            for level, kind, payload in ancillary
+            if (level, kind) == (socket.SOL_SOCKET, SO_TIMESTAMPNS)
+        ]
+        assert len(stamps) == 1, ancillary
+        seconds_part, nanoseconds = stamps[0]
+        received.append((seconds_part + nanoseconds / 1e9, data.decode()))
     return received
+
+
+WATCHDOG_S = 0.4  # WatchdogSec=
+KEEPALIVE_S = 0.25  # the node's keepalive period (the default, given explicitly)
+SCHEDULING_SLACK_S = 0.05  # a lease check or a loop turn late on a loaded two-core machine
 
 
 def test_ready_status_and_watchdog_pings_reach_systemd(group: Group, tmp_path: Path) -> None:
     address = tmp_path / "notify.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind(str(address))
-        started = time.monotonic()
-        node = group.start("n1", env={"NOTIFY_SOCKET": str(address), "WATCHDOG_USEC": "400000"})
-        messages = _collect(sock, 3.0)
-        elapsed_s = time.monotonic() - started
+        node = group.start(
+            "n1",
+            "--lock-keep-alive-period-ms",
+            str(round(KEEPALIVE_S * 1000)),
+            env={"NOTIFY_SOCKET": str(address), "WATCHDOG_USEC": str(round(WATCHDOG_S * 1e6))},
+        )
+        started = time.time()
+        messages = _collect(sock, 4.0)
+        ended = min(time.time(), started + 4.0)
+        messages = [(at, text) for at, text in messages if at <= ended]
         texts = [text for _, text in messages]
         assert "READY=1" in texts
         assert any(t.startswith("STATUS=master (epoch 1)") for t in texts), texts
-        pings = texts.count("WATCHDOG=1")
-        # WatchdogSec=0.4 s: the node pings at most every 0.2 s, and keeps pinging.
-        assert 2 <= pings <= elapsed_s / 0.2 + 1, (pings, elapsed_s)
+        ready_at = next(at for at, text in messages if text == "READY=1")
+        pings = [at for at, text in messages if text == "WATCHDOG=1"]
+        # supervisor/sdnotify.py: a ping after a lease check that passed, once half of
+        # WatchdogSec has gone by since the last one. A master checks its lease every half
+        # keepalive, so pings come every WatchdogSec/2 to WatchdogSec/2 + keepalive/2, and
+        # never more than WatchdogSec apart, from READY on to the end: systemd never kills it.
+        gaps = [b - a for a, b in itertools.pairwise([ready_at, *pings, ended])]
+        assert max(gaps) < WATCHDOG_S, gaps
+        between_pings = [b - a for a, b in itertools.pairwise(pings)]
+        # The node decides on its clock just before sending: 10 ms for that send's own delay.
+        assert min(between_pings) >= WATCHDOG_S / 2 - 0.01, between_pings
+        promised = WATCHDOG_S / 2 + KEEPALIVE_S / 2
+        assert max(gaps) <= promised + SCHEDULING_SLACK_S, gaps
+        # The count fits that rate over the window after READY.
+        window_s = ended - ready_at
+        assert window_s / promised - 1 <= len(pings) <= window_s / (WATCHDOG_S / 2) + 1, (
+            len(pings),
+            window_s,
+        )
         node.signal(signal.SIGTERM)
         wait_until(lambda: not node.alive(), 10, "the node to stop")
         tail = [text for _, text in _collect(sock, 0.5)]
