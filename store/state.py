@@ -3,7 +3,9 @@
 Recovery builds a ``JournalState`` by applying records in sequence order; the
 writer keeps one up to date as batches commit, and checkpoints save it. The
 broker builds its queues from ``pending`` (in sequence order per destination)
-and drops resends that ``is_duplicate``: the same message id to the same destination.
+and drops resends that ``is_duplicate``: the same message id to the same
+destination, while that pair is in the dedupe window or its first copy is still
+pending (not acknowledged), however long ago it was sent.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ class JournalState:
         self.pending_by_segment: Counter[str] = Counter()
 
     def is_duplicate(self, destination: str, message_id: str) -> bool:
-        """True if a SEND of this id to this destination is in the dedupe window (a resend)."""
-        return (destination, message_id) in self.seen_messages
+        """True if a SEND of this id to this destination is a resend: in the dedupe window, or
+        its first copy is still pending."""
+        return (destination, message_id) in self.seen_messages or message_id in self.pending.get(
+            destination, ()
+        )
 
     def pending_count(self) -> int:
         return sum(len(messages) for messages in self.pending.values())
@@ -56,9 +61,12 @@ class JournalState:
         """Apply one record; records must come in increasing sequence order."""
         self.last_sequence = max(self.last_sequence, sequence)
         if record_type is RecordType.SEND:
+            if self.is_duplicate(destination, message_id):
+                # A resend the broker dropped too: the first copy wins. A copy still pending
+                # counts even after its id left the window, so ``pending`` (one entry per
+                # id) and ``pending_by_segment`` never lose track of the first copy.
+                return
             key = (destination, message_id)
-            if key in self.seen_messages:
-                return  # a resend the broker should have dropped: the first copy wins
             message = PendingMessage(destination, message_id, sequence, segment, batch_offset)
             self.pending.setdefault(destination, {})[message_id] = message
             self.pending_by_segment[segment] += 1
