@@ -37,7 +37,11 @@ class EmulatedGroup:
         self.stomp = StompGroup(self._start_on_host, count, *extra, start_now=False)
         self.url = self.stomp.url
         first = self.stomp.start("n1")
-        wait_until(first.is_master, 30, "n1 to serve as master")
+        try:
+            wait_until(first.is_master, 30, "n1 to serve as master")
+        except AssertionError as error:  # say why, or a failed start tells nothing
+            state = "running" if first.alive() else f"exited ({first.process.poll()})"
+            raise AssertionError(f"{error}; n1 {state}; its log ends:\n{first.log()[-1500:]}")
         for index in range(2, count + 1):
             node = self.stomp.start(f"n{index}")
             wait_until(lambda node=node: node.status("/slave") == 200, 30, f"{node.node_id} slave")
