@@ -41,7 +41,8 @@ class EmulatedGroup:
             wait_until(first.is_master, 30, "n1 to serve as master")
         except AssertionError as error:  # say why, or a failed start tells nothing
             state = "running" if first.alive() else f"exited ({first.process.poll()})"
-            raise AssertionError(f"{error}; n1 {state}; its log ends:\n{first.log()[-1500:]}")
+            log = first.log()[-1500:]
+            raise AssertionError(f"{error}; n1 {state}; its log ends:\n{log}") from None
         for index in range(2, count + 1):
             node = self.stomp.start(f"n{index}")
             wait_until(lambda node=node: node.status("/slave") == 200, 30, f"{node.node_id} slave")
