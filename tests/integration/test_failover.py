@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from locker.lockfile import LOCK_FILE_NAME
 from store import tools
-from tests.harness.group import Group, MasterPoller, NodeProcess, wait_until
+from tests.harness.group import Answer, Group, MasterPoller, NodeProcess, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -68,20 +71,59 @@ def test_sigterm_hands_over_without_waiting_for_a_poll_interval(group: Group) ->
     assert len([n for n in nodes if n.alive()]) == 2
 
 
+# Promise 1 (docs/safety.md): a master claims the role only while its last passed lease
+# check started less than one keepalive period K ago; /master decides at request time.
+# After the lock file is deleted or replaced no lease check can pass, so the last passed
+# one started before the change and the old master's claim ends at most K after it.
+KEEPALIVE_S = 1.0  # long beside the poller's gaps, so "within K" is not lost in poll noise
+# The poller re-asks at once on a kept-alive connection (an answer takes milliseconds);
+# 0.2 s covers a scheduling stall on a loaded two-core machine between two polls.
+POLL_SLACK_S = 0.2
+
+
+def _epoch(node: NodeProcess) -> int:
+    epoch = httpx.get(f"http://127.0.0.1:{node.port}/status").json()["epoch"]
+    assert isinstance(epoch, int)
+    return epoch
+
+
+def _decided(poller: MasterPoller, node: NodeProcess) -> list[Answer]:
+    """The node's answers that carry a decision time, in decision order."""
+    answers = [a for a in poller.answers if a.node_id == node.node_id and a.decided_at is not None]
+    return sorted(answers, key=lambda a: a.decided_at or 0.0)
+
+
 @pytest.mark.parametrize("how", ["delete", "replace"])
-def test_master_demotes_when_its_lock_file_is_deleted_or_replaced(
+def test_master_demotes_within_one_keepalive_when_its_lock_file_is_deleted_or_replaced(
     group: Group, share: Path, how: str
 ) -> None:
-    nodes = group.start_many(2)
+    keepalive = ("--lock-keep-alive-period-ms", str(round(KEEPALIVE_S * 1000)))
+    nodes = group.start_many(2, *keepalive)
     old = group.wait_for_master()
+    old_epoch = _epoch(old)
     with MasterPoller(nodes) as poller:
+        wait_until(
+            lambda: any(a.status == 200 for a in _decided(poller, old)), 5, "the poller to see it"
+        )
         if how == "delete":
             (share / LOCK_FILE_NAME).unlink()
         else:
             (share / "replacement").write_text("")
             os.replace(share / "replacement", share / LOCK_FILE_NAME)
+        changed_at = time.monotonic()  # after the change: its end of tenure is no later
         wait_until(lambda: "PRIMACY-1003" in old.log(), 10, "the old master to demote")
         group.wait_for_master(timeout_s=15)
+    tenure_ends = changed_at + KEEPALIVE_S
+    answers = _decided(poller, old)
+    late = [
+        a
+        for a in answers
+        if a.status == 200 and a.epoch == old_epoch and (a.decided_at or 0.0) >= tenure_ends
+    ]
+    assert late == [], f"claimed epoch {old_epoch} more than one keepalive after the change"
+    first_503 = next(a for a in answers if a.status == 503 and (a.decided_at or 0.0) > changed_at)
+    assert first_503.decided_at is not None
+    assert first_503.decided_at - changed_at <= KEEPALIVE_S + POLL_SLACK_S, first_503
     assert poller.two_masters() == []
     assert "lock file" in old.log().split("PRIMACY-1003", 1)[1].splitlines()[0]
 
@@ -89,24 +131,43 @@ def test_master_demotes_when_its_lock_file_is_deleted_or_replaced(
 def test_frozen_master_whose_lock_file_was_replaced_never_serves_again(
     group: Group, share: Path
 ) -> None:
-    nodes = group.start_many(2)
+    keepalive = ("--lock-keep-alive-period-ms", str(round(KEEPALIVE_S * 1000)))
+    nodes = group.start_many(2, *keepalive)
     old = group.wait_for_master()
+    old_epoch = _epoch(old)
     other = next(node for node in nodes if node is not old)
     with MasterPoller(nodes) as poller:
+        wait_until(
+            lambda: any(a.status == 200 for a in _decided(poller, old)), 5, "the poller to see it"
+        )
         old.signal(signal.SIGSTOP)
-        frozen_at = time.monotonic()
         (share / "replacement").write_text("")
         os.replace(share / "replacement", share / LOCK_FILE_NAME)
+        replaced_at = time.monotonic()
         wait_until(other.is_master, 15, "the other node to take over")
+        thawed_at = time.monotonic()
         old.signal(signal.SIGCONT)
         wait_until(lambda: "PRIMACY-1003" in old.log(), 10, "the old master to demote")
+        wait_until(
+            lambda: any((a.decided_at or 0.0) > thawed_at for a in _decided(poller, old)),
+            5,
+            "an answer the old master decided after SIGCONT",
+        )
         time.sleep(0.5)
+    # Judged by when the old master decided, not when its answer arrived: a 200 decided
+    # before SIGSTOP and delivered after SIGCONT is stale, not a claim (docs/safety.md).
+    # Its last passed lease check started before the replacement, so any 200 it decided
+    # one keepalive after the replacement (that is every one after SIGCONT: the other node
+    # took over, which takes over a keepalive) is a violation.
+    assert thawed_at >= replaced_at + KEEPALIVE_S
+    answers = _decided(poller, old)
     late_claims = [
-        a
-        for a in poller.answers
-        if a.node_id == old.node_id and a.status == 200 and a.received_at > frozen_at
+        a for a in answers if a.status == 200 and (a.decided_at or 0.0) >= replaced_at + KEEPALIVE_S
     ]
     assert late_claims == []
+    assert any(a.status == 200 and a.epoch == old_epoch for a in answers)  # it was polled
+    resumed = [a for a in answers if (a.decided_at or 0.0) > thawed_at]
+    assert resumed and resumed[0].status == 503  # the first decision after SIGCONT
     assert poller.two_masters() == []
     assert other.is_master() and not old.is_master()
 
@@ -206,6 +267,129 @@ def test_exec_child_tree_is_stopped_on_demotion_and_on_stop(
     node.signal(signal.SIGTERM)
     assert node.process.wait(15) == 0
     assert _gone(child2) and _gone(grandchild2)
+
+
+STUBBORN_CHILD_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, time
+    out, role = sys.argv[1], "child"
+    def note_sigterm(_signum, _frame):  # and carry on: SIGTERM does not stop us
+        with open(f"{out}.{role}.sigterm", "w") as f:
+            f.write("SIGTERM")
+    signal.signal(signal.SIGTERM, note_sigterm)
+    if os.fork() == 0:          # a grandchild with the same handler
+        role = "grandchild"
+    with open(f"{out}.{role}.tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(f"{out}.{role}.tmp", f"{out}.{role}")
+    while True:
+        time.sleep(600)
+""")
+STOP_GRACE_S = 2.0
+# From the request to both pids gone, beyond the grace: the role loop hearing the request,
+# psutil noticing the SIGKILLed processes, and this test's 20 ms polling, on a loaded machine.
+STOP_SLACK_S = 1.0
+
+
+def _stubborn_tree(base: Path) -> tuple[int, int]:
+    wait_until(
+        lambda: Path(f"{base}.child").exists() and Path(f"{base}.grandchild").exists(),
+        20,
+        "the exec child and grandchild to start",
+    )
+    return int(Path(f"{base}.child").read_text()), int(Path(f"{base}.grandchild").read_text())
+
+
+@pytest.mark.parametrize("how", ["stop", "switchover", "lease_lost"])
+def test_an_exec_child_tree_that_ignores_sigterm_is_killed_after_the_grace(
+    group: Group, share: Path, tmp_path: Path, how: str
+) -> None:
+    script = tmp_path / "stubborn.py"
+    script.write_text(STUBBORN_CHILD_SCRIPT)
+    token_file = tmp_path / "admin.token"
+    token_file.write_text("s3cret-token-for-tests-only\n")
+    token_file.chmod(0o600)
+
+    def start(node_id: str) -> NodeProcess:
+        return group.start(
+            node_id,
+            "--exec-stop-grace-ms",
+            str(round(STOP_GRACE_S * 1000)),
+            "--admin-token-file",
+            str(token_file),
+            exec_command=[sys.executable, str(script), str(tmp_path / node_id)],
+        )
+
+    try:
+        master = start("a")
+        child, grandchild = _stubborn_tree(tmp_path / "a")
+        assert all(psutil.pid_exists(pid) for pid in (child, grandchild))
+        if how == "switchover":
+            other = start("b")
+            wait_until(
+                lambda: (
+                    {m["node_id"]: m["role"] for m in _members(master) if m["live"]}
+                    == {"a": "master", "b": "slave"}
+                ),
+                15,
+                "both nodes registered",
+            )
+        asked_at = time.monotonic()
+        if how == "stop":
+            master.signal(signal.SIGTERM)
+        elif how == "switchover":
+            answer = httpx.post(
+                f"http://127.0.0.1:{master.port}/switchover",
+                headers={"Authorization": "Bearer s3cret-token-for-tests-only"},
+                json={"to": "b"},
+            )
+            assert answer.status_code == 200, answer.text
+        else:
+            (share / "replacement").write_text("")
+            os.replace(share / "replacement", share / LOCK_FILE_NAME)
+        wait_until(
+            lambda: _gone(child) and _gone(grandchild),
+            STOP_GRACE_S + 10,
+            "the child tree to be stopped",
+        )
+        took_s = time.monotonic() - asked_at
+        sigtermed = [
+            Path(f"{tmp_path / 'a'}.{role}.sigterm").exists() for role in ("child", "grandchild")
+        ]
+        if how == "lease_lost":
+            # A lost lease stops the children at once: SIGKILL, no grace to wait out.
+            assert sigtermed == [False, False]
+            assert took_s < STOP_GRACE_S, took_s
+        else:
+            # Both got SIGTERM, ignored it, and were killed when the grace ran out.
+            assert sigtermed == [True, True]
+            assert STOP_GRACE_S <= took_s <= STOP_GRACE_S + STOP_SLACK_S, took_s
+            stopped = re.compile(r"PRIMACY-1102 child tree stopped \(\d+ processes, graceful\)")
+            wait_until(lambda: stopped.search(master.log()), 5, "the stop to be logged")
+        if how == "stop":
+            assert master.process.wait(15) == 0
+        elif how == "switchover":
+            # The lock goes only after the old tree is gone, so the new master comes after it.
+            assert group.wait_for_master(exclude={"a"}) is other
+            _stubborn_tree(tmp_path / "b")
+    finally:
+        _kill_stubborn_trees(tmp_path, script)
+
+
+def _kill_stubborn_trees(directory: Path, script: Path) -> None:
+    """Kill by pid what a killed node leaves behind (a SIGKILLed supervisor cannot stop it)."""
+    for pid_file in [*directory.glob("*.child"), *directory.glob("*.grandchild")]:
+        try:
+            process = psutil.Process(int(pid_file.read_text()))
+            if str(script) in process.cmdline():
+                process.kill()
+        except (psutil.Error, ValueError):
+            pass
+
+
+def _members(node: NodeProcess) -> list[dict[str, Any]]:
+    members = httpx.get(f"http://127.0.0.1:{node.port}/cluster").json()["members"]
+    assert isinstance(members, list)
+    return members
 
 
 def test_a_crash_looping_child_hands_the_lock_to_another_node(group: Group, tmp_path: Path) -> None:
