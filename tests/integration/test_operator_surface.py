@@ -6,20 +6,25 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from locker.lockfile import LOCK_FILE_NAME
 from tests.fault.checker import assert_ok, check
+from tests.fault.conftest import EmulatedHosts, fuse_unavailable_reason
 from tests.harness.group import Group, NodeProcess, wait_until
 from tests.harness.traffic import StompGroup, Traffic
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "s3cret-token-for-tests-only"
+GET_ONLY = {"/metrics"}  # every other status endpoint answers HEAD too
 
 
 @pytest.fixture
@@ -65,7 +70,13 @@ def test_every_endpoint_answers_master_and_slave_apart(group: Group) -> None:
     }
     for path, (on_master, on_slave) in expected.items():
         assert (master.status(path), slave.status(path)) == (on_master, on_slave), path
-        assert httpx.head(url(master, path)).status_code in (on_master, 405), path
+        # HEAD answers as GET does, except where api/app.py offers GET only.
+        heads = (httpx.head(url(master, path)), httpx.head(url(slave, path)))
+        if path in GET_ONLY:
+            assert tuple(h.status_code for h in heads) == (405, 405), path
+        else:
+            assert tuple(h.status_code for h in heads) == (on_master, on_slave), path
+            assert all(h.content == b"" for h in heads), path
     status = httpx.get(url(master, "/status")).json()
     for key in (
         "node",
@@ -223,19 +234,107 @@ def test_switchover_without_a_target_picks_the_best_slave(group: Group, token_fi
     assert group.wait_for_master(exclude={"a"}) is best
 
 
-def test_pause_holds_roles_through_a_master_freeze(group: Group, token_file: Path) -> None:
-    nodes = group.start_many(2, "--admin-token-file", str(token_file))
-    master = group.wait_for_master()
-    slave = next(node for node in nodes if node is not master)
+@pytest.fixture
+def emulated(tmp_path: Path) -> Iterator[EmulatedHosts]:
+    """Emulated NFS hosts (tests/fault): a share that can hang under one node only."""
+    reason = fuse_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    hosts = EmulatedHosts(tmp_path / "nfsemu")
+    try:
+        yield hosts
+    finally:
+        hosts.close()
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("paused", [True, False], ids=["paused", "unpaused control"])
+def test_pause_holds_roles_through_a_master_freeze(
+    emulated: EmulatedHosts, token_file: Path, paused: bool
+) -> None:
+    """A plain SIGSTOP/SIGCONT changes no role even unpaused: the frozen master keeps its
+    lock, and on resume its next lease check passes. What an unpaused group does react to
+    is a lease check that was under way across the freeze: on resume it is older than the
+    keepalive and the master demotes. The hung share makes that check certain to be under
+    way; pause must hold the role through it (and the unpaused control must not)."""
+    host_a, host_b = emulated(2, lease_s=60.0)  # the NFS lease outlasts the hang
+    master = emulated.start_node(host_a, "a", "--admin-token-file", str(token_file))
+    wait_until(master.is_master, 30, "a to serve")
+    slave = emulated.start_node(host_b, "b", "--admin-token-file", str(token_file))
+    wait_until(lambda: slave.status("/slave") == 200, 30, "b to be a slave")
     epoch = httpx.get(url(master, "/status")).json()["epoch"]
-    assert admin(slave, "POST", "/pause").status_code == 200  # any node pauses the group
-    wait_until(lambda: httpx.get(url(master, "/status")).json()["paused"], 5, "the pause to spread")
+    if paused:
+        assert admin(slave, "POST", "/pause").status_code == 200  # any node pauses the group
+        wait_until(
+            lambda: httpx.get(url(master, "/status")).json()["paused"], 5, "the pause to spread"
+        )
+    host_a.partition("hang")  # the master's next lease check hangs
+    wait_until(lambda: master.status("/master") == 503, 10, "the master's claim to lapse")
     master.signal(signal.SIGSTOP)
-    time.sleep(1.5)
+    time.sleep(1.0)  # four keepalive periods: on resume the hung check is long overdue
     master.signal(signal.SIGCONT)
-    wait_until(master.is_master, 10, "the master to claim the role again")
-    assert httpx.get(url(master, "/status")).json()["epoch"] == epoch
-    assert slave.status("/slave") == 200
+    deadline = time.monotonic() + 1.0  # the resumed loop looks at the overdue check
+    while time.monotonic() < deadline:
+        assert slave.status("/master") == 503  # the frozen master's lock is held throughout
+        time.sleep(0.05)
+    host_a.heal()
+    nodes = (master, slave)
+    wait_until(lambda: len([n for n in nodes if n.is_master()]) == 1, 15, "one master")
+    (serving,) = [n for n in nodes if n.is_master()]
+    serving_epoch = httpx.get(url(serving, "/status")).json()["epoch"]
+    if paused:
+        assert (serving, serving_epoch) == (master, epoch)
+        assert "PRIMACY-1003" not in master.log()
+        assert slave.status("/slave") == 200
+    else:
+        demoted = master.log().split("PRIMACY-1003", 1)[1].splitlines()[0]
+        assert "did not finish within the keepalive period" in demoted
+        assert serving_epoch == epoch + 1
+
+
+LEASE_HOLDER = textwrap.dedent("""
+    import fcntl, os, signal, sys
+    signal.signal(signal.SIGIO, signal.SIG_IGN)  # told of the opener; we release when asked
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    print("held", flush=True)
+    sys.stdin.readline()
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+    print("released", flush=True)
+""")
+
+
+def test_readiness_is_503_until_the_first_lock_attempt_is_done(group: Group, share: Path) -> None:
+    # A read lease (fcntl F_SETLEASE) on the lock file makes the node's first lock attempt,
+    # which opens the file for writing, wait until the lease is released (up to
+    # /proc/sys/fs/lease-break-time, 45 s by default): a first attempt that cannot finish.
+    lock_file = share / LOCK_FILE_NAME
+    lock_file.write_text("")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LEASE_HOLDER, str(lock_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdin is not None and holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        node = group.start("late")
+        wait_until(lambda: node.status("/health") == 200, 20, "the node to answer")
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            assert node.status("/readiness") == 503
+            time.sleep(0.05)
+        status = httpx.get(url(node, "/status")).json()
+        assert (status["role"], status["first_lock_attempt_done"]) == ("starting", False)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "released"
+        wait_until(lambda: node.status("/readiness") == 200, 15, "the node to be ready")
+        assert node.is_master()
+    finally:
+        holder.kill()
+        holder.wait(10)
 
 
 def test_a_paused_group_does_not_fail_over_until_resumed(group: Group, token_file: Path) -> None:
