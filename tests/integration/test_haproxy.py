@@ -140,11 +140,6 @@ def test_the_guides_haproxy_example_passes_haproxy_check(tmp_path: Path) -> None
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the guide's HAProxy example sets no timeouts: HAProxy warns 'missing timeouts' "
-    "(reported; remove this mark once docs/operator-guide.md sets them)",
-)
 def test_the_guides_haproxy_example_draws_no_haproxy_warning(tmp_path: Path) -> None:
     if HAPROXY is None:
         pytest.skip("haproxy is not installed (bash .ci/setup dev installs it as root)")
