@@ -48,6 +48,7 @@ class StatusSnapshot:
     last_keepalive_duration_s: float | None = None
     lock_holder: dict[str, Any] | None = None
     first_lock_attempt_done: bool = False
+    lock_attempt_error: str | None = None  # the last lock attempt failed with this error
     version: str = ""
     share: str = ""
     share_check: ShareCheck | None = None
@@ -59,7 +60,8 @@ class StatusSnapshot:
         return self.role == "master" and now < self.master_claim_expires_monotonic
 
     def is_healthy_slave(self) -> bool:
-        return self.role == "slave"
+        """A slave whose last lock attempt reached the share (found the lock busy)."""
+        return self.role == "slave" and self.lock_attempt_error is None
 
     def is_live(self, now_monotonic: float | None = None) -> bool:
         """False once the role loop stalls or a lock operation overruns its deadline."""

@@ -91,6 +91,9 @@ class Node:
         self._first_lock_attempt_done = False
         self._last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
         self._holder: dict[str, Any] | None = None
+        # Why the last lock attempt failed with an error (not "busy"): such a slave cannot
+        # reach the share, so it is no healthy standby (``/slave`` 503).
+        self._lock_attempt_error: str | None = None
         self._store: JournalStore | None = None
         self._broker: BrokerService | None = None
         self._broker_stats: dict[str, Any] | None = None
@@ -233,12 +236,15 @@ class Node:
     def _try_lock(self) -> roles.Event:
         try:
             acquired = self.lease.try_acquire() and not self._switchover_holds_us_back()
+            self._lock_attempt_error = None
         except OSError as exc:
             log.warning("PRIMACY-1007 node %s cannot try the lock: %s", self.config.node_id, exc)
             acquired = False
+            self._lock_attempt_error = str(exc)
         holder = self.lease.holder()
         self._holder = None if holder is None else vars(holder).copy()
-        self.metrics.lock_attempts.labels("acquired" if acquired else "busy").inc()
+        outcome = "acquired" if acquired else "error" if self._lock_attempt_error else "busy"
+        self.metrics.lock_attempts.labels(outcome).inc()
         return roles.LockResult(acquired)
 
     def _switchover_holds_us_back(self) -> bool:
@@ -547,6 +553,7 @@ class Node:
             last_keepalive_duration_s=keepalive[1] if keepalive else None,
             lock_holder=self._holder,
             first_lock_attempt_done=self._first_lock_attempt_done,
+            lock_attempt_error=self._lock_attempt_error,
             version=self._version,
             share=str(self.config.share),
             share_check=self._share_check,

@@ -6,6 +6,7 @@ import socket
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.fault.conftest import EmulatedHosts
@@ -59,3 +60,27 @@ def test_slave_on_a_hung_share_is_not_a_healthy_slave(emulated_hosts: EmulatedHo
     wait_until(lambda: slave.status("/slave") == 503, 10, "b to stop answering as a slave")
     assert slave.status("/liveness") == 503
     assert master.is_master()  # the hang on b's mount does not touch a
+
+
+def test_slave_that_cannot_reach_the_share_is_not_a_healthy_slave(
+    emulated_hosts: EmulatedHosts,
+) -> None:
+    # A soft mount fails at once (EIO) rather than hanging: the loop stays live, so it is
+    # the failed lock attempt itself that must take the slave out of the standby pool.
+    host_a, host_b = emulated_hosts(2, lease_s=60.0)
+    master = emulated_hosts.start_node(host_a, "a")
+    wait_until(master.is_master, 30, "a to serve")
+    slave = emulated_hosts.start_node(host_b, "b")
+    wait_until(lambda: slave.status("/slave") == 200, 30, "b to be a slave")
+    assert httpx.get(f"http://127.0.0.1:{slave.port}/status").json()["lock_attempt_error"] is None
+    host_b.partition("eio")
+    try:
+        wait_until(lambda: slave.status("/slave") == 503, 10, "b to stop answering as a slave")
+        status = httpx.get(f"http://127.0.0.1:{slave.port}/status").json()
+        assert status["role"] == "slave" and "Input/output error" in status["lock_attempt_error"]
+        assert slave.status("/standby") == 503 and slave.status("/liveness") == 200
+        assert master.is_master()  # the master, on its own host, is untouched
+    finally:
+        host_b.heal()
+    wait_until(lambda: slave.status("/slave") == 200, 10, "b to be a healthy slave again")
+    assert httpx.get(f"http://127.0.0.1:{slave.port}/status").json()["lock_attempt_error"] is None
