@@ -511,7 +511,10 @@ class Node:
             self.post(roles.PriorityChanged(new.node_priority))
         if changed & (live_keys - {"priority"}):
             self._change_timings(new.timings())
-        self.config = new
+        # Only the live keys: the rest (share, node id, journal settings, ...) must wait for
+        # the restart the log asks for. A share or node id swapped under a running node
+        # would pair one share's lease with another's journal.
+        self.config = old.model_copy(update={key: getattr(new, key) for key in changed & live_keys})
         log.info(
             "PRIMACY-1014 node %s applied the edited config: %s",
             self.config.node_id,

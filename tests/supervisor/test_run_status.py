@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -225,3 +226,22 @@ def test_a_forced_refused_share_is_shown_as_such(tmp_path: Path) -> None:
     refused = next(f for f in check.findings if f.code == "PRIMACY-3004")
     assert refused.severity == "refused" and refused.summary.startswith("vers=3: ")
     assert check.summary.startswith("PRIMACY-3004 ")
+
+
+@pytest.mark.slow
+def test_an_edited_key_that_needs_a_restart_waits_for_it(group: Group, tmp_path: Path) -> None:
+    # PRIMACY-1013 says the key takes effect after a restart; a node promoted without
+    # one must keep the journal settings it started with, and take the live key at once.
+    first = group.start("n1")
+    group.wait_for_master(timeout_s=20)
+    config = tmp_path / "n2.toml"
+    config.write_text('priority = "normal"\ndedupe_window_messages = 5\n')
+    second = group.start("n2", "--config", str(config))
+    wait_until(lambda: second.status("/slave") == 200, 20, "n2 to be a slave")
+    config.write_text('priority = "high"\ndedupe_window_messages = 9\n')
+    wait_until(lambda: "PRIMACY-1013" in second.log(), 10, "n2 to read the edited file")
+    assert "dedupe_window_messages" in second.log()
+    wait_until(lambda: status_of(second)["priority"] == "high", 10, "the live key to apply")
+    first.signal(signal.SIGKILL)
+    wait_until(second.is_master, 20, "n2 to take over without a restart")
+    assert status_of(second)["journal"]["settings"]["dedupe_window_messages"] == 5
