@@ -19,8 +19,9 @@ taking turns (A B A B) so that drift in a shared machine's load hits both:
 Prints min / median / max per figure, primacy/ActiveMQ ratios of medians and
 the issue's targets. ActiveMQ comes from Debian's ``activemq`` package, which
 this script installs when it is missing and it runs as root (``--no-install``
-to skip); without it, only primacy's figures are printed. Every process started is killed by pid on exit, also on
-failure, Ctrl-C or SIGTERM; the temporary directory is removed.
+to skip); without it, only primacy's figures are printed. Every process
+started is killed by pid on exit, also on failure, Ctrl-C or SIGTERM; the
+temporary directory is removed.
 
     .venv/bin/python bench/compare_activemq.py            # full, ~12 minutes on 2 cores
     .venv/bin/python bench/compare_activemq.py --quick    # ~1.5 minutes
