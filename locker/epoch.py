@@ -75,16 +75,24 @@ class EpochRegistry:
             return epoch
 
     def rewrite(self, epoch: int, record: dict[str, Any]) -> None:
-        """Replace the record of an epoch this node owns (its content, never its existence)."""
+        """Replace the record of an epoch this node owns (its content, never its existence).
+
+        Written to a temporary name and renamed over the record, so a reader sees
+        the old record or the new one, never an empty or partial one (a claimant
+        of the next epoch reads it to learn how long to wait).
+        """
         path = self.directory / str(epoch)
-        fd = os.open(path, os.O_WRONLY)  # no O_CREAT: the epoch must already be ours
+        os.lstat(path)  # the epoch must already be ours: never create it here
+        temporary = self.directory / f".{epoch}.{os.getpid()}.tmp"  # not a digit name
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             data = (json.dumps({**record, "epoch": epoch}, sort_keys=True) + "\n").encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
+            os.write(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
+        os.replace(temporary, path)
+        _fsync_directory(self.directory)
 
     def read(self, epoch: int) -> dict[str, Any] | None:
         """The record written by whoever claimed ``epoch`` (None if absent or unreadable)."""

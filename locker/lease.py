@@ -21,6 +21,9 @@ from typing import Any
 from locker.epoch import EpochRegistry
 from locker.lockfile import HolderInfo, LockLost, LockMethod, ShareLock
 
+# The epoch-record term saying its master outlasted every earlier claim (so it may serve).
+OUTLASTED_TERM = "outlasted"
+
 
 class LeaseLost(Exception):
     """The lease is gone or could not be confirmed; the holder must stop serving at once."""
@@ -66,6 +69,7 @@ class Lease:
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
                 "claimed_unix_s": time.time(),
+                OUTLASTED_TERM: False,  # until ``mark_outlasted``
                 **(terms or {}),
             }
             self._epoch = self.epochs.claim_next(holder)
@@ -111,6 +115,39 @@ class Lease:
             if self._epoch is None or self._epoch <= 1:
                 return {}
             return self.epochs.read(self._epoch - 1) or {}
+
+    def terms_to_outlast(self) -> list[dict[str, Any]]:
+        """The records of the earlier epochs whose masters may still claim the role.
+
+        Walks back from the epoch before ours to the newest one whose master
+        outlasted its own predecessors (``OUTLASTED_TERM`` true): that master may
+        have served, and the ones after it never did, but each may have been
+        waiting on the claims before it, so all of them are returned. A record
+        without the term (written before it existed) counts as outlasted; a
+        missing or unreadable one is a claimant that died before its record was
+        written, which never served.
+        """
+        with self._mutex:
+            if self._epoch is None:
+                return []
+            found = []
+            for epoch in range(self._epoch - 1, 0, -1):
+                record = self.epochs.read(epoch)
+                if record is None:
+                    continue
+                found.append(record)
+                if record.get(OUTLASTED_TERM, True):
+                    break
+            return found
+
+    def mark_outlasted(self) -> None:
+        """Record that this epoch's master has outlasted every earlier claim (before serving).
+
+        Until then the next claimant also waits for the claims this one was
+        waiting for, so a master stopped during its takeover wait passes its
+        debt on instead of letting the next one serve early.
+        """
+        self.update_terms({OUTLASTED_TERM: True})
 
     def holder(self) -> HolderInfo | None:
         """The lock file's holder record, read through our own descriptor."""

@@ -267,14 +267,20 @@ class Node:
     def _claim_epoch(self) -> roles.Event:
         try:
             epoch = self.lease.claim_epoch(self._terms())
-            previous = self.lease.previous_terms().get(KEEP_ALIVE_TERM)
+            # Every earlier master that may still claim the role: the previous one, and
+            # before it any whose successor stopped during its takeover wait.
+            periods = [
+                float(record[KEEP_ALIVE_TERM])
+                for record in self.lease.terms_to_outlast()
+                if isinstance(record.get(KEEP_ALIVE_TERM), int | float)
+            ]
         except (OSError, LeaseLost) as exc:
             return roles.LeaseLost(f"claiming an epoch failed: {exc}")
         holder = self.lease.holder()
         self._holder = None if holder is None else vars(holder).copy()
         log.info("PRIMACY-1002 node %s claimed epoch %d", self.config.node_id, epoch)
         group_control.clear_switchover(self.config.share)
-        previous_s = float(previous) / 1000 if isinstance(previous, int | float) else None
+        previous_s = max(periods) / 1000 if periods else None
         return roles.EpochClaimed(epoch, previous_s)
 
     def _terms(self) -> dict[str, Any]:
@@ -314,6 +320,10 @@ class Node:
         store = self._store
         if store is None:
             return roles.JournalFailed("the journal is not open")
+        try:
+            self.lease.mark_outlasted()  # the takeover wait is over; before serving
+        except LeaseLost as exc:
+            return roles.LeaseLost(f"recording the end of the takeover wait failed: {exc}")
         event = _role_change(self.config.node_id, store.epoch, "acquired", "master", "serving")
         try:
             store.append_control(event).result()

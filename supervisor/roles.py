@@ -95,7 +95,8 @@ class LockResult:
 
 @dataclass(frozen=True)
 class EpochClaimed:
-    """The epoch is ours; ``previous_keep_alive_period_s`` is what the previous master used."""
+    """The epoch is ours; ``previous_keep_alive_period_s`` is the longest keepalive of the earlier
+    masters that may still claim the role (``Lease.terms_to_outlast``)."""
 
     epoch: int
     previous_keep_alive_period_s: float | None = None

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -214,3 +215,67 @@ def test_updating_terms_after_the_lease_is_lost_raises(share: Path) -> None:
     EpochRegistry(share).claim_next({"node_id": "new"})
     with pytest.raises(LeaseLost):
         lease.update_terms({"lock_keep_alive_period_ms": 5000})
+
+
+def test_a_claim_that_never_outlasted_passes_on_what_it_waited_for(share: Path) -> None:
+    first = Lease(share, "first")
+    assert first.try_acquire()
+    first.claim_epoch({"lock_keep_alive_period_ms": 2000})
+    first.mark_outlasted()
+    first.abandon()
+    second = Lease(share, "second")  # killed during its takeover wait: never outlasted
+    assert second.try_acquire()
+    second.claim_epoch({"lock_keep_alive_period_ms": 100})
+    assert second.terms_to_outlast()[0]["node_id"] == "first"
+    second.abandon()
+    third = Lease(share, "third")
+    assert third.try_acquire()
+    third.claim_epoch({"lock_keep_alive_period_ms": 100})
+    walked = third.terms_to_outlast()
+    assert [r["node_id"] for r in walked] == ["second", "first"]
+    assert max(r["lock_keep_alive_period_ms"] for r in walked) == 2000
+    third.mark_outlasted()
+    third.abandon()
+    fourth = Lease(share, "fourth")
+    assert fourth.try_acquire()
+    fourth.claim_epoch({"lock_keep_alive_period_ms": 100})
+    assert [r["node_id"] for r in fourth.terms_to_outlast()] == ["third"]
+
+
+def test_the_walk_skips_an_empty_record_and_stops_at_a_legacy_one(share: Path) -> None:
+    registry = EpochRegistry(share)
+    registry.claim_next({"node_id": "legacy", "lock_keep_alive_period_ms": 700})  # no term
+    (share / "epochs" / "2").write_text("")  # a claimant that died before writing its record
+    lease = Lease(share, "now")
+    assert lease.try_acquire()
+    lease.claim_epoch({"lock_keep_alive_period_ms": 100})
+    assert lease.epoch == 3
+    assert [r["node_id"] for r in lease.terms_to_outlast()] == ["legacy"]
+
+
+def test_a_rewritten_epoch_record_is_never_seen_empty(share: Path) -> None:
+    # A claimant reads the previous record to learn how long to wait; a rewrite
+    # (a keepalive edited at run time, the end of a takeover wait) must never
+    # show it an empty or partial record.
+    lease = Lease(share, "writer")
+    assert lease.try_acquire()
+    epoch = lease.claim_epoch({"lock_keep_alive_period_ms": 250})
+    registry = EpochRegistry(share)
+    seen: list[object] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.append(registry.read(epoch))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for period in range(300):
+            lease.update_terms({"lock_keep_alive_period_ms": 250 + period})
+    finally:
+        stop.set()
+        reader.join()
+    assert seen and None not in seen
+    assert registry.read(epoch)["lock_keep_alive_period_ms"] == 549
+    assert sorted(p.name for p in (share / "epochs").iterdir()) == [str(epoch)]
