@@ -23,6 +23,8 @@ from locker.lockfile import HolderInfo, LockLost, LockMethod, ShareLock
 
 # The epoch-record term saying its master outlasted every earlier claim (so it may serve).
 OUTLASTED_TERM = "outlasted"
+# The epoch-record term saying its master had stopped claiming the role when it let go.
+RELEASED_TERM = "released"
 
 
 class LeaseLost(Exception):
@@ -160,8 +162,11 @@ class Lease:
     def release(self) -> None:
         """Give the lock up at once so a slave can take over without waiting.
 
-        The lock file is marked released only while the lease is still valid:
-        after a loss the file may already carry a newer holder's record.
+        Call only once this node has stopped claiming the role: the epoch's
+        record is marked ``released`` first, which tells the next master that
+        no claim of this epoch is left to outlast. The lock file is marked
+        released only while the lease is still valid: after a loss the file may
+        already carry a newer holder's record.
         """
         with self._mutex:
             try:
@@ -169,8 +174,26 @@ class Lease:
             except LeaseLost:
                 self.abandon()
                 return
+            assert self._epoch is not None  # revalidate passed
+            try:
+                self._record = {**self._record, RELEASED_TERM: True}
+                self.epochs.rewrite(self._epoch, self._record)
+            except OSError:
+                pass  # the record stays unreleased: the next master just waits
             self._epoch = None
             self.lock.release(self.node_id)
+
+    @staticmethod
+    def handed_over(records: list[dict[str, Any]]) -> bool:
+        """Whether no master of ``terms_to_outlast``'s records can still claim the role.
+
+        Only the oldest of them (the newest epoch whose master outlasted its
+        predecessors) can have served; the ones after it never did. If that
+        master released the lock after it stopped claiming, there is nothing to wait for.
+        """
+        return bool(records) and all(
+            records[-1].get(term) is True for term in (OUTLASTED_TERM, RELEASED_TERM)
+        )
 
     def abandon(self) -> None:
         """Drop the descriptor without touching the file (the lease is already lost)."""

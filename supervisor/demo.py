@@ -84,10 +84,12 @@ def _tour(group: Group, count: int) -> int:
         f"the producer failed over {counts.failovers_seen} times"
     )
     print(
-        "\nwhy about a third of a second: a slave tries the lock every 100 ms (at once on a "
-        "graceful stop),\nand a new master waits one keepalive period (250 ms + 10%) after "
-        "claiming its epoch, so that an\nold master that lost its lock without knowing has "
-        "stopped claiming the role first (docs/operator-guide.md)."
+        "\nwhy about a third of a second after a crash: a slave tries the lock every 100 ms, "
+        "and a new master\nwaits one keepalive period (250 ms + 10%) after claiming its "
+        "epoch, so that an old master that\nlost its lock without knowing has stopped "
+        "claiming the role first. A graceful stop hands over\nat once: the old master "
+        "stops claiming, marks its epoch released and lets the lock go, so there\nis "
+        "nothing to wait for (docs/operator-guide.md)."
     )
     return 0 if counts.lost == 0 and stored_twice == 0 else 1
 

@@ -269,9 +269,10 @@ class Node:
             epoch = self.lease.claim_epoch(self._terms())
             # Every earlier master that may still claim the role: the previous one, and
             # before it any whose successor stopped during its takeover wait.
+            earlier = self.lease.terms_to_outlast()
             periods = [
                 float(record[KEEP_ALIVE_TERM])
-                for record in self.lease.terms_to_outlast()
+                for record in earlier
                 if isinstance(record.get(KEEP_ALIVE_TERM), int | float)
             ]
         except (OSError, LeaseLost) as exc:
@@ -281,7 +282,7 @@ class Node:
         log.info("PRIMACY-1002 node %s claimed epoch %d", self.config.node_id, epoch)
         group_control.clear_switchover(self.config.share)
         previous_s = max(periods) / 1000 if periods else None
-        return roles.EpochClaimed(epoch, previous_s)
+        return roles.EpochClaimed(epoch, previous_s, handed_over=self.lease.handed_over(earlier))
 
     def _terms(self) -> dict[str, Any]:
         """What the next master must know about this one: how long its claims last."""

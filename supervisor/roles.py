@@ -100,6 +100,9 @@ class EpochClaimed:
 
     epoch: int
     previous_keep_alive_period_s: float | None = None
+    # The master that may have served before us released the lock after it stopped
+    # claiming the role (a graceful stop or switchover): no claim is left to outlast.
+    handed_over: bool = False
 
 
 @dataclass(frozen=True)
@@ -365,11 +368,14 @@ class RoleMachine:
             case LockResult(acquired=acquired):
                 self._io_done()
                 self._on_lock_result(acquired, now, actions)
-            case EpochClaimed(epoch=epoch, previous_keep_alive_period_s=previous):
+            case EpochClaimed(
+                epoch=epoch, previous_keep_alive_period_s=previous, handed_over=handed_over
+            ):
                 self._io_done()
                 self.epoch = epoch
                 self._apply("epoch_claimed", now, actions, f"claimed epoch {epoch}")
-                self._takeover_ready_at = now + self._takeover_wait(previous)
+                wait = 0.0 if handed_over else self._takeover_wait(previous)
+                self._takeover_ready_at = now + wait
                 self._next_revalidation_at = now + self.timings.lock_keep_alive_period_s
                 # Recovery and the fence run during the takeover wait.
                 self._journal_open = False

@@ -279,3 +279,41 @@ def test_a_rewritten_epoch_record_is_never_seen_empty(share: Path) -> None:
     assert seen and None not in seen
     assert registry.read(epoch)["lock_keep_alive_period_ms"] == 549
     assert sorted(p.name for p in (share / "epochs").iterdir()) == [str(epoch)]
+
+
+def test_a_graceful_release_marks_the_epoch_record_an_abandon_does_not(share: Path) -> None:
+    first = Lease(share, "first")
+    assert first.try_acquire()
+    first.claim_epoch({"lock_keep_alive_period_ms": 250})
+    first.mark_outlasted()
+    first.release()  # stopped claiming, then let go: nothing left to outlast
+    second = Lease(share, "second")
+    assert second.try_acquire()
+    second.claim_epoch({"lock_keep_alive_period_ms": 250})
+    assert Lease.handed_over(second.terms_to_outlast())
+    second.mark_outlasted()
+    second.abandon()  # a crash or a lost lease: its claim may still run
+    third = Lease(share, "third")
+    assert third.try_acquire()
+    third.claim_epoch({"lock_keep_alive_period_ms": 250})
+    assert not Lease.handed_over(third.terms_to_outlast())
+    assert EpochRegistry(share).read(1)["released"] is True
+    assert "released" not in EpochRegistry(share).read(2)
+
+
+def test_a_release_during_the_takeover_wait_hands_over_nothing(share: Path) -> None:
+    first = Lease(share, "first")
+    assert first.try_acquire()
+    first.claim_epoch({"lock_keep_alive_period_ms": 2000})
+    first.mark_outlasted()
+    first.abandon()  # lost its lock unknowingly: may claim for 2 s more
+    second = Lease(share, "second")
+    assert second.try_acquire()
+    second.claim_epoch({"lock_keep_alive_period_ms": 100})
+    second.release()  # SIGTERM in its takeover wait: it never claimed, first may still
+    third = Lease(share, "third")
+    assert third.try_acquire()
+    third.claim_epoch({"lock_keep_alive_period_ms": 100})
+    walked = third.terms_to_outlast()
+    assert [r["node_id"] for r in walked] == ["second", "first"]
+    assert not Lease.handed_over(walked)

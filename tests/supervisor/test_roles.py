@@ -316,20 +316,26 @@ def test_a_journal_that_cannot_open_gives_the_lock_up_and_holds_off() -> None:
     assert d.kinds(d.at(1.0)) == []  # holding off
 
 
-def _serving_starts_at(previous_keep_alive_s: float) -> float:
+def _serving_starts_at(previous_keep_alive_s: float, *, handed_over: bool = False) -> float:
     """Claim at 0.02 after a master with that keepalive, pass every check: when do we serve?"""
     d = Driver()
     d.at(0.0)
     d.at(0.01, LockResult(True))
-    d.at(0.02, EpochClaimed(3, previous_keep_alive_period_s=previous_keep_alive_s))
-    d.at(0.021, JournalOpened())
+    d.at(
+        0.02,
+        EpochClaimed(
+            3, previous_keep_alive_period_s=previous_keep_alive_s, handed_over=handed_over
+        ),
+    )
     now = 0.021
+    actions = d.at(now, JournalOpened())  # with nothing to wait for, it promotes at once
     while now < 10:
-        now = round(now + 0.005, 6)
-        for action in d.at(now):
+        for action in actions:
             passed = isinstance(action, Revalidate) and d.at(now, RevalidationPassed(now))
             if passed and StartServing in d.kinds(passed):
                 return now
+        now = round(now + 0.005, 6)
+        actions = d.at(now)
     raise AssertionError("never served")
 
 
@@ -339,6 +345,12 @@ def test_new_master_outlasts_a_previous_master_with_a_longer_keepalive() -> None
 
 def test_a_shorter_previous_keepalive_does_not_shorten_our_wait() -> None:
     assert _serving_starts_at(0.05) == pytest.approx(0.02 + TIMINGS.takeover_delay_s, abs=0.006)
+
+
+def test_a_master_that_handed_over_leaves_no_claim_to_wait_for() -> None:
+    # It released the lock after it stopped claiming: the first lease check after the
+    # journal is open promotes, whatever its keepalive or our takeover delay.
+    assert _serving_starts_at(2.0, handed_over=True) == pytest.approx(0.021, abs=0.006)
 
 
 def test_paused_slave_does_not_try_the_lock_and_resumes_after() -> None:
