@@ -95,8 +95,7 @@ def read_fences(share: str | Path) -> FenceTable:
         fence = recovery.read_first_batch_fence(segment)
         if fence is not None:
             table.add(*fence)
-    for fence_epoch, entries in _checkpointed_fences(share).by_epoch.items():
-        table.by_epoch.setdefault(fence_epoch, entries)
+    table.merge(_checkpointed_fences(share))
     return table
 
 

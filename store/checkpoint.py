@@ -22,7 +22,10 @@ from store.fences import FenceTable
 from store.state import JournalState
 
 CHECKPOINT_MAGIC = b"PRIMCKPT"
-CHECKPOINT_VERSION = 2  # 2: the dedupe window is keyed by destination and message id
+# 2: the dedupe window is keyed by destination and message id; 3: the fence table holds
+# each segment's verdict instead of every fence (read: 2 and 3; written: 3).
+CHECKPOINT_VERSION = 3
+_READABLE_VERSIONS = (2, 3)
 _HEADER = struct.Struct("<8sIIQ")
 _NAME = re.compile(r"^checkpoint-(\d{20})-(\d{10})\.ckpt$")
 
@@ -68,7 +71,7 @@ class Checkpoint:
             raise CheckpointUnusable("the checkpoint file is shorter than its header")
         magic, version, crc, length = _HEADER.unpack_from(raw, 0)
         body = raw[_HEADER.size :]
-        if magic != CHECKPOINT_MAGIC or version != CHECKPOINT_VERSION:
+        if magic != CHECKPOINT_MAGIC or version not in _READABLE_VERSIONS:
             raise CheckpointUnusable("not a checkpoint of a supported version")
         if length != len(body) or crc32c.crc32c(body) != crc:
             raise CheckpointUnusable("the checkpoint fails its length or CRC32C check")

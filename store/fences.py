@@ -5,6 +5,11 @@ earlier epoch, the length F found after claiming its epoch. For a segment of
 epoch E, every fence of an epoch F > E applies: the segment is valid up to the
 smallest length those fences list, and a fence that does not list it at all
 (the segment was created after F claimed its epoch) fences it entirely.
+
+The table keeps exactly that verdict per segment, not every fence: each
+takeover writes one more fence listing every segment there is, so keeping them
+all (and checkpointing them all) would make a takeover's cost grow with the
+square of the number of epochs.
 """
 
 from __future__ import annotations
@@ -14,36 +19,70 @@ from typing import Any
 
 from store import format as fmt
 
+SegmentKey = tuple[int, int]  # (epoch, first sequence)
+
 
 @dataclass
 class FenceTable:
-    """Every fence known, by the epoch of the master that wrote it."""
+    """The verdict of every fence known: per segment, the bytes later fences allow."""
 
-    by_epoch: dict[int, dict[tuple[int, int], int]] = field(default_factory=dict)
+    fence_epochs: set[int] = field(default_factory=set)
+    # For each segment some fence listed: the smallest length over the fences of later
+    # epochs, a fence that does not list it counting as 0.
+    limits: dict[SegmentKey, int] = field(default_factory=dict)
 
     def add(self, fence_epoch: int, entries: list[fmt.FenceEntry]) -> None:
-        self.by_epoch[fence_epoch] = {(e.epoch, e.first_sequence): e.length for e in entries}
+        """Apply the fence of ``fence_epoch``'s master (in any order, any number of times)."""
+        listed = {(e.epoch, e.first_sequence): e.length for e in entries if e.epoch < fence_epoch}
+        for key in self.limits:
+            if key[0] < fence_epoch and key not in listed:
+                self.limits[key] = 0  # created after this fence was taken
+        for key, length in listed.items():
+            if key in self.limits:
+                self.limits[key] = min(self.limits[key], length)
+            else:
+                # Listed by no fence so far: every known fence of a later epoch than the
+                # segment's left it out, so it was created after them.
+                self.limits[key] = 0 if self._newest() > key[0] else length
+        self.fence_epochs.add(fence_epoch)
 
     def limit_for(self, epoch: int, first_sequence: int) -> int | None:
         """Bytes of this segment later fences allow; None if no fence applies."""
-        limits = [
-            entries.get((epoch, first_sequence), 0)
-            for fence_epoch, entries in self.by_epoch.items()
-            if fence_epoch > epoch
-        ]
-        return min(limits) if limits else None
+        if self._newest() <= epoch:
+            return None
+        return self.limits.get((epoch, first_sequence), 0)
 
-    def to_json(self) -> list[dict[str, Any]]:
-        return [
-            {"epoch": fence_epoch, "entries": [[e, s, n] for (e, s), n in sorted(entries.items())]}
-            for fence_epoch, entries in sorted(self.by_epoch.items())
-        ]
+    def _newest(self) -> int:
+        return max(self.fence_epochs, default=0)
+
+    def merge(self, other: FenceTable) -> None:
+        """Apply every fence ``other`` knows: the verdict is as if both had seen all fences."""
+        keys = set(self.limits) | set(other.limits)
+        merged = {}
+        for key in keys:
+            verdicts = [
+                limit
+                for limit in (self.limit_for(*key), other.limit_for(*key))
+                if limit is not None
+            ]
+            merged[key] = min(verdicts)
+        self.limits = merged
+        self.fence_epochs |= other.fence_epochs
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fence_epochs": sorted(self.fence_epochs),
+            "limits": [[e, s, n] for (e, s), n in sorted(self.limits.items())],
+        }
 
     @classmethod
-    def from_json(cls, data: list[dict[str, Any]]) -> FenceTable:
+    def from_json(cls, data: dict[str, Any] | list[dict[str, Any]]) -> FenceTable:
         table = cls()
-        for fence in data:
-            table.add(
-                int(fence["epoch"]), [fmt.FenceEntry(*map(int, row)) for row in fence["entries"]]
-            )
+        if isinstance(data, list):  # checkpoint version 2: every fence in full
+            for fence in data:
+                entries = [fmt.FenceEntry(*map(int, row)) for row in fence["entries"]]
+                table.add(int(fence["epoch"]), entries)
+            return table
+        table.fence_epochs = {int(epoch) for epoch in data["fence_epochs"]}
+        table.limits = {(int(e), int(s)): int(n) for e, s, n in data["limits"]}
         return table
