@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fault.conftest import EmulatedHosts, fuse_unavailable_reason
 from tests.harness.group import Group
 
 
@@ -27,3 +28,17 @@ def group(share: Path, tmp_path: Path) -> Iterator[Group]:
         yield started
     finally:
         started.close()
+
+
+@pytest.fixture
+def emulated_hosts(tmp_path: Path) -> Iterator[EmulatedHosts]:
+    """``emulated_hosts(n, lease_s=1.0)`` starts n emulated NFS hosts (tests/fault); all are
+    stopped at the end, by pid. Skips, saying why, only without root or /dev/fuse."""
+    reason = fuse_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    hosts = EmulatedHosts(tmp_path / "nfsemu")
+    try:
+        yield hosts
+    finally:
+        hosts.close()

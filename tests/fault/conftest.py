@@ -1,12 +1,9 @@
-"""Fixtures for fault tests: emulated NFS hosts on one backing directory, and nodes on them."""
+"""Emulated NFS hosts on one backing directory, and nodes on them (fixture: tests/conftest.py)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.fault.nfsemu import EmulatedHost
 from tests.harness.group import Group, NodeProcess
@@ -69,16 +66,3 @@ class EmulatedHosts:
             group.close()
         for host in self.hosts:
             host.stop()
-
-
-@pytest.fixture
-def emulated_hosts(tmp_path: Path) -> Iterator[EmulatedHosts]:
-    """``emulated_hosts(n, lease_s=1.0)`` starts n hosts; all are stopped at the end, by pid."""
-    reason = fuse_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    hosts = EmulatedHosts(tmp_path / "nfsemu")
-    try:
-        yield hosts
-    finally:
-        hosts.close()

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from locker.lockfile import LOCK_FILE_NAME
 from tests.fault.checker import assert_ok, check
-from tests.fault.conftest import EmulatedHosts, fuse_unavailable_reason
+from tests.fault.conftest import EmulatedHosts
 from tests.harness.group import Group, NodeProcess, wait_until
 from tests.harness.traffic import StompGroup, Traffic
 
@@ -234,33 +233,20 @@ def test_switchover_without_a_target_picks_the_best_slave(group: Group, token_fi
     assert group.wait_for_master(exclude={"a"}) is best
 
 
-@pytest.fixture
-def emulated(tmp_path: Path) -> Iterator[EmulatedHosts]:
-    """Emulated NFS hosts (tests/fault): a share that can hang under one node only."""
-    reason = fuse_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    hosts = EmulatedHosts(tmp_path / "nfsemu")
-    try:
-        yield hosts
-    finally:
-        hosts.close()
-
-
 @pytest.mark.fuse
 @pytest.mark.parametrize("paused", [True, False], ids=["paused", "unpaused control"])
 def test_pause_holds_roles_through_a_master_freeze(
-    emulated: EmulatedHosts, token_file: Path, paused: bool
+    emulated_hosts: EmulatedHosts, token_file: Path, paused: bool
 ) -> None:
     """A plain SIGSTOP/SIGCONT changes no role even unpaused: the frozen master keeps its
     lock, and on resume its next lease check passes. What an unpaused group does react to
     is a lease check that was under way across the freeze: on resume it is older than the
     keepalive and the master demotes. The hung share makes that check certain to be under
     way; pause must hold the role through it (and the unpaused control must not)."""
-    host_a, host_b = emulated(2, lease_s=60.0)  # the NFS lease outlasts the hang
-    master = emulated.start_node(host_a, "a", "--admin-token-file", str(token_file))
+    host_a, host_b = emulated_hosts(2, lease_s=60.0)  # the NFS lease outlasts the hang
+    master = emulated_hosts.start_node(host_a, "a", "--admin-token-file", str(token_file))
     wait_until(master.is_master, 30, "a to serve")
-    slave = emulated.start_node(host_b, "b", "--admin-token-file", str(token_file))
+    slave = emulated_hosts.start_node(host_b, "b", "--admin-token-file", str(token_file))
     wait_until(lambda: slave.status("/slave") == 200, 30, "b to be a slave")
     epoch = httpx.get(url(master, "/status")).json()["epoch"]
     if paused:

@@ -19,6 +19,7 @@ from locker.lease import Lease
 from supervisor.cli import build_parser
 from supervisor.config import CONFIG_KEYS
 from tests.harness.group import free_port
+from tests.supervisor.private_mount import private_mount_unavailable_reason
 
 # The console script operators run, from this virtualenv.
 PRIMACY = str(Path(sys.executable).with_name("primacy"))
@@ -169,21 +170,6 @@ def _assert_one_error_line(result: subprocess.CompletedProcess[str], code: int, 
     return errors[0]
 
 
-def _private_mount_works() -> str | None:
-    """None if this process may mount a tmpfs in a private mount namespace, else why not."""
-    if shutil.which("unshare") is None:
-        return "unshare(1) is not installed"
-    probe = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "mount", "-t", "tmpfs", "t", "/mnt"],
-        capture_output=True,
-        text=True,
-        timeout=10,
-    )
-    if probe.returncode != 0:
-        return f"cannot mount in a private mount namespace: {probe.stderr.strip()}"
-    return None
-
-
 def _on_a_read_only_mount(share: Path, *primacy_args: str) -> list[str]:
     """Run primacy in a private mount namespace where ``share`` is a read-only tmpfs.
 
@@ -207,7 +193,7 @@ def _on_a_read_only_mount(share: Path, *primacy_args: str) -> list[str]:
 
 @pytest.fixture
 def read_only_share(share: Path) -> Path:
-    why_not = _private_mount_works()
+    why_not = private_mount_unavailable_reason()
     if why_not is not None:
         pytest.skip(f"a read-only mount cannot be made here: {why_not}")
     return share

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from supervisor.cli import share_check_for_status
 from tests.broker.stomppy import StompPy
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 from tests.nfs_profiles.mountinfo_samples import BASE, NFS3
+from tests.supervisor.private_mount import private_mount_unavailable_reason
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "operator-guide.md"
 
@@ -163,21 +163,9 @@ def test_status_carries_the_share_check_and_since(group: Group) -> None:
     assert documented_status_fields() == set(status)
 
 
-def _private_tmpfs_works() -> str | None:
-    if shutil.which("unshare") is None:
-        return "unshare(1) is not installed"
-    probe = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "mount", "-t", "tmpfs", "t", "/mnt"],
-        capture_output=True,
-        text=True,
-        timeout=10,
-    )
-    return None if probe.returncode == 0 else probe.stderr.strip()
-
-
 @pytest.mark.slow
 def test_status_shows_the_warnings_of_a_tmpfs_share(tmp_path: Path) -> None:
-    why_not = _private_tmpfs_works()
+    why_not = private_mount_unavailable_reason()
     if why_not is not None:
         pytest.skip(f"cannot mount a tmpfs in a private mount namespace here: {why_not}")
     share = tmp_path / "share"
