@@ -84,13 +84,31 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# A node's view of the group is refreshed from the share every registry_refresh_ms (1 s by
+# default): right after a failover it may not show the new master yet.
+MASTER_VIEW_WAIT_S = 3.0
+
+
+def _registered_master(url: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The group as the node at ``url`` sees it, and its live master (waiting for a fresh view)."""
+    deadline = time.monotonic() + MASTER_VIEW_WAIT_S
+    while True:
+        members: list[dict[str, Any]] = _request(url, "GET", "/cluster")["members"]
+        master = next((m for m in members if m["live"] and m["role"] == "master"), None)
+        if master is not None:
+            return members, master
+        if time.monotonic() >= deadline:
+            raise RequestFailed(
+                f"no live master is registered (asked for {MASTER_VIEW_WAIT_S:g} s); "
+                "nothing to switch over"
+            )
+        time.sleep(0.1)
+
+
 def cmd_switchover(args: argparse.Namespace) -> int:
     try:
         token = _token(args.token_file)
-        members = _request(args.url, "GET", "/cluster")["members"]
-        master = next((m for m in members if m["live"] and m["role"] == "master"), None)
-        if master is None:
-            raise RequestFailed("no live master is registered; nothing to switch over")
+        members, master = _registered_master(args.url)
         body = {"to": args.to} if args.to else {}
         started = time.monotonic()
         answer = _request(f"http://{master['http']}", "POST", "/switchover", token, body)

@@ -397,6 +397,22 @@ def test_cli_cluster_switchover_pause_resume(group: Group, share: Path, token_fi
     assert denied.returncode == 1 and "403" in denied.stderr and "wrong token" in denied.stderr
 
 
+def test_switchover_right_after_a_takeover_waits_for_the_nodes_view(
+    group: Group, token_file: Path
+) -> None:
+    # A node's /cluster is refreshed from the share every registry_refresh_ms: asked
+    # right after the takeover, the other node does not list the master yet, and the
+    # CLI used to give up at once with "no live master is registered".
+    nodes = group.start_many(
+        2, "--admin-token-file", str(token_file), "--registry-refresh-ms", "2000"
+    )
+    old = group.wait_for_master()
+    other = next(node for node in nodes if node is not old)
+    result = _primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
+    assert result.returncode == 0, result.stderr
+    assert f"{other.node_id} is serving as master" in result.stdout
+
+
 def test_switchover_under_producer_load_loses_no_acknowledged_message(
     group: Group, share: Path, token_file: Path
 ) -> None:
