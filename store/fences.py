@@ -34,6 +34,7 @@ class FenceTable:
     def add(self, fence_epoch: int, entries: list[fmt.FenceEntry]) -> None:
         """Apply the fence of ``fence_epoch``'s master (in any order, any number of times)."""
         listed = {(e.epoch, e.first_sequence): e.length for e in entries if e.epoch < fence_epoch}
+        newest = self._newest()
         for key in self.limits:
             if key[0] < fence_epoch and key not in listed:
                 self.limits[key] = 0  # created after this fence was taken
@@ -43,29 +44,26 @@ class FenceTable:
             else:
                 # Listed by no fence so far: every known fence of a later epoch than the
                 # segment's left it out, so it was created after them.
-                self.limits[key] = 0 if self._newest() > key[0] else length
+                self.limits[key] = 0 if newest > key[0] else length
         self.fence_epochs.add(fence_epoch)
 
     def limit_for(self, epoch: int, first_sequence: int) -> int | None:
         """Bytes of this segment later fences allow; None if no fence applies."""
-        if self._newest() <= epoch:
-            return None
-        return self.limits.get((epoch, first_sequence), 0)
+        return self._verdict((epoch, first_sequence), self._newest())
+
+    def _verdict(self, key: SegmentKey, newest: int) -> int | None:
+        return None if newest <= key[0] else self.limits.get(key, 0)
 
     def _newest(self) -> int:
         return max(self.fence_epochs, default=0)
 
     def merge(self, other: FenceTable) -> None:
         """Apply every fence ``other`` knows: the verdict is as if both had seen all fences."""
-        keys = set(self.limits) | set(other.limits)
+        newest, other_newest = self._newest(), other._newest()
         merged = {}
-        for key in keys:
-            verdicts = [
-                limit
-                for limit in (self.limit_for(*key), other.limit_for(*key))
-                if limit is not None
-            ]
-            merged[key] = min(verdicts)
+        for key in set(self.limits) | set(other.limits):
+            verdicts = (self._verdict(key, newest), other._verdict(key, other_newest))
+            merged[key] = min(v for v in verdicts if v is not None)
         self.limits = merged
         self.fence_epochs |= other.fence_epochs
 

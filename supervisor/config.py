@@ -33,8 +33,9 @@ TAKEOVER_DRIFT_MARGIN = 0.10
 MAX_MESSAGE_SIZE_LIMIT = 1024 * MIB
 # The journal's own defaults, which the node's keys share.
 STORE_DEFAULTS = StoreConfig(share=Path("."), node_id="defaults")
-# Written for "no limit" in the TOML file or on the command line.
+# Written for "no limit" in the TOML file or on the command line, for these keys.
 NO_LIMIT = "none"
+NO_LIMIT_KEYS = ("retention_max_age_s", "retention_max_bytes")
 # StoreConfig requires max_batch_bytes >= max_message_size + this.
 BATCH_OVERHEAD_BYTES = 4096
 
@@ -103,7 +104,7 @@ class NodeConfig(BaseModel):
             parse_host_port(value)
         return value
 
-    @field_validator("retention_max_age_s", "retention_max_bytes", mode="before")
+    @field_validator(*NO_LIMIT_KEYS, mode="before")
     @classmethod
     def _none_means_no_limit(cls, value: object) -> object:
         if isinstance(value, str) and value.strip().lower() == NO_LIMIT:
@@ -166,7 +167,6 @@ class NodeConfig(BaseModel):
 
 
 CONFIG_KEYS = tuple(NodeConfig.model_fields)
-NO_LIMIT_KEYS = ("retention_max_age_s", "retention_max_bytes")
 
 
 def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConfig:
