@@ -14,9 +14,9 @@ from typing import Any
 from fastapi import Body, FastAPI, Header
 from fastapi.responses import JSONResponse, Response
 
-from api.admin import AdminActions, AdminRefused, token_matches
-from api.metrics import NodeMetrics
-from api.snapshot import StatusSnapshot
+from primacy.api.admin import AdminActions, AdminRefused, token_matches
+from primacy.api.metrics import NodeMetrics
+from primacy.api.snapshot import StatusSnapshot
 
 SnapshotSource = Callable[[], StatusSnapshot]
 PRIORITIES = ("never", "normal", "high", "highest")

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from api.snapshot import StatusSnapshot
+from primacy.api.snapshot import StatusSnapshot
 
 ROLES = ("starting", "slave", "acquired", "master", "demoting", "stopping", "stopped")
 _FAST_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

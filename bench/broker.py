@@ -33,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import stomp
 
-from broker.service import BrokerService
-from client.producer import Producer
-from locker.lease import Lease
-from store.config import StoreConfig, SyncPolicy
-from store.journal import JournalStore
-from supervisor.localgroup import Group, free_port, wait_until
+from primacy.broker.service import BrokerService
+from primacy.cli.localgroup import Group, free_port, wait_until
+from primacy.client.producer import Producer
+from primacy.locker.lease import Lease
+from primacy.store.config import StoreConfig, SyncPolicy
+from primacy.store.journal import JournalStore
 
 BODY = "p" * 1024
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from supervisor.localgroup import Group, NodeProcess, wait_until
+from primacy.cli.localgroup import Group, NodeProcess, wait_until
 from tests.harness.group import MasterPoller
 
 POLL_S = 0.002

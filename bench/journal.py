@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from store import format as fmt
-from store.config import StoreConfig, SyncPolicy
-from store.journal import JournalStore
-from store.recovery import recover
-from store.segments import list_segments
+from primacy.store import format as fmt
+from primacy.store.config import StoreConfig, SyncPolicy
+from primacy.store.journal import JournalStore
+from primacy.store.recovery import recover
+from primacy.store.segments import list_segments
 
 RECORD_PAYLOAD = b"p" * 1024
 

@@ -30,10 +30,10 @@ from typing import BinaryIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark.journal_plan import plan_segments
-from spark.segment_reader import read_segment_batches
-from store import format as fmt
-from store.segments import list_segments, segment_name
+from primacy.spark.journal_plan import plan_segments
+from primacy.spark.segment_reader import read_segment_batches
+from primacy.store import format as fmt
+from primacy.store.segments import list_segments, segment_name
 
 SEGMENT_MAX_BYTES = 64 * 1024 * 1024
 
@@ -115,7 +115,7 @@ def decode_only(share: Path) -> int:
 
 
 def spark_read(share: Path) -> Callable[[], int]:
-    from spark.replay import start_session
+    from primacy.spark.replay import start_session
 
     session = start_session("local[2]")
     frame = session.read.format("journal").load(str(share))

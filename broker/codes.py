@@ -8,7 +8,7 @@ either side. The parser's codes (1501-1505) live with the parser in
 
 from __future__ import annotations
 
-from broker.frames import (
+from primacy.broker.frames import (
     FRAME_TOO_LARGE,
     HEADERS_TOO_LARGE,
     INVALID_UTF8,

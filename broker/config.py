@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.frames import FrameLimits
+from primacy.broker.frames import FrameLimits
 
 
 @dataclass(frozen=True)

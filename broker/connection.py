@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
-from broker import codes
-from broker.core import Broker, BrokerFailed, Refused, check_destination
-from broker.frame_rules import (
+from primacy.broker import codes
+from primacy.broker.core import Broker, BrokerFailed, Refused, check_destination
+from primacy.broker.frame_rules import (
     SUPPORTED_VERSION,
     error_frame,
     heart_beat,
@@ -28,8 +28,8 @@ from broker.frame_rules import (
     positive_int,
     required,
 )
-from broker.frames import HEARTBEAT, Frame, FrameParser, StompProtocolError, encode
-from broker.queues import AckMode, QueuedMessage, Subscription
+from primacy.broker.frames import HEARTBEAT, Frame, FrameParser, StompProtocolError, encode
+from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 
 log = logging.getLogger("primacy.broker")
 

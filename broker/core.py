@@ -18,13 +18,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker import codes
-from broker.config import BrokerConfig
-from broker.dedupe import DedupeWindow, MessageKey
-from broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
-from store import format as fmt
-from store.errors import JournalError, MessageTooLarge
-from store.journal import JournalStore
+from primacy.broker import codes
+from primacy.broker.config import BrokerConfig
+from primacy.broker.dedupe import DedupeWindow, MessageKey
+from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
+from primacy.store import format as fmt
+from primacy.store.errors import JournalError, MessageTooLarge
+from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
 

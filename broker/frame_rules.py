@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from broker import codes
-from broker.core import Refused
-from broker.frames import Frame
+from primacy.broker import codes
+from primacy.broker.core import Refused
+from primacy.broker.frames import Frame
 
 SUPPORTED_VERSION = "1.2"
 

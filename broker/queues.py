@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from store.state import PendingMessage
+from primacy.store.state import PendingMessage
 
 
 class AckMode(enum.StrEnum):

@@ -18,11 +18,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from broker import codes
-from broker.config import BrokerConfig
-from broker.connection import StompConnection
-from broker.core import Broker
-from store.journal import JournalStore
+from primacy.broker import codes
+from primacy.broker.config import BrokerConfig
+from primacy.broker.connection import StompConnection
+from primacy.broker.core import Broker
+from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
 

@@ -12,11 +12,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from client.errors import BrokerRefused, ConnectionLost
-from client.failover import Failover
-from client.producer import TRANSIENT_ERROR_CODES
-from client.url import FailoverUrl
-from client.wire import Frame, StompSocket
+from primacy.client.errors import BrokerRefused, ConnectionLost
+from primacy.client.failover import Failover
+from primacy.client.producer import TRANSIENT_ERROR_CODES
+from primacy.client.url import FailoverUrl
+from primacy.client.wire import Frame, StompSocket
 
 SUBSCRIPTION_ID = "primacy-consumer"
 

@@ -14,9 +14,15 @@ import random
 import time
 from collections.abc import Callable, Iterator
 
-from client.errors import CONNECTED, RECONNECTING, ClientTimeout, ConnectionLost, NoBrokerAvailable
-from client.url import BrokerAddress, FailoverOptions, FailoverUrl, parse_url
-from client.wire import StompSocket
+from primacy.client.errors import (
+    CONNECTED,
+    RECONNECTING,
+    ClientTimeout,
+    ConnectionLost,
+    NoBrokerAvailable,
+)
+from primacy.client.url import BrokerAddress, FailoverOptions, FailoverUrl, parse_url
+from primacy.client.wire import StompSocket
 
 log = logging.getLogger("primacy.client")
 

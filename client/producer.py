@@ -14,10 +14,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from client.errors import BrokerRefused, ConnectionLost
-from client.failover import Failover
-from client.url import FailoverUrl
-from client.wire import Frame, StompSocket
+from primacy.client.errors import BrokerRefused, ConnectionLost
+from primacy.client.failover import Failover
+from primacy.client.url import FailoverUrl
+from primacy.client.wire import Frame, StompSocket
 
 # ERROR codes of a primacy broker that mean "this broker is going away": fail over.
 TRANSIENT_ERROR_CODES = ("PRIMACY-1508", "PRIMACY-1514", "PRIMACY-1515", "PRIMACY-1518")

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
-from client.errors import URL_INVALID, ClientError
+from primacy.client.errors import URL_INVALID, ClientError
 
 DEFAULT_PORT = 61613
 _SCHEMES = ("tcp", "stomp")

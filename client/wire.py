@@ -11,7 +11,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from client.errors import PROTOCOL, ClientError, ConnectionLost
+from primacy.client.errors import PROTOCOL, ClientError, ConnectionLost
 
 _ESCAPE = str.maketrans({"\\": "\\\\", "\r": "\\r", "\n": "\\n", ":": "\\c"})
 _UNESCAPE = {"\\": "\\", "r": "\r", "n": "\n", "c": ":"}

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from locker.epoch import EpochRegistry
-from locker.lockfile import HolderInfo, LockLost, LockMethod, ShareLock
+from primacy.locker.epoch import EpochRegistry
+from primacy.locker.lockfile import HolderInfo, LockLost, LockMethod, ShareLock
 
 # The epoch-record term saying its master outlasted every earlier claim (so it may serve).
 OUTLASTED_TERM = "outlasted"

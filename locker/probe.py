@@ -8,7 +8,7 @@ import os
 import struct
 from pathlib import Path
 
-from locker.lockfile import LockMethod
+from primacy.locker.lockfile import LockMethod
 
 
 class ShareUnusable(Exception):

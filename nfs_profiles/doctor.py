@@ -12,17 +12,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nfs_profiles import codes
-from nfs_profiles.findings import Diagnosis, Finding, Severity, render_text
-from nfs_profiles.mountinfo import (
+from primacy.nfs_profiles import codes
+from primacy.nfs_profiles.findings import Diagnosis, Finding, Severity, render_text
+from primacy.nfs_profiles.mountinfo import (
     MOUNTINFO_PATH,
     MountEntry,
     MountTableError,
     mount_of,
     read_mountinfo,
 )
-from nfs_profiles.profiles import Profile, load_profile, load_profiles, load_refused_filesystems
-from nfs_profiles.round_trips import LockProbe, time_fsync_round_trip, time_lock_round_trip
+from primacy.nfs_profiles.profiles import (
+    Profile,
+    load_profile,
+    load_profiles,
+    load_refused_filesystems,
+)
+from primacy.nfs_profiles.round_trips import LockProbe, time_fsync_round_trip, time_lock_round_trip
 
 __all__ = [
     "Diagnosis",

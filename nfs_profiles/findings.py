@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nfs_profiles.mountinfo import MountEntry
-from nfs_profiles.profiles import Profile
+from primacy.nfs_profiles.mountinfo import MountEntry
+from primacy.nfs_profiles.profiles import Profile
 
 
 class Severity(enum.IntEnum):

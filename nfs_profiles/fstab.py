@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from nfs_profiles.profiles import Profile
+from primacy.nfs_profiles.profiles import Profile
 
 _NETWORK_PROFILES = {"nfs4", "cifs", "gfs2"}
 _UNIT_NAME_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.")

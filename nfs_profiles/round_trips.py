@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nfs_profiles import codes
-from nfs_profiles.findings import Finding, Severity
-from nfs_profiles.profiles import Profile
+from primacy.nfs_profiles import codes
+from primacy.nfs_profiles.findings import Finding, Severity
+from primacy.nfs_profiles.profiles import Profile
 
 LockProbe = Callable[[Path, str], None]
 """Takes (share, lock method); returns if locks exclude, else raises with a one-sentence reason."""

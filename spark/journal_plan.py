@@ -14,10 +14,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from store import recovery
-from store.checkpoint import Checkpoint, list_checkpoints
-from store.fences import FenceTable
-from store.segments import CHECKPOINT_DIR_NAME, epoch_tails, list_segments
+from primacy.store import recovery
+from primacy.store.checkpoint import Checkpoint, list_checkpoints
+from primacy.store.fences import FenceTable
+from primacy.store.segments import CHECKPOINT_DIR_NAME, epoch_tails, list_segments
 
 
 @dataclass(frozen=True)

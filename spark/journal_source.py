@@ -32,8 +32,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark.journal_plan import OptionError, SegmentPlan, TimeWindow, parse_time, plan_segments
-from spark.segment_reader import RECORDS_SCHEMA, read_segment_batches
+from primacy.spark.journal_plan import (
+    OptionError,
+    SegmentPlan,
+    TimeWindow,
+    parse_time,
+    plan_segments,
+)
+from primacy.spark.segment_reader import RECORDS_SCHEMA, read_segment_batches
 
 SOURCE_NAME = "journal"
 

@@ -26,7 +26,7 @@ if __package__ in (
 ):  # run as a script by spark-submit: make ``spark`` and ``store`` importable
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from spark.journal_plan import OptionError, parse_time
+from primacy.spark.journal_plan import OptionError, parse_time
 
 _RECORD_STATUSES = ("ok", "fenced")
 TABLES = ("records", "messages", "tenure", "gaps", "anomalies")
@@ -86,7 +86,7 @@ def start_session(master: str | None) -> Any:
     """An embedded local session by default; under spark-submit, the one it configured."""
     from pyspark.sql import SparkSession
 
-    from spark.journal_source import register
+    from primacy.spark.journal_source import register
 
     builder = SparkSession.builder.appName("primacy-replay")
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
@@ -109,13 +109,15 @@ def start_session(master: str | None) -> Any:
 
 
 def ship_code(session: Any) -> None:
-    """Send ``spark`` and ``store`` to the executors (they still need numpy, pyarrow, crc32c)."""
+    """Send ``primacy.spark`` and ``primacy.store`` to the executors, which need not have primacy
+    installed (they still need numpy, pyarrow, crc32c)."""
     root = Path(__file__).resolve().parents[1]
     archive = Path(tempfile.mkdtemp(prefix="primacy-replay-")) / "primacy_replay.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.writestr("primacy/__init__.py", "")
         for package in ("spark", "store"):
             for source in sorted((root / package).glob("*.py")):
-                bundle.write(source, f"{package}/{source.name}")
+                bundle.write(source, f"primacy/{package}/{source.name}")
     session.sparkContext.addPyFile(str(archive))
 
 
@@ -123,10 +125,10 @@ def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
     """Replay the journal; returns the report's headline figures (also in report.json)."""
     from pyspark.sql import functions as F
 
-    from spark import replay_tables as tables
-    from spark.replay_progress import Progress
-    from spark.replay_report import ReportInputs, write_html, write_json
-    from spark.tenure import build_gaps, build_tenures, read_epoch_claims
+    from primacy.spark import replay_tables as tables
+    from primacy.spark.replay_progress import Progress
+    from primacy.spark.replay_report import ReportInputs, write_html, write_json
+    from primacy.spark.tenure import build_gaps, build_tenures, read_epoch_claims
 
     session = session or start_session(options.master)
     progress = Progress(session.sparkContext, STEPS, enabled=not options.quiet)

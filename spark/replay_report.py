@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from spark.tenure import Gap, Tenure
+from primacy.spark.tenure import Gap, Tenure
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark.segment_reader import STATUS_FENCED, STATUS_OK
-from spark.tenure import EpochFacts, RoleEvent, role_event_from_control
+from primacy.spark.segment_reader import STATUS_FENCED, STATUS_OK
+from primacy.spark.tenure import EpochFacts, RoleEvent, role_event_from_control
 
 ANOMALY_SCHEMA = StructType(
     [

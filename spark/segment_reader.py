@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark.journal_plan import ALL_TIME, SegmentPlan, TimeWindow
-from store import format as fmt
-from store.segments import Damage, SegmentRef, read_segment, scan_segment
+from primacy.spark.journal_plan import ALL_TIME, SegmentPlan, TimeWindow
+from primacy.store import format as fmt
+from primacy.store.segments import Damage, SegmentRef, read_segment, scan_segment
 
 STATUS_OK = "ok"
 STATUS_FENCED = "fenced"

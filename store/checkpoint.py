@@ -18,8 +18,8 @@ from typing import Any
 
 import crc32c
 
-from store.fences import FenceTable
-from store.state import JournalState
+from primacy.store.fences import FenceTable
+from primacy.store.state import JournalState
 
 CHECKPOINT_MAGIC = b"PRIMCKPT"
 # 2: the dedupe window is keyed by destination and message id; 3: the fence table holds

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from store import format as fmt
+from primacy.store import format as fmt
 
 SegmentKey = tuple[int, int]  # (epoch, first sequence)
 

@@ -17,22 +17,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store import format as fmt
-from store import messages
-from store.checkpoint import (
+from primacy.store import format as fmt
+from primacy.store import messages
+from primacy.store.checkpoint import (
     Checkpoint,
     SegmentPosition,
     fsync_directory,
     prune_checkpoints,
     write_checkpoint,
 )
-from store.config import StoreConfig, SyncPolicy
-from store.errors import JournalError, MessageTooLarge, StaleEpoch
-from store.recovery import RecoveryResult, recover
-from store.retention import SegmentFacts, segments_to_remove
-from store.segments import CHECKPOINT_DIR_NAME, SegmentRef, list_segments
-from store.state import JournalState, PendingMessage
-from store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
+from primacy.store.config import StoreConfig, SyncPolicy
+from primacy.store.errors import JournalError, MessageTooLarge, StaleEpoch
+from primacy.store.recovery import RecoveryResult, recover
+from primacy.store.retention import SegmentFacts, segments_to_remove
+from primacy.store.segments import CHECKPOINT_DIR_NAME, SegmentRef, list_segments
+from primacy.store.state import JournalState, PendingMessage
+from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
 # A new master that had to read more segments than this writes a checkpoint at once.
 # Zero: every takeover over an existing journal checkpoints, so each fence is kept

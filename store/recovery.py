@@ -17,12 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store import format as fmt
-from store import messages
-from store.checkpoint import Checkpoint, CheckpointUnusable, SegmentPosition, list_checkpoints
-from store.errors import UnsupportedJournal
-from store.fences import FenceTable
-from store.segments import (
+from primacy.store import format as fmt
+from primacy.store import messages
+from primacy.store.checkpoint import (
+    Checkpoint,
+    CheckpointUnusable,
+    SegmentPosition,
+    list_checkpoints,
+)
+from primacy.store.errors import UnsupportedJournal
+from primacy.store.fences import FenceTable
+from primacy.store.segments import (
     CHECKPOINT_DIR_NAME,
     QUARANTINE_DIR_NAME,
     BatchAt,
@@ -36,7 +41,7 @@ from store.segments import (
     read_segment,
     scan_segment,
 )
-from store.state import JournalState
+from primacy.store.state import JournalState
 
 BatchVisitor = Callable[[SegmentRef, BatchAt, memoryview], None]
 

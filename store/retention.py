@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store.segments import SegmentRef
+from primacy.store.segments import SegmentRef
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store import format as fmt
+from primacy.store import format as fmt
 
 SEGMENT_SUFFIX = ".seg"
 _SEGMENT_NAME = re.compile(r"^(\d{10})-(\d{20})\.seg$")

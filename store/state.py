@@ -14,7 +14,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from store.format import RecordType
+from primacy.store.format import RecordType
 
 
 @dataclass(frozen=True)

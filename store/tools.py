@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store import format as fmt
-from store.recovery import RecoveryReport, recover
-from store.segments import BatchAt, SegmentRef
+from primacy.store import format as fmt
+from primacy.store.recovery import RecoveryReport, recover
+from primacy.store.segments import BatchAt, SegmentRef
 
 
 @dataclass(frozen=True)

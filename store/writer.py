@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store import format as fmt
-from store import messages
-from store.checkpoint import fsync_directory
-from store.config import SyncPolicy
-from store.errors import JournalClosed, JournalError, JournalFenced, JournalWriteFailed
-from store.segments import segment_name
+from primacy.store import format as fmt
+from primacy.store import messages
+from primacy.store.checkpoint import fsync_directory
+from primacy.store.config import SyncPolicy
+from primacy.store.errors import JournalClosed, JournalError, JournalFenced, JournalWriteFailed
+from primacy.store.segments import segment_name
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from api.admin import AdminRefused
-from api.snapshot import StatusSnapshot
-from supervisor import group_control, roles
-from supervisor.group_control import SWITCHOVER_TIMEOUT_S, Switchover
-from supervisor.roles import Priority
+from primacy.api.admin import AdminRefused
+from primacy.api.snapshot import StatusSnapshot
+from primacy.supervisor import group_control, roles
+from primacy.supervisor.group_control import SWITCHOVER_TIMEOUT_S, Switchover
+from primacy.supervisor.roles import Priority
 
 log = logging.getLogger("primacy.admin")
 T = TypeVar("T")

@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from locker.lockfile import LockMethod
-from store.config import MIB, StoreConfig, SyncPolicy
-from supervisor.roles import Priority, Timings
+from primacy.locker.lockfile import LockMethod
+from primacy.store.config import MIB, StoreConfig, SyncPolicy
+from primacy.supervisor.roles import Priority, Timings
 
 # Defaults chosen from measurements (docs/benchmarks.md, docs/operator-guide.md):
 # a slave tries the lock 10 times a second, a master confirms its lease twice

@@ -14,7 +14,7 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from supervisor.config import ConfigError, NodeConfig
+from primacy.supervisor.config import ConfigError, NodeConfig
 
 log = logging.getLogger("primacy.config")
 _QUIET_S = 0.2

@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from supervisor.share_files import write_json_atomically
+from primacy.supervisor.share_files import write_json_atomically
 
 PAUSED_FILE_NAME = "paused"
 SWITCHOVER_FILE_NAME = "switchover.json"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
-from supervisor import roles
+from primacy.supervisor import roles
 
 log = logging.getLogger("primacy.node")
 T = TypeVar("T")

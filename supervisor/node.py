@@ -27,25 +27,25 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from api.app import create_app
-from api.metrics import NodeMetrics
-from api.server import ApiServer
-from api.snapshot import ShareCheck, StatusSnapshot
-from broker.config import BrokerConfig
-from broker.frames import FrameLimits
-from broker.service import BrokerService
-from locker.lease import Lease, LeaseLost
-from store.errors import JournalError, JournalFenced
-from store.journal import JournalStore
-from supervisor import group_control, roles, sdnotify
-from supervisor.admin import NodeAdmin
-from supervisor.children import ChildProcess, become_subreaper
-from supervisor.config import NodeConfig, parse_host_port
-from supervisor.config_watch import ConfigWatcher
-from supervisor.lock_io import LockIoWorker
-from supervisor.registry import NodeEntry, NodeRegistry
-from supervisor.roles import Priority, Role, RoleMachine
-from supervisor.share_events import ShareWatcher
+from primacy.api.app import create_app
+from primacy.api.metrics import NodeMetrics
+from primacy.api.server import ApiServer
+from primacy.api.snapshot import ShareCheck, StatusSnapshot
+from primacy.broker.config import BrokerConfig
+from primacy.broker.frames import FrameLimits
+from primacy.broker.service import BrokerService
+from primacy.locker.lease import Lease, LeaseLost
+from primacy.store.errors import JournalError, JournalFenced
+from primacy.store.journal import JournalStore
+from primacy.supervisor import group_control, roles, sdnotify
+from primacy.supervisor.admin import NodeAdmin
+from primacy.supervisor.children import ChildProcess, become_subreaper
+from primacy.supervisor.config import NodeConfig, parse_host_port
+from primacy.supervisor.config_watch import ConfigWatcher
+from primacy.supervisor.lock_io import LockIoWorker
+from primacy.supervisor.registry import NodeEntry, NodeRegistry
+from primacy.supervisor.roles import Priority, Role, RoleMachine
+from primacy.supervisor.share_events import ShareWatcher
 
 log = logging.getLogger("primacy.node")
 KEEP_ALIVE_TERM = "lock_keep_alive_period_ms"

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.share_files import write_json_atomically
+from primacy.supervisor.share_files import write_json_atomically
 
 NODES_DIR_NAME = "nodes"
 # An entry not refreshed for this long is treated as a node that is gone.

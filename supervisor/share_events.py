@@ -23,9 +23,9 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from locker.lockfile import LOCK_FILE_NAME
-from supervisor.group_control import PAUSED_FILE_NAME
-from supervisor.registry import NODES_DIR_NAME
+from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.supervisor.group_control import PAUSED_FILE_NAME
+from primacy.supervisor.registry import NODES_DIR_NAME
 
 log = logging.getLogger("primacy.share_events")
 # Roles in which a node may still hold the lock; leaving them means it is free.

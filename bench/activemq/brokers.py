@@ -19,7 +19,7 @@ from typing import Protocol
 import psutil
 
 from bench.activemq.config import LockerTiming, java_command, write_instance
-from supervisor.localgroup import Group, NodeProcess, free_port, wait_until
+from primacy.cli.localgroup import Group, NodeProcess, free_port, wait_until
 
 Address = tuple[str, int]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import stomp
 
-from client.producer import Producer
+from primacy.client.producer import Producer
 
 Address = tuple[str, int]
 BODY = "p" * 1024  # 1 KiB

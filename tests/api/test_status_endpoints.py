@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from api.app import create_app
-from api.server import ApiServer, ApiServerError
-from api.snapshot import ShareCheck, ShareFinding, StatusSnapshot
+from primacy.api.app import create_app
+from primacy.api.server import ApiServer, ApiServerError
+from primacy.api.snapshot import ShareCheck, ShareFinding, StatusSnapshot
 from tests.harness.group import free_port
 
 

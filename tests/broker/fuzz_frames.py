@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from broker.frames import Frame, FrameLimits, FrameParser, StompProtocolError, encode
+from primacy.broker.frames import Frame, FrameLimits, FrameParser, StompProtocolError, encode
 
 COMMANDS = ["SEND", "SUBSCRIBE", "ACK", "NACK", "BEGIN", "COMMIT", "MESSAGE", "CONNECT", "X"]
 SPECIAL = [b"\x00", b"\n", b"\r", b":", b"\\", b"\xff", b"\xc3", b"content-length:", b"\n\n"]

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.config import BrokerConfig
-from broker.frames import Frame, FrameParser, encode
-from broker.service import BrokerService
-from locker.lease import Lease
-from store.config import StoreConfig
-from store.journal import JournalStore
-from store.recovery import recover
+from primacy.broker.config import BrokerConfig
+from primacy.broker.frames import Frame, FrameParser, encode
+from primacy.broker.service import BrokerService
+from primacy.locker.lease import Lease
+from primacy.store.config import StoreConfig
+from primacy.store.journal import JournalStore
+from primacy.store.recovery import recover
 
 
 @dataclass
@@ -136,7 +136,7 @@ def eventually(condition: Callable[[], bool], what: str, timeout_s: float = 10.0
 
 def stored_send_ids(share: Path) -> list[str]:
     """The message id of every valid SEND record in the journal, in order (duplicates kept)."""
-    from store.tools import dump
+    from primacy.store.tools import dump
 
     ids: list[str] = []
     dump(

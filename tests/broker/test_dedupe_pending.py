@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store.config import StoreConfig
-from store.journal import JournalStore
-from store.recovery import recover
+from primacy.store.config import StoreConfig
+from primacy.store.journal import JournalStore
+from primacy.store.recovery import recover
 from tests.broker.nodes import Masters, stored_state
 from tests.broker.stomppy import StompPy
 

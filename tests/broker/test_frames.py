@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker import frames as f
-from broker.frames import Frame, FrameLimits, FrameParser, StompProtocolError, encode
+from primacy.broker import frames as f
+from primacy.broker.frames import Frame, FrameLimits, FrameParser, StompProtocolError, encode
 
 
 def parse_all(data: bytes, limits: FrameLimits | None = None) -> list[Frame]:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.frames import UNESCAPED_COMMANDS, Frame, FrameParser, StompProtocolError, encode
+from primacy.broker.frames import UNESCAPED_COMMANDS, Frame, FrameParser, StompProtocolError, encode
 from tests.broker.fuzz_frames import fuzz
 
 commands = st.sampled_from(

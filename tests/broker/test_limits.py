@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from broker.config import BrokerConfig
-from broker.frames import FrameLimits
+from primacy.broker.config import BrokerConfig
+from primacy.broker.frames import FrameLimits
 from tests.broker.nodes import Masters, RawClient, stored_state
 from tests.broker.stomppy import StompPy
 

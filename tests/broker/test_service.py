@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from broker.service import BrokerService
-from locker.epoch import EpochRegistry
+from primacy.broker.service import BrokerService
+from primacy.locker.epoch import EpochRegistry
 from tests.broker.nodes import Masters, RawClient, eventually, stored_state
 from tests.broker.stomppy import StompPy
 

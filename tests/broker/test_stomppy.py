@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from store import tools
+from primacy.store import tools
 from tests.broker.nodes import Masters, eventually, stored_state
 from tests.broker.stomppy import StompPy
 

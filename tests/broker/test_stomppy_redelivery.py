@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from store import tools
+from primacy.store import tools
 from tests.broker.nodes import Master, Masters, eventually, stored_send_ids, stored_state
 from tests.broker.stomppy import StompPy
 

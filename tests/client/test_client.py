@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.frames import Frame as BrokerFrame
-from broker.frames import FrameParser, encode
-from client import wire
-from client.consumer import Consumer
-from client.errors import BrokerRefused
-from client.producer import Producer
-from supervisor.localgroup import free_port
+from primacy.broker.frames import Frame as BrokerFrame
+from primacy.broker.frames import FrameParser, encode
+from primacy.cli.localgroup import free_port
+from primacy.client import wire
+from primacy.client.consumer import Consumer
+from primacy.client.errors import BrokerRefused
+from primacy.client.producer import Producer
 from tests.broker.nodes import Masters, eventually, stored_send_ids, stored_state
 
 header_text = st.text(max_size=20).filter(lambda t: t != "content-length")

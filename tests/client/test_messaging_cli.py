@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from supervisor.messaging_cli import register
+from primacy.cli.messaging import register
 from tests.broker.nodes import Masters, stored_state
 
 
@@ -39,7 +39,7 @@ def test_a_bad_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_no_broker_is_a_failure(capsys: pytest.CaptureFixture[str]) -> None:
-    from supervisor.localgroup import free_port
+    from primacy.cli.localgroup import free_port
 
     url = f"failover:(tcp://127.0.0.1:{free_port()})?startupMaxReconnectAttempts=0"
     assert run("consume", url, "/queue/a") == 1

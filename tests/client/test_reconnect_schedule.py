@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
-from client.errors import ClientTimeout, ConnectionLost, NoBrokerAvailable
-from client.failover import Failover, pass_limit, reconnect_delays_ms
-from client.url import FailoverOptions, parse_url
-from client.wire import StompSocket
+from primacy.client.errors import ClientTimeout, ConnectionLost, NoBrokerAvailable
+from primacy.client.failover import Failover, pass_limit, reconnect_delays_ms
+from primacy.client.url import FailoverOptions, parse_url
+from primacy.client.wire import StompSocket
 
 
 def take(options: FailoverOptions, count: int) -> list[float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.url import BrokerAddress, FailoverOptions, UrlError, parse_url
+from primacy.client.url import BrokerAddress, FailoverOptions, UrlError, parse_url
 
 FULL = (
     "failover:(tcp://h1:61613,tcp://h2:61614)?initialReconnectDelay=10&maxReconnectDelay=30000"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from store import tools
+from primacy.store import tools
 from tests.harness.group import MasterPoller
 from tests.harness.traffic import Traffic
 

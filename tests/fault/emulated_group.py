@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from locker.lockfile import LOCK_FILE_NAME
-from supervisor.localgroup import NodeProcess, wait_until
+from primacy.cli.localgroup import NodeProcess, wait_until
+from primacy.locker.lockfile import LOCK_FILE_NAME
 from tests.fault.conftest import EmulatedHosts
 from tests.fault.nfsemu import EmulatedHost
 from tests.harness.traffic import StompGroup

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store.config import StoreConfig
-from store.journal import JournalStore
+from primacy.store.config import StoreConfig
+from primacy.store.journal import JournalStore
 from tests.fault.checker import check
 from tests.harness.group import Answer, MasterPoller
 from tests.harness.traffic import Traffic

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from locker.lease import Lease, LeaseLost
+from primacy.locker.lease import Lease, LeaseLost
 from tests.fault.conftest import EmulatedHosts
 from tests.fault.nfsemu import EmulatedHost, is_mounted
 from tests.harness.group import wait_until

@@ -21,7 +21,7 @@ import time
 import httpx
 import pytest
 
-from locker.epoch import EpochRegistry
+from primacy.locker.epoch import EpochRegistry
 from tests.fault.conftest import EmulatedHosts
 from tests.fault.emulated_group import replace_lock_file
 from tests.harness.group import MasterPoller, wait_until

@@ -1,4 +1,4 @@
-"""Test-only helpers on top of supervisor.localgroup: a concurrent /master poller."""
+"""Test-only helpers on top of cli.localgroup: a concurrent /master poller."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.localgroup import Group, NodeProcess, free_port, http_status, wait_until
+from primacy.cli.localgroup import Group, NodeProcess, free_port, http_status, wait_until
 
 __all__ = [
     "Answer",

@@ -16,9 +16,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from client.consumer import Consumer
-from client.producer import Producer
-from supervisor.localgroup import NodeProcess, free_port
+from primacy.cli.localgroup import NodeProcess, free_port
+from primacy.client.consumer import Consumer
+from primacy.client.producer import Producer
 
 QUEUE = "/queue/orders"
 _PRODUCER_JOIN_S = 120.0

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_demo_fails_over_twice_and_loses_nothing() -> None:
     before = set(Path(tempfile.gettempdir()).glob("primacy-demo-*"))
     result = subprocess.run(
-        [sys.executable, "-m", "supervisor", "demo"], capture_output=True, text=True, timeout=180
+        [sys.executable, "-m", "primacy.cli", "demo"], capture_output=True, text=True, timeout=180
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout

@@ -15,8 +15,8 @@ import httpx
 import psutil
 import pytest
 
-from locker.lockfile import LOCK_FILE_NAME
-from store import tools
+from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.store import tools
 from tests.harness.group import Answer, Group, MasterPoller, NodeProcess, wait_until
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from locker.epoch import EpochRegistry
+from primacy.locker.epoch import EpochRegistry
 from tests.harness.group import Group, MasterPoller, wait_until
 
 pytestmark = pytest.mark.slow

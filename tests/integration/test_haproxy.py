@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from client.consumer import Consumer
-from client.producer import Producer
-from supervisor.localgroup import free_port, http_status
+from primacy.cli.localgroup import free_port, http_status
+from primacy.client.consumer import Consumer
+from primacy.client.producer import Producer
 from tests.harness.group import Group, wait_until
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from locker.lockfile import LOCK_FILE_NAME
+from primacy.locker.lockfile import LOCK_FILE_NAME
 from tests.fault.checker import assert_ok, check
 from tests.fault.conftest import EmulatedHosts
 from tests.harness.group import Group, NodeProcess, wait_until
@@ -173,7 +173,7 @@ def test_a_token_file_readable_by_others_is_refused(share: Path, token_file: Pat
         [
             sys.executable,
             "-m",
-            "supervisor",
+            "primacy.cli",
             "run",
             "--node-id",
             "a",
@@ -364,7 +364,7 @@ def test_config_file_edits_apply_at_run_time_and_bad_edits_are_refused(
 
 def _primacy(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "primacy.cli", *args], capture_output=True, text=True, timeout=60
     )
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import stomp.exception
 
-from broker import codes
-from locker.lockfile import LOCK_FILE_NAME
+from primacy.broker import codes
+from primacy.locker.lockfile import LOCK_FILE_NAME
 from tests.broker.stomppy import Collector, StompPy
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from locker.epoch import EpochRegistry
-from locker.lease import Lease, LeaseLost
-from locker.lockfile import LOCK_FILE_NAME, HolderInfo, LockLost, LockMethod, ShareLock
+from primacy.locker.epoch import EpochRegistry
+from primacy.locker.lease import Lease, LeaseLost
+from primacy.locker.lockfile import LOCK_FILE_NAME, HolderInfo, LockLost, LockMethod, ShareLock
 
 METHODS = [LockMethod.FLOCK, LockMethod.POSIX]
 
 HOLDER_SCRIPT = textwrap.dedent("""
     import sys, time
-    from locker.lockfile import ShareLock, LockMethod, HolderInfo
+    from primacy.locker.lockfile import ShareLock, LockMethod, HolderInfo
     lock = ShareLock(sys.argv[1], LockMethod(sys.argv[2]))
     got = lock.try_acquire()
     if got:
@@ -124,7 +124,7 @@ def test_release_marks_the_record_released(share: Path) -> None:
 
 CLAIM_SCRIPT = textwrap.dedent("""
     import sys
-    from locker.epoch import EpochRegistry
+    from primacy.locker.epoch import EpochRegistry
     registry = EpochRegistry(sys.argv[1])
     sys.stdin.readline()  # start together
     print(registry.claim_next({"node_id": sys.argv[2]}), flush=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from locker.lockfile import LockMethod
-from locker.probe import ShareUnusable, check_share
+from primacy.locker.lockfile import LockMethod
+from primacy.locker.probe import ShareUnusable, check_share
 
 
 @pytest.mark.parametrize("method", [LockMethod.FLOCK, LockMethod.POSIX])

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 
-import nfs_profiles
-from locker.lockfile import LockMethod
-from locker.probe import check_share
-from nfs_profiles import codes
-from nfs_profiles.doctor import Diagnosis, Severity, check_for_run, diagnose, render_text
+from primacy import nfs_profiles
+from primacy.locker.lockfile import LockMethod
+from primacy.locker.probe import check_share
+from primacy.nfs_profiles import codes
+from primacy.nfs_profiles.doctor import Diagnosis, Severity, check_for_run, diagnose, render_text
 from tests.nfs_profiles import mountinfo_samples as samples
 
 SHARE = "/srv/primacy/orders"

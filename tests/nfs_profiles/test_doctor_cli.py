@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nfs_profiles import codes
-from supervisor import doctor_cli
+from primacy.cli import doctor as doctor_cli
+from primacy.nfs_profiles import codes
 from tests.nfs_profiles import mountinfo_samples as samples
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_doctor_as_a_module_process(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "supervisor.doctor_cli",
+            "primacy.cli.doctor",
             "doctor",
             str(path),
             "--json",

@@ -6,8 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from nfs_profiles.mountinfo import mount_of, parse_line, parse_mountinfo, parse_options, unescape
-from nfs_profiles.profiles import (
+from primacy.nfs_profiles.mountinfo import (
+    mount_of,
+    parse_line,
+    parse_mountinfo,
+    parse_options,
+    unescape,
+)
+from primacy.nfs_profiles.profiles import (
     PROFILE_NAMES,
     OptionRule,
     ProfileError,
@@ -56,7 +62,7 @@ def test_nfs4_watchdog_outlasts_a_soft_timeout() -> None:
 
 
 def test_local_profile_matches_the_supervisor_defaults() -> None:
-    from supervisor import config
+    from primacy.supervisor import config
 
     timings = load_profile("local").timings
     assert timings.lock_acquire_sleep_interval_ms == config.DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS

@@ -21,7 +21,7 @@ def java_is_missing() -> bool:
 def spark_session() -> Iterator[Any]:
     if java_is_missing():
         pytest.skip("Spark needs a JDK 17 and no java is on PATH or in JAVA_HOME")
-    from spark.replay import start_session
+    from primacy.spark.replay import start_session
 
     session = start_session("local[2]")
     try:

@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from locker.lease import Lease
-from locker.lockfile import LOCK_FILE_NAME
-from store import format as fmt
-from store.config import StoreConfig
-from store.errors import JournalError
-from store.journal import JournalStore
-from store.segments import iter_batches, list_segments, read_segment, scan_segment
+from primacy.locker.lease import Lease
+from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.store import format as fmt
+from primacy.store.config import StoreConfig
+from primacy.store.errors import JournalError
+from primacy.store.journal import JournalStore
+from primacy.store.segments import iter_batches, list_segments, read_segment, scan_segment
 
 SMALL_SEGMENT_BYTES = 4096  # so epochs span several segments, some of them sealed
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from spark.replay import ReplayOptions, run
-from store.recovery import RecoveryResult, recover
+from primacy.spark.replay import ReplayOptions, run
+from primacy.store.recovery import RecoveryResult, recover
 from tests.spark.journal_scenario import WrittenJournal, write_failover_journal
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

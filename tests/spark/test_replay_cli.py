@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from store.recovery import recover
-from supervisor import replay_cli
+from primacy.cli import replay as replay_cli
+from primacy.store.recovery import recover
 from tests.spark.conftest import java_is_missing
 from tests.spark.journal_scenario import write_failover_journal
 
@@ -52,7 +52,7 @@ def test_without_java_it_says_so(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setattr("supervisor.replay_cli.shutil.which", lambda name: None)
+    monkeypatch.setattr("primacy.cli.replay.shutil.which", lambda name: None)
     assert replay_cli.cmd_replay(parse(str(tmp_path), "--out", str(tmp_path / "o"))) == 1
     assert "Java 17" in capsys.readouterr().err
 
@@ -100,7 +100,7 @@ def test_the_command_prints_each_step_as_it_runs_and_a_summary(tmp_path: Path) -
     stdout_path = tmp_path / "stdout"
     with open(stdout_path, "wb") as stdout:
         process = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "replay", str(share), "--out", str(out)],
+            [sys.executable, "-m", "primacy.cli", "replay", str(share), "--out", str(out)],
             stdout=stdout,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from spark.journal_plan import ALL_TIME, OptionError, TimeWindow, parse_time, plan_segments
-from spark.segment_reader import RECORDS_SCHEMA, read_segment_batches
-from store import format as fmt
-from store.config import StoreConfig
-from store.journal import JournalStore
-from store.recovery import recover
-from store.segments import list_segments
+from primacy.spark.journal_plan import ALL_TIME, OptionError, TimeWindow, parse_time, plan_segments
+from primacy.spark.segment_reader import RECORDS_SCHEMA, read_segment_batches
+from primacy.store import format as fmt
+from primacy.store.config import StoreConfig
+from primacy.store.journal import JournalStore
+from primacy.store.recovery import recover
+from primacy.store.segments import list_segments
 from tests.spark.journal_scenario import write_failover_journal
 from tests.store.segment_edits import rewrite_format_version
 
@@ -429,6 +429,6 @@ def test_the_arrow_schema_is_exactly_what_spark_expects_from_the_data_source() -
     pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from spark.journal_source import RECORDS_SPARK_SCHEMA
+    from primacy.spark.journal_source import RECORDS_SPARK_SCHEMA
 
     assert to_arrow_schema(RECORDS_SPARK_SCHEMA, timezone="UTC").equals(RECORDS_SCHEMA)

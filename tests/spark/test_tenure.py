@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spark.tenure import (
+from primacy.spark.tenure import (
     CRASHED,
     GRACEFUL,
     NEVER_SERVED,

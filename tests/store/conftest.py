@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from store.config import StoreConfig, SyncPolicy
-from store.journal import JournalStore
+from primacy.store.config import StoreConfig, SyncPolicy
+from primacy.store.journal import JournalStore
 
 
 def no_fencing_check() -> None:

@@ -9,8 +9,8 @@ import sys
 import threading
 from pathlib import Path
 
-from store.config import StoreConfig, SyncPolicy
-from store.journal import JournalStore
+from primacy.store.config import StoreConfig, SyncPolicy
+from primacy.store.journal import JournalStore
 
 
 def payload_for(message_id: str) -> bytes:

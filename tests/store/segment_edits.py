@@ -6,7 +6,7 @@ from pathlib import Path
 
 import crc32c
 
-from store import format as fmt
+from primacy.store import format as fmt
 
 
 def rewrite_format_version(path: Path, version: int) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.config import StoreConfig, SyncPolicy
-from store.journal import JournalStore
-from store.recovery import recover
+from primacy.store.config import StoreConfig, SyncPolicy
+from primacy.store.journal import JournalStore
+from primacy.store.recovery import recover
 
 operation = st.one_of(
     st.tuples(st.just("send"), st.integers(0, 2), st.integers(0, 30), st.binary(max_size=300)),

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from store import format as fmt
-from store.errors import UnsupportedJournal
-from store.journal import JournalStore
-from store.recovery import recover
-from store.segments import DamageKind, list_segments, scan_segment
+from primacy.store import format as fmt
+from primacy.store.errors import UnsupportedJournal
+from primacy.store.journal import JournalStore
+from primacy.store.recovery import recover
+from primacy.store.segments import DamageKind, list_segments, scan_segment
 from tests.store.segment_edits import rewrite_format_version
 from tests.store.test_tools import run as journal_cli_run
 

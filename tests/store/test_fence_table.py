@@ -15,10 +15,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import format as fmt
-from store.config import StoreConfig
-from store.fences import FenceTable
-from store.journal import JournalStore
+from primacy.store import format as fmt
+from primacy.store.config import StoreConfig
+from primacy.store.fences import FenceTable
+from primacy.store.journal import JournalStore
 
 Fences = dict[int, dict[tuple[int, int], int]]
 

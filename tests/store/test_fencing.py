@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from locker.epoch import EpochRegistry
-from locker.lease import Lease
-from locker.lockfile import LOCK_FILE_NAME
-from store import format as fmt
-from store.config import StoreConfig
-from store.errors import JournalError
-from store.journal import JournalStore
-from store.recovery import read_first_batch_fence, recover
-from store.segments import SegmentRef, list_segments
+from primacy.locker.epoch import EpochRegistry
+from primacy.locker.lease import Lease
+from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.store import format as fmt
+from primacy.store.config import StoreConfig
+from primacy.store.errors import JournalError
+from primacy.store.journal import JournalStore
+from primacy.store.recovery import read_first_batch_fence, recover
+from primacy.store.segments import SegmentRef, list_segments
 
 
 class StaleAppenders:

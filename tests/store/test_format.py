@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from store import format as fmt
+from primacy.store import format as fmt
 
 
 def sample_records() -> list[fmt.EncodedRecord]:

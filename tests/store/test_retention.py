@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from store.journal import JournalStore
-from store.recovery import recover
-from store.retention import SegmentFacts, segments_to_remove
-from store.segments import SegmentRef, list_segments
+from primacy.store.journal import JournalStore
+from primacy.store.recovery import recover
+from primacy.store.retention import SegmentFacts, segments_to_remove
+from primacy.store.segments import SegmentRef, list_segments
 
 
 def facts(*rows: tuple[int, float, bool, int]) -> list[SegmentFacts]:

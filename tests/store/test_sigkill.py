@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from store import tools
-from store.recovery import recover
+from primacy.store import tools
+from primacy.store.recovery import recover
 from tests.store.kill_child import payload_for
 
 CHILD = Path(__file__).with_name("kill_child.py")

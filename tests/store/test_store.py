@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from store.config import SyncPolicy
-from store.errors import JournalClosed, JournalFenced, MessageTooLarge, StaleEpoch
-from store.journal import JournalStore
-from store.recovery import recover
+from primacy.store.config import SyncPolicy
+from primacy.store.errors import JournalClosed, JournalFenced, MessageTooLarge, StaleEpoch
+from primacy.store.journal import JournalStore
+from primacy.store.recovery import recover
 
 
 @pytest.mark.parametrize("policy", list(SyncPolicy))
@@ -114,7 +114,7 @@ def test_opening_with_an_epoch_that_already_wrote_is_refused(
 def test_control_records_are_journaled(
     open_store: Callable[..., JournalStore], tmp_path: Path
 ) -> None:
-    from store import tools
+    from primacy.store import tools
 
     store = open_store(sync_policy=SyncPolicy.NO_SYNC)
     store.append_control({"event": "role", "from": "ACQUIRED", "to": "MASTER"}).result(timeout=5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from store.journal import CHECKPOINT_AFTER_SEGMENTS_READ, JournalStore
+from primacy.store.journal import CHECKPOINT_AFTER_SEGMENTS_READ, JournalStore
 
 
 def test_recovery_reads_a_bounded_number_of_segments_across_many_takeovers(

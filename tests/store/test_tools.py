@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from store.journal import JournalStore
-from supervisor import journal_cli
+from primacy.cli import journal as journal_cli
+from primacy.store.journal import JournalStore
 
 
 def run(argv: list[str]) -> int:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from locker.epoch import EpochRegistry
-from locker.lease import Lease
-from supervisor.cli import build_parser
-from supervisor.config import CONFIG_KEYS
+from primacy.cli.main import build_parser
+from primacy.locker.epoch import EpochRegistry
+from primacy.locker.lease import Lease
+from primacy.supervisor.config import CONFIG_KEYS
 from tests.harness.group import free_port
 from tests.supervisor.private_mount import private_mount_unavailable_reason
 
@@ -27,7 +27,7 @@ PRIMACY = str(Path(sys.executable).with_name("primacy"))
 
 def primacy(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args],
+        [sys.executable, "-m", "primacy.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from store.config import MIB, StoreConfig, SyncPolicy
-from supervisor.config import ConfigError, load_config
+from primacy.store.config import MIB, StoreConfig, SyncPolicy
+from primacy.supervisor.config import ConfigError, load_config
 
 
 def test_defaults_and_the_derived_takeover_delay(tmp_path: Path) -> None:

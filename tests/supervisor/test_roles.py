@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor import roles
-from supervisor.roles import (
+from primacy.supervisor import roles
+from primacy.supervisor.roles import (
     TRANSITIONS,
     ClaimEpoch,
     EpochClaimed,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pyfakefs.fake_filesystem_unittest import Patcher
 
-import nfs_profiles
-from supervisor.cli import EXIT_SHARE_UNUSABLE, main
+from primacy import nfs_profiles
+from primacy.cli.main import EXIT_SHARE_UNUSABLE, main
 from tests.nfs_profiles.mountinfo_samples import BASE, NFS3
 
 

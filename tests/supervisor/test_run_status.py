@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from nfs_profiles.doctor import check_for_run
-from store.config import MIB
-from supervisor.cli import share_check_for_status
+from primacy.cli.main import share_check_for_status
+from primacy.nfs_profiles.doctor import check_for_run
+from primacy.store.config import MIB
 from tests.broker.stomppy import StompPy
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 from tests.nfs_profiles.mountinfo_samples import BASE, NFS3
@@ -124,7 +124,7 @@ def test_journal_settings_from_the_file_and_flags_reach_the_running_node(
 
 def _doctor(share: Path) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "supervisor", "doctor", str(share), "--json", "--no-round-trips"],
+        [sys.executable, "-m", "primacy.cli", "doctor", str(share), "--json", "--no-round-trips"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -175,7 +175,7 @@ def test_status_shows_the_warnings_of_a_tmpfs_share(tmp_path: Path) -> None:
     # The tmpfs exists only in the node's own mount namespace and goes with it.
     script = 'mount -t tmpfs primacy-tmpfs "$0" && exec "$@"'
     command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(share)]
-    command += [sys.executable, "-m", "supervisor", "run", "--node-id", "t1"]
+    command += [sys.executable, "-m", "primacy.cli", "run", "--node-id", "t1"]
     command += ["--share", str(share), "--http", f"127.0.0.1:{port}"]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import sdnotify
-from supervisor.sdnotify import Notifier
+from primacy.supervisor import sdnotify
+from primacy.supervisor.sdnotify import Notifier
 
 
 @pytest.fixture

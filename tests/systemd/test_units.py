@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nfs_profiles.fstab import mount_unit, mount_unit_name
-from nfs_profiles.profiles import load_profile
-from supervisor.config import load_config
+from primacy.nfs_profiles.fstab import mount_unit, mount_unit_name
+from primacy.nfs_profiles.profiles import load_profile
+from primacy.supervisor.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEMD_DIR = REPO / "systemd"

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from supervisor.registry import NodeRegistry
+from primacy.supervisor.registry import NodeRegistry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

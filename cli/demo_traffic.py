@@ -7,9 +7,9 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from client.consumer import Consumer
-from client.errors import ClientError
-from client.producer import Producer
+from primacy.client.consumer import Consumer
+from primacy.client.errors import ClientError
+from primacy.client.producer import Producer
 
 QUEUE = "/queue/demo"
 

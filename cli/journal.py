@@ -10,8 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from store import tools
-from store.errors import JournalError
+from primacy.store import tools
+from primacy.store.errors import JournalError
 
 Command = Callable[[argparse.Namespace], int]
 

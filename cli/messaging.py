@@ -7,10 +7,10 @@ import sys
 import time
 from typing import Any
 
-from client.consumer import Consumer
-from client.errors import ClientError
-from client.producer import Producer
-from client.url import UrlError, parse_url
+from primacy.client.consumer import Consumer
+from primacy.client.errors import ClientError
+from primacy.client.producer import Producer
+from primacy.client.url import UrlError, parse_url
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

@@ -86,7 +86,7 @@ class Group:
         args = [
             sys.executable,
             "-m",
-            "supervisor",
+            "primacy.cli",
             "run",
             "--node-id",
             node_id,

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from locker.lockfile import LockMethod
-from locker.probe import check_share
-from nfs_profiles import codes
-from nfs_profiles.doctor import diagnose, render_text
-from nfs_profiles.fstab import MountSpecError, fstab_line, mount_unit, mount_unit_name
-from nfs_profiles.mountinfo import MOUNTINFO_PATH
-from nfs_profiles.profiles import PROFILE_NAMES, load_profile
+from primacy.locker.lockfile import LockMethod
+from primacy.locker.probe import check_share
+from primacy.nfs_profiles import codes
+from primacy.nfs_profiles.doctor import diagnose, render_text
+from primacy.nfs_profiles.fstab import MountSpecError, fstab_line, mount_unit, mount_unit_name
+from primacy.nfs_profiles.mountinfo import MOUNTINFO_PATH
+from primacy.nfs_profiles.profiles import PROFILE_NAMES, load_profile
 
 SYSTEMD_SOURCE_DIR = Path(__file__).resolve().parent.parent / "systemd"
 UNIT_FILES = ("primacy@.service", "primacy-replay@.service", "primacy-replay@.timer")
@@ -208,7 +208,7 @@ def run_systemd_uninstall(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m supervisor.doctor_cli doctor PATH``: the commands without the rest of the CLI."""
+    """``python -m cli.doctor doctor PATH``: the commands without the rest of the CLI."""
     parser = argparse.ArgumentParser(prog="primacy")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

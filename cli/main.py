@@ -13,27 +13,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from api.admin import TokenFileError, load_token
-from api.server import ApiServerError
-from api.snapshot import ShareCheck, ShareFinding
-from locker.epoch import EpochRegistry
-from locker.lockfile import read_holder_from_outside
-from locker.probe import ShareUnusable, check_share
-from nfs_profiles import codes as share_codes
-from nfs_profiles.doctor import Diagnosis, check_for_run
-from supervisor.admin_cli import register as register_admin_commands
-from supervisor.config import (
+from primacy.api.admin import TokenFileError, load_token
+from primacy.api.server import ApiServerError
+from primacy.api.snapshot import ShareCheck, ShareFinding
+from primacy.cli.admin import register as register_admin_commands
+from primacy.cli.doctor import register as register_doctor_commands
+from primacy.cli.journal import register as register_journal_commands
+from primacy.cli.messaging import register as register_messaging_commands
+from primacy.cli.replay import register as register_replay_commands
+from primacy.locker.epoch import EpochRegistry
+from primacy.locker.lockfile import read_holder_from_outside
+from primacy.locker.probe import ShareUnusable, check_share
+from primacy.nfs_profiles import codes as share_codes
+from primacy.nfs_profiles.doctor import Diagnosis, check_for_run
+from primacy.supervisor.config import (
     DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS,
     DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS,
     STORE_DEFAULTS,
     ConfigError,
     load_config,
 )
-from supervisor.doctor_cli import register as register_doctor_commands
-from supervisor.journal_cli import register as register_journal_commands
-from supervisor.messaging_cli import register as register_messaging_commands
-from supervisor.registry import NodeRegistry
-from supervisor.replay_cli import register as register_replay_commands
+from primacy.supervisor.registry import NodeRegistry
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -209,7 +209,7 @@ def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from supervisor.node import Node  # keeps `primacy status` fast: no FastAPI import
+    from primacy.supervisor.node import Node  # keeps `primacy status` fast: no FastAPI import
 
     overrides = {
         "stomp": args.stomp,
@@ -422,7 +422,7 @@ def _demo_parser(subparsers: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from supervisor.demo import run_demo
+    from primacy.cli.demo import run_demo
 
     return run_demo(nodes=args.nodes)
 

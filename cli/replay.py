@@ -30,7 +30,7 @@ MISSING_JAVA = (
 
 def register(subparsers: Any) -> None:
     """Add ``replay`` to the ``primacy`` command line."""
-    from spark.replay import add_arguments  # pyspark-free: the job imports it when it runs
+    from primacy.spark.replay import add_arguments  # pyspark-free: the job imports it when it runs
 
     replay = subparsers.add_parser(
         "replay",
@@ -61,8 +61,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if problem:
         print(f"primacy: {problem}", file=sys.stderr)
         return EXIT_FAILURE
-    from spark.journal_plan import OptionError
-    from spark.replay import options_from_args, run
+    from primacy.spark.journal_plan import OptionError
+    from primacy.spark.replay import options_from_args, run
 
     try:
         options = options_from_args(args)

@@ -11,9 +11,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from store import tools
-from supervisor.demo_traffic import DemoTraffic
-from supervisor.localgroup import Group, NodeProcess, free_port, wait_until
+from primacy.cli.demo_traffic import DemoTraffic
+from primacy.cli.localgroup import Group, NodeProcess, free_port, wait_until
+from primacy.store import tools
 
 _POLL_S = 0.005
 
