@@ -108,16 +108,23 @@ def start_session(master: str | None) -> Any:
     return session
 
 
-def ship_code(session: Any) -> None:
-    """Send ``primacy.spark`` and ``primacy.store`` to the executors, which need not have primacy
-    installed (they still need numpy, pyarrow, crc32c)."""
+def write_code_bundle(archive: Path) -> Path:
+    """Zip ``primacy.spark`` and ``primacy.store`` for executors that lack primacy (they still
+    need numpy, pyarrow, crc32c): ``--py-files`` for ``spark-submit``."""
     root = Path(__file__).resolve().parents[1]
-    archive = Path(tempfile.mkdtemp(prefix="primacy-replay-")) / "primacy_replay.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
         bundle.writestr("primacy/__init__.py", "")
         for package in ("spark", "store"):
             for source in sorted((root / package).glob("*.py")):
                 bundle.write(source, f"primacy/{package}/{source.name}")
+    return archive
+
+
+def ship_code(session: Any) -> None:
+    """Send the replay's code to the executors."""
+    archive = write_code_bundle(
+        Path(tempfile.mkdtemp(prefix="primacy-replay-")) / "primacy_replay.zip"
+    )
     session.sparkContext.addPyFile(str(archive))
 
 
