@@ -1,7 +1,9 @@
 """The lock I/O worker: runs the role loop's share operations one at a time on its own thread.
 
 A hung share blocks this thread, not the role loop, which can then demote the
-node when a lease check outlives its keepalive period.
+node when a lease check outlives its keepalive period. A job that raises is
+turned into its failure event (``on_error``), so whatever the share holds, the
+role loop always hears how a job it started ended.
 """
 
 from __future__ import annotations
@@ -11,25 +13,31 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TypeVar
-
-from primacy.supervisor import roles
+from typing import Any, TypeVar
 
 log = logging.getLogger("primacy.node")
 T = TypeVar("T")
+Job = Callable[[], object | None]
+OnError = Callable[[BaseException], object | None]
+
+
+def _no_event(_: BaseException) -> None:
+    return None
 
 
 class LockIoWorker:
     """Runs lock and epoch operations one at a time on its own thread."""
 
-    def __init__(self, post: Callable[[roles.Event], None]) -> None:
+    def __init__(self, post: Callable[[Any], None]) -> None:
         self._post = post
-        self._jobs: queue.Queue[Callable[[], roles.Event | None] | None] = queue.Queue()
+        self._jobs: queue.Queue[tuple[Job, OnError] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="primacy-lock-io", daemon=True)
         self._thread.start()
 
-    def submit(self, job: Callable[[], roles.Event | None]) -> None:
-        self._jobs.put(job)
+    def submit(self, job: Job, on_error: OnError = _no_event) -> None:
+        """Run ``job`` after what is queued and post the event it returns, or, if it raises,
+        the event ``on_error`` makes of the exception."""
+        self._jobs.put((job, on_error))
 
     def call(self, work: Callable[[], T], timeout_s: float = 10.0) -> T:
         """Run ``work`` on the worker after what is queued; return its result (other threads)."""
@@ -51,11 +59,12 @@ class LockIoWorker:
         return not self._thread.is_alive()
 
     def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        while (item := self._jobs.get()) is not None:
+            job, on_error = item
             try:
                 event = job()
-            except Exception:  # a bug in a job must not kill the worker silently
-                log.exception("PRIMACY-1099 lock I/O job failed")
-                continue
+            except Exception as exc:  # garbage on the share, or a bug: the loop must hear of it
+                log.exception("PRIMACY-1099 lock I/O job failed: %s", exc)
+                event = on_error(exc)
             if event is not None:
                 self._post(event)

@@ -1,28 +1,34 @@
-"""The node's shell: carries out the role machine's actions and feeds back events.
+"""The node: the role loop, which alone owns and changes the node's state.
 
-Threads, each owned and stopped by ``Node``:
-- the role loop (the thread that calls ``run``): the only one that touches the machine;
-- the lock I/O worker: every operation on the lock file and epochs, and
-  opening and closing the journal, one at a time, so a hung share blocks that
-  worker and not the loop, which then demotes the node when a lease check
-  outlives its keepalive period;
-- the registry thread: publishes this node in the share and reads the others;
-- the share watcher (``watchdog``): wakes a slave when the master leaves;
-- the HTTP server (``api.server``).
+The rule, kept true by this module: every field of ``Node`` is written only on
+the role loop (the thread that calls ``run``). Every other thread does its own
+I/O and posts an immutable event (``supervisor.node_events`` or a role-machine
+event) to the loop's queue; readers get the immutable ``StatusSnapshot`` the
+loop publishes. The threads, each started and stopped here:
+
+- the lock I/O worker (``lock_io``): runs ``ShareJobs`` (lock, epochs,
+  journal) one at a time; a hung share blocks it, not the loop, which demotes
+  the node when a lease check outlives its keepalive period;
+- the child thread (``child_control``): starts, watches and stops the exec child;
+- the registry thread (``registry_loop``): publishes this node, reads the group;
+- the share watcher and the config watcher (``watchdog`` observers): post hints
+  and edited configurations;
+- the HTTP server (``api.server``): reads snapshots, posts admin events;
+- the broker's event loop and the journal's writer (``broker``, ``store``),
+  which report a fatal journal failure as an event.
+
+docs/architecture.md draws the same picture and follows one message through it.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
-import os
 import queue
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -31,27 +37,40 @@ from primacy.api.app import create_app
 from primacy.api.metrics import NodeMetrics
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
-from primacy.broker.config import BrokerConfig
-from primacy.broker.frames import FrameLimits
 from primacy.broker.service import BrokerService
-from primacy.locker.lease import Lease, LeaseLost
-from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.journal import JournalStore
-from primacy.supervisor import group_control, roles, sdnotify
+from primacy.supervisor import roles, sdnotify
 from primacy.supervisor.admin import NodeAdmin
+from primacy.supervisor.child_control import ChildControl
 from primacy.supervisor.children import ChildProcess, become_subreaper
 from primacy.supervisor.config import NodeConfig, parse_host_port
 from primacy.supervisor.config_watch import ConfigWatcher
 from primacy.supervisor.lock_io import LockIoWorker
-from primacy.supervisor.registry import NodeEntry, NodeRegistry
+from primacy.supervisor.node_events import (
+    ConfigEdited,
+    EpochTaken,
+    JournalReady,
+    LeaseConfirmed,
+    LockAttempted,
+    NodeEvent,
+    RegistryRead,
+    ThreadDied,
+)
+from primacy.supervisor.registry import NodeRegistry
+from primacy.supervisor.registry_loop import RegistryLoop
 from primacy.supervisor.roles import Priority, Role, RoleMachine
 from primacy.supervisor.share_events import ShareWatcher
+from primacy.supervisor.share_jobs import ShareJobs
+from primacy.supervisor.status import broker_config, journal_figures
 
 log = logging.getLogger("primacy.node")
-KEEP_ALIVE_TERM = "lock_keep_alive_period_ms"
 
 Clock = Callable[[], float]
 _IDLE_TICK_S = 0.2
+_CLOSE_TIMEOUT_S = 5.0
+LIVE_KEYS = frozenset(
+    {"priority", "lock_acquire_sleep_interval_ms", "lock_keep_alive_period_ms", "takeover_delay_ms"}
+)  # TEMP until config.LIVE_KEYS
 
 
 def package_version() -> str:
@@ -62,7 +81,7 @@ def package_version() -> str:
 
 
 class Node:
-    """One primacy supervisor: role loop, lock I/O, registry, HTTP, exec child."""
+    """One primacy supervisor: the role loop and the threads it owns."""
 
     def __init__(
         self,
@@ -76,17 +95,19 @@ class Node:
         self.config = config
         self._share_check = share_check
         self._clock = clock
-        self._events: queue.Queue[roles.Event] = queue.Queue()
+        self._events: queue.Queue[roles.Event | NodeEvent] = queue.Queue()
+        self._machine_events: collections.deque[roles.Event] = collections.deque()
         self.machine = RoleMachine(config.timings(), config.node_priority)
-        self.lease = Lease(config.share, config.node_id, config.lock_method)
-        self._io = LockIoWorker(self._events.put)
+        self._jobs = ShareJobs(config, clock)
+        self._io = LockIoWorker(self.post)
         self._child = (
-            ChildProcess(config.exec, config.exec_stop_grace_ms / 1000) if config.exec else None
+            ChildControl(ChildProcess(config.exec, config.exec_stop_grace_ms / 1000), self.post)
+            if config.exec
+            else None
         )
-        self._registry = NodeRegistry(config.share)
-        self._stop = threading.Event()
-        self._registry_wake = threading.Event()
+        # The node's state: written on the role loop only (see the module's docstring).
         self._exit = False
+        self._exit_code = 0
         self._since_unix_s = time.time()
         self._first_lock_attempt_done = False
         self._last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
@@ -98,10 +119,11 @@ class Node:
         self._broker: BrokerService | None = None
         self._broker_stats: dict[str, Any] | None = None
         self._paused = False
-        self._cluster: list[dict[str, Any]] = []
+        self._cluster: tuple[dict[str, Any], ...] = ()
         self._version = package_version()
         self._notifier = sdnotify.Notifier()
         self._snapshot = self._build_snapshot()
+
         self.metrics = NodeMetrics(self.snapshot)
         admin = NodeAdmin(config.node_id, config.share, self.snapshot, self.post, self._io.call)
         host, port = config.http_host_port
@@ -109,26 +131,33 @@ class Node:
             create_app(self.snapshot, self.metrics, admin, admin_token), host, port
         )
         self._config_watcher = (
-            ConfigWatcher(config_file, reload_config, self._apply_config)
+            ConfigWatcher(config_file, reload_config, lambda new: self.post(ConfigEdited(new)))
             if config_file is not None and reload_config is not None
             else None
         )
-        self._registry_thread = threading.Thread(
-            target=self._registry_loop, name="primacy-registry", daemon=True
+        self._registry = RegistryLoop(
+            NodeRegistry(config.share),
+            config.node_id,
+            self._api.address,
+            config.registry_refresh_ms / 1000,
+            self.snapshot,
+            self._published_broker_stats,
+            self.post,
         )
         self._watcher = ShareWatcher(
             config.share,
             config.node_id,
             on_master_left=lambda: self.post(roles.MasterLeft()),
-            on_pause_changed=self._registry_wake.set,
+            on_pause_changed=self._registry.wake,
         )
 
-    # ---- public ------------------------------------------------------------
+    # ---- for every thread ----------------------------------------------------
 
     def snapshot(self) -> StatusSnapshot:
+        """The loop's latest published view (immutable; replaced, never changed)."""
         return self._snapshot
 
-    def post(self, event: roles.Event) -> None:
+    def post(self, event: roles.Event | NodeEvent) -> None:
         """Hand an event to the role loop from any thread."""
         self._events.put(event)
 
@@ -138,9 +167,13 @@ class Node:
     def run(self) -> int:
         """Run until stopped; returns the process exit code."""
         become_subreaper()
+        previous_hook = threading.excepthook
+        threading.excepthook = self._on_thread_death
         self._api.start()  # raises ApiServerError before anything else has started
-        self._registry_thread.start()
+        self._registry.start()
         self._watcher.start()
+        if self._child is not None:
+            self._child.start_thread()
         if self._config_watcher is not None:
             self._config_watcher.start()
         log.info(
@@ -152,9 +185,13 @@ class Node:
         )
         try:
             self._loop()
+        except Exception:
+            log.exception("PRIMACY-1098 node %s: the role loop failed", self.config.node_id)
+            self._exit_code = 1
         finally:
             self._shutdown()
-        return 0
+            threading.excepthook = previous_hook
+        return self._exit_code
 
     def install_signal_handlers(self) -> None:
         def on_signal(signum: int, _frame: object) -> None:
@@ -163,7 +200,19 @@ class Node:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
 
-    # ---- the role loop -----------------------------------------------------
+    def _on_thread_death(self, args: threading.ExceptHookArgs) -> None:
+        """A thread of ours died: log it, and stop the node rather than run on without it."""
+        name = args.thread.name if args.thread is not None else "?"
+        log.error(
+            "PRIMACY-1097 node %s: thread %s died: %r",
+            self.config.node_id,
+            name,
+            args.exc_value,
+            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),  # type: ignore[arg-type]
+        )
+        self.post(ThreadDied(name, repr(args.exc_value)))
+
+    # ---- the role loop -------------------------------------------------------
 
     def _loop(self) -> None:
         event: roles.Event = roles.Tick()
@@ -176,15 +225,65 @@ class Node:
                 self._execute(action)
             if self._loop_proved_healthy(event):
                 self._notifier.watchdog_if_due(now)
-            self._check_child()
             self._snapshot = self._build_snapshot()
             if self._exit:
                 break
             timeout = min(max(0.0, self.machine.next_deadline() - self._clock()), _IDLE_TICK_S)
+            event = self._next_machine_event(timeout)
+
+    def _next_machine_event(self, timeout_s: float) -> roles.Event:
+        """The next event for the machine; node events are recorded on the way."""
+        deadline = self._clock() + timeout_s
+        while not self._machine_events:
             try:
-                event = self._events.get(timeout=timeout)
+                event = self._events.get(timeout=max(0.0, deadline - self._clock()))
             except queue.Empty:
-                event = roles.Tick()
+                return roles.Tick()
+            recorded = self._record(event)
+            if recorded is not None:
+                self._machine_events.append(recorded)
+        return self._machine_events.popleft()
+
+    def _tell_machine(self, event: roles.Event) -> None:
+        """Queue a machine event decided on the loop (handled before the next posted one)."""
+        self._machine_events.append(event)
+
+    def _record(self, event: roles.Event | NodeEvent) -> roles.Event | None:
+        """Update the node's state from a node event; return what the machine must hear."""
+        match event:
+            case LockAttempted(acquired=acquired, holder=holder, error=error):
+                self._holder = holder
+                self._lock_attempt_error = error
+                outcome = "acquired" if acquired else "error" if error else "busy"
+                self.metrics.lock_attempts.labels(outcome).inc()
+                return roles.LockResult(acquired)
+            case EpochTaken() as taken:
+                self._holder = taken.holder
+                return roles.EpochClaimed(
+                    taken.epoch, taken.previous_keep_alive_period_s, taken.handed_over
+                )
+            case JournalReady(store=store):
+                if self.machine.role is not Role.ACQUIRED:
+                    # A demotion overtook the recovery; its release job already let the
+                    # lock go, so only the journal is left to close.
+                    self._io.submit(store.close)
+                    return None
+                self._store = store
+                return roles.JournalOpened()
+            case LeaseConfirmed(started_at=started_at, duration_s=duration, finished_unix_s=at):
+                self._last_keepalive = (at, duration)
+                self.metrics.keepalive_seconds.observe(duration)
+                return roles.RevalidationPassed(started_at)
+            case RegistryRead() as read:
+                return self._on_registry_read(read)
+            case ConfigEdited(config=new):
+                self._apply_config(new)
+                return None
+            case ThreadDied(thread=name, error=error):
+                self._exit_code = 1
+                return roles.StopRequested(f"thread {name} died: {error}")
+            case _:
+                return event
 
     def _loop_proved_healthy(self, event: roles.Event) -> bool:
         """Whether this iteration shows the node working, so the systemd watchdog may be fed.
@@ -198,21 +297,29 @@ class Node:
         return self.config.node_priority is Priority.NEVER and self.machine.role is Role.SLAVE
 
     def _execute(self, action: roles.Action) -> None:
+        jobs, io = self._jobs, self._io
         match action:
             case roles.TryLock():
-                self._io.submit(self._try_lock)
+                io.submit(jobs.try_lock, lambda exc: LockAttempted(False, None, str(exc)))
             case roles.YieldLock():
-                self._io.submit(self._yield_lock)
+                io.submit(jobs.yield_lock)
             case roles.ClaimEpoch():
-                self._io.submit(self._claim_epoch)
+                keep_alive_ms = round(self.machine.timings.lock_keep_alive_period_s * 1000)
+                io.submit(lambda: jobs.claim_epoch(keep_alive_ms), _lease_lost("claiming an epoch"))
             case roles.OpenJournal(epoch=epoch):
-                self._io.submit(lambda: self._open_journal(epoch))
+                config, observe = self.config, self.metrics.observe_commit
+                io.submit(
+                    lambda: jobs.open_journal(config, epoch, observe),
+                    lambda exc: roles.JournalFailed(f"opening the journal failed: {exc!r}"),
+                )
             case roles.Revalidate(promotion=True):
-                started_at = self._clock()
-                self._io.submit(lambda: self._journal_tenure(started_at))
+                started_at, store = self._clock(), self._store
+                io.submit(
+                    lambda: jobs.journal_tenure(store, started_at), _lease_lost("the lease check")
+                )
             case roles.Revalidate():
                 started_at = self._clock()
-                self._io.submit(lambda: self._revalidate(started_at))
+                io.submit(lambda: jobs.revalidate(started_at), _lease_lost("the lease check"))
             case roles.StartServing(epoch=epoch):
                 log.info(
                     "PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch
@@ -220,9 +327,8 @@ class Node:
                 self._start_broker()
                 self._start_child(epoch)
             case roles.RestartChild():
-                if self._child is not None:
+                if self._child is not None and self.machine.epoch is not None:
                     self._child.stop(graceful=False)
-                    assert self.machine.epoch is not None
                     self._start_child(self.machine.epoch)
             case roles.StopServing(graceful=graceful, reason=reason):
                 self._stop_serving(graceful, reason)
@@ -231,167 +337,23 @@ class Node:
             case roles.Exit():
                 self._exit = True
 
-    # ---- lock I/O jobs (run on the lock I/O worker) ---------------------------
-
-    def _try_lock(self) -> roles.Event:
-        try:
-            acquired = self.lease.try_acquire() and not self._switchover_holds_us_back()
-            self._lock_attempt_error = None
-        except OSError as exc:
-            log.warning("PRIMACY-1007 node %s cannot try the lock: %s", self.config.node_id, exc)
-            acquired = False
-            self._lock_attempt_error = str(exc)
-        holder = self.lease.holder()
-        self._holder = None if holder is None else vars(holder).copy()
-        outcome = "acquired" if acquired else "error" if self._lock_attempt_error else "busy"
-        self.metrics.lock_attempts.labels(outcome).inc()
-        return roles.LockResult(acquired)
-
-    def _switchover_holds_us_back(self) -> bool:
-        """After taking the lock: if a switchover names another node, give the lock back.
-
-        Read after acquiring, not before: the old master writes the request
-        before it releases, so whoever gets the lock after the release sees it.
-        """
-        request = group_control.read_switchover(self.config.share)
-        if request is None or not request.holds_back(
-            self.config.node_id, self.lease.epochs.latest(), time.time()
-        ):
-            return False
-        self.lease.abandon()
-        return True
-
-    def _yield_lock(self) -> None:
-        self.lease.abandon()
-
-    def _claim_epoch(self) -> roles.Event:
-        try:
-            epoch = self.lease.claim_epoch(self._terms())
-            # Every earlier master that may still claim the role: the previous one, and
-            # before it any whose successor stopped during its takeover wait.
-            earlier = self.lease.terms_to_outlast()
-            periods = [
-                float(record[KEEP_ALIVE_TERM])
-                for record in earlier
-                if isinstance(record.get(KEEP_ALIVE_TERM), int | float)
-            ]
-        except (OSError, LeaseLost) as exc:
-            return roles.LeaseLost(f"claiming an epoch failed: {exc}")
-        holder = self.lease.holder()
-        self._holder = None if holder is None else vars(holder).copy()
-        log.info("PRIMACY-1002 node %s claimed epoch %d", self.config.node_id, epoch)
-        group_control.clear_switchover(self.config.share)
-        previous_s = max(periods) / 1000 if periods else None
-        return roles.EpochClaimed(epoch, previous_s, handed_over=self.lease.handed_over(earlier))
-
-    def _terms(self) -> dict[str, Any]:
-        """What the next master must know about this one: how long its claims last."""
-        return {KEEP_ALIVE_TERM: round(self.machine.timings.lock_keep_alive_period_s * 1000)}
-
-    def _revalidate(self, started_at: float) -> roles.Event:
-        try:
-            self.lease.revalidate()
-        except LeaseLost as exc:
-            return roles.LeaseLost(str(exc))
-        self._note_keepalive(started_at)
-        return roles.RevalidationPassed(started_at)
-
-    def _note_keepalive(self, started_at: float) -> None:
-        duration_s = self._clock() - started_at
-        self._last_keepalive = (time.time(), duration_s)
-        self.metrics.keepalive_seconds.observe(duration_s)
-
-    def _open_journal(self, epoch: int) -> roles.Event:
-        config = self.config.store_config()
-        try:
-            store = JournalStore.open(config, epoch=epoch, fencing_check=self.lease.revalidate)
-        except (JournalError, OSError, ValueError) as exc:
-            return roles.JournalFailed(str(exc))
-        store.commit_observer = self.metrics.observe_commit
-        self._store = store
-        return roles.JournalOpened()
-
-    def _journal_tenure(self, started_at: float) -> roles.Event:
-        """The promotion's lease check, as the commit of the tenure record.
-
-        The record is written, synced, then fencing-checked by a lease check that
-        starts after the write: passing it is the fresh check promotion needs, and
-        every master a client or load balancer ever saw has its tenure in the journal.
-        """
-        store = self._store
-        if store is None:
-            return roles.JournalFailed("the journal is not open")
-        try:
-            self.lease.mark_outlasted()  # the takeover wait is over; before serving
-        except LeaseLost as exc:
-            return roles.LeaseLost(f"recording the end of the takeover wait failed: {exc}")
-        event = _role_change(self.config.node_id, store.epoch, "acquired", "master", "serving")
-        try:
-            store.append_control(event).result()
-        except JournalFenced as exc:
-            return roles.LeaseLost(f"the fencing check of the tenure record failed: {exc}")
-        except JournalError as exc:
-            return roles.JournalFailed(f"the tenure record was not journaled: {exc}")
-        self._note_keepalive(started_at)
-        return roles.RevalidationPassed(started_at)
-
-    def _close_journal(self, graceful: bool, reason: str) -> None:
-        """Stop journal writes before the lock goes: nothing may be written under a lost lock."""
-        store, self._store = self._store, None
-        if store is None:
-            return
-        if graceful:
-            _append_role_change(store, self.config.node_id, "master", "stopping", reason)
-        store.close()
-
-    def _release(self, graceful: bool, reason: str = "stopping") -> roles.Event:
-        """Let the lock go; whatever the share does, the role loop hears that serving stopped."""
-        self._close_journal(graceful, reason)
-        if graceful:
-            try:
-                self.lease.release()
-                log.info("PRIMACY-1004 node %s released the lock", self.config.node_id)
-            except OSError as exc:
-                log.warning(
-                    "PRIMACY-1009 node %s could not mark the lock released (%s); dropping it",
-                    self.config.node_id,
-                    exc,
-                )
-                self.lease.abandon()
-        else:
-            self.lease.abandon()
-        # The lock is free now: this entry wakes the slaves watching the share.
-        self._refresh_registry(released=True)
-        return roles.ServingStopped()
-
-    # ---- serving -----------------------------------------------------------
+    # ---- serving -------------------------------------------------------------
 
     def _start_child(self, epoch: int) -> None:
-        if self._child is None:
-            return
-        self._child.start(
-            {
-                "PRIMACY_EPOCH": str(epoch),
-                "PRIMACY_NODE_ID": self.config.node_id,
-                "PRIMACY_SHARE": str(Path(self.config.share).resolve()),
-            }
-        )
-
-    def _check_child(self) -> None:
-        if self._child is None:
-            return
-        code = self._child.poll_exit()
-        if code is not None:
-            log.warning(
-                "PRIMACY-1104 child of node %s exited with code %d", self.config.node_id, code
+        if self._child is not None:
+            self._child.start(
+                {
+                    "PRIMACY_EPOCH": str(epoch),
+                    "PRIMACY_NODE_ID": self.config.node_id,
+                    "PRIMACY_SHARE": str(Path(self.config.share).resolve()),
+                }
             )
-            self.post(roles.ChildExited(code))
 
     def _start_broker(self) -> None:
         if self.config.stomp is None or self._store is None:
             return
         host, port = parse_host_port(self.config.stomp)
-        service = BrokerService(self._store, host, port, _broker_config(self._store))
+        service = BrokerService(self._store, host, port, broker_config(self._store))
         service.on_fatal = lambda reason: self.post(
             roles.LeaseLost(f"the journal failed: {reason}")
         )
@@ -408,19 +370,34 @@ class Node:
             return
         self._broker = service
 
-    def _stop_broker(self) -> None:
-        service, self._broker = self._broker, None
-        if service is not None:
-            service.stop()  # closes the listener and every connection at once
+    def _published_broker_stats(self) -> dict[str, Any] | None:
+        """For the registry thread: the serving broker's figures (its stats are thread-safe)."""
+        broker = self._broker  # one read of a reference the loop replaces, never mutates
+        return broker.stats() if broker is not None else None
 
     def _stop_serving(self, graceful: bool, reason: str) -> None:
+        """Close every connection at once; the child's tree dies before the lock is let go."""
         level = logging.INFO if graceful else logging.ERROR
         code = "PRIMACY-1006" if graceful else "PRIMACY-1003"
         log.log(level, "%s node %s stops serving: %s", code, self.config.node_id, reason)
-        self._stop_broker()
+        broker, self._broker = self._broker, None
+        if broker is not None:
+            broker.stop()
+        store, self._store = self._store, None
+        jobs, registry = self._jobs, self._registry
+
+        def release() -> roles.Event:
+            stopped = jobs.release(store, graceful, reason)
+            registry.publish_released()  # the lock is free: this entry wakes the slaves
+            return stopped
+
+        def submit_release() -> None:
+            self._io.submit(release, lambda exc: roles.ServingStopped())
+
         if self._child is not None:
-            self._child.stop(graceful=graceful)
-        self._io.submit(lambda: self._release(graceful, reason))
+            self._child.stop(graceful=graceful, then=submit_release)
+        else:
+            submit_release()
 
     def _on_role_changed(self, change: roles.RoleChanged) -> None:
         self._since_unix_s = time.time()
@@ -434,7 +411,7 @@ class Node:
         self._notifier.status(f"{change.new} (epoch {epoch}): {change.reason}")
         # Publish the new role at once (the machine already has it; the snapshot not yet).
         self._snapshot = self._build_snapshot()
-        self._registry_wake.set()
+        self._registry.wake()
         log.info(
             "PRIMACY-1001 node %s role %s -> %s epoch=%s: %s",
             self.config.node_id,
@@ -444,74 +421,28 @@ class Node:
             change.reason,
         )
 
-    # ---- registry ----------------------------------------------------------
+    # ---- what other threads told us ------------------------------------------
 
-    def _registry_loop(self) -> None:
-        interval_s = self.config.registry_refresh_ms / 1000
-        while not self._stop.is_set():
-            self._refresh_registry()
-            self._registry_wake.wait(interval_s)
-            self._registry_wake.clear()
-
-    def _refresh_registry(self, released: bool = False) -> None:
-        """Publish this node, read the others and the pause marker.
-
-        ``released``: the lock was just let go, so say so even if the role loop
-        has not caught up (slaves take the entry's role as the signal to try).
-        """
-        snap = self._snapshot
-        role = snap.role
-        if released:
-            role = str(Role.STOPPED if snap.role in (Role.STOPPING, Role.STOPPED) else Role.SLAVE)
-        entry = NodeEntry(
-            self.config.node_id,
-            socket.gethostname(),
-            os.getpid(),
-            self._api.address,
-            self.machine.priority.name.lower(),
-            role,
-            snap.epoch,
-            time.time(),
-        )
-        try:
-            self._registry.publish(entry)
-            entries = self._registry.entries()
-            paused = group_control.is_paused(self.config.share)
-        except OSError as exc:
-            log.warning(
-                "PRIMACY-1008 node %s cannot refresh the node registry: %s",
-                self.config.node_id,
-                exc,
-            )
-            return
-        now = time.time()
-        self._cluster = [{**asdict(e), "live": e.is_live(now)} for e in entries]
-        broker = self._broker
-        self._broker_stats = broker.stats() if broker is not None else None
-        others = [e for e in entries if e.node_id != self.config.node_id and e.is_live(now)]
-        best = max((_priority_of(other) for other in others), default=Priority.NEVER)
-        if best != self.machine.best_other_priority:
-            self.post(roles.PeersSeen(best))
-        if paused != self._paused:
-            self._paused = paused
+    def _on_registry_read(self, read: RegistryRead) -> roles.Event | None:
+        self._cluster = read.cluster
+        self._broker_stats = read.broker_stats if self._broker is not None else None
+        if read.paused != self._paused:
+            self._paused = read.paused
             log.info(
                 "PRIMACY-1024 node %s sees the group %s",
                 self.config.node_id,
-                "paused" if paused else "resumed",
+                "paused" if read.paused else "resumed",
             )
-            self.post(roles.PauseChanged(paused))
+            self._tell_machine(roles.PauseChanged(read.paused))
+        if read.best_other_priority != self.machine.best_other_priority:
+            return roles.PeersSeen(read.best_other_priority)
+        return None
 
     def _apply_config(self, new: NodeConfig) -> None:
-        """A valid edit of the config file: priority and timings now, the rest after a restart."""
+        """A valid edit of the config file: the live keys now, the rest after a restart."""
         old = self.config
-        live_keys = {
-            "priority",
-            "lock_acquire_sleep_interval_ms",
-            "lock_keep_alive_period_ms",
-            "takeover_delay_ms",
-        }
         changed = {k for k in type(old).model_fields if getattr(old, k) != getattr(new, k)}
-        for key in sorted(changed - live_keys):
+        for key in sorted(changed - LIVE_KEYS):
             log.warning(
                 "PRIMACY-1013 node %s: %s changed in the config file; it takes effect "
                 "after a restart",
@@ -519,39 +450,30 @@ class Node:
                 key,
             )
         if new.priority != old.priority:
-            self.post(roles.PriorityChanged(new.node_priority))
-        if changed & (live_keys - {"priority"}):
+            self._tell_machine(roles.PriorityChanged(new.node_priority))
+        if changed & (LIVE_KEYS - {"priority"}):
             self._change_timings(new.timings())
         # Only the live keys: the rest (share, node id, journal settings, ...) must wait for
         # the restart the log asks for. A share or node id swapped under a running node
         # would pair one share's lease with another's journal.
-        self.config = old.model_copy(update={key: getattr(new, key) for key in changed & live_keys})
+        self.config = old.model_copy(update={key: getattr(new, key) for key in changed & LIVE_KEYS})
         log.info(
             "PRIMACY-1014 node %s applied the edited config: %s",
             self.config.node_id,
-            ", ".join(sorted(changed & live_keys)) or "nothing live changed",
+            ", ".join(sorted(changed & LIVE_KEYS)) or "nothing live changed",
         )
 
     def _change_timings(self, timings: roles.Timings) -> None:
-        """Keep the epoch record's keepalive no shorter than the one our claims use."""
-        current = self.machine.timings.lock_keep_alive_period_s
-        longer = timings.lock_keep_alive_period_s > current
-
-        def record_then_apply() -> roles.Event | None:
-            if self.lease.epoch is not None:
-                try:
-                    self.lease.update_terms(
-                        {KEEP_ALIVE_TERM: round(timings.lock_keep_alive_period_s * 1000)}
-                    )
-                except LeaseLost as exc:
-                    return roles.LeaseLost(str(exc))
-            return roles.TimingsChanged(timings) if longer else None
-
+        """A shorter claim is safe at once; a longer one once the epoch record says so."""
+        longer = timings.lock_keep_alive_period_s > self.machine.timings.lock_keep_alive_period_s
         if not longer:
-            self.post(roles.TimingsChanged(timings))  # a shorter claim is safe at once
-        self._io.submit(record_then_apply)
+            self._tell_machine(roles.TimingsChanged(timings))
+        jobs = self._jobs
+        self._io.submit(
+            lambda: jobs.record_keep_alive(timings, longer), _lease_lost("recording the keepalive")
+        )
 
-    # ---- snapshot and shutdown -----------------------------------------------
+    # ---- snapshot and shutdown -------------------------------------------------
 
     def _build_snapshot(self) -> StatusSnapshot:
         keepalive = self._last_keepalive
@@ -572,10 +494,10 @@ class Node:
             share=str(self.config.share),
             share_check=self._share_check,
             extra={
-                "journal": _journal_figures(self._store),
+                "journal": journal_figures(self._store),
                 "paused": self._paused,
                 "broker": self._broker_stats,
-                "cluster": self._cluster,
+                "cluster": [dict(member) for member in self._cluster],
             },
         )
 
@@ -590,96 +512,31 @@ class Node:
         )
 
     def _shutdown(self) -> None:
-        self._stop.set()
-        self._registry_wake.set()
-        self._stop_broker()
-        if self._child is not None:
-            self._child.stop(graceful=True)
-        self._io.submit(self._final_release)
-        if not self._io.close(timeout_s=5.0):
+        broker, self._broker = self._broker, None
+        if broker is not None:
+            broker.stop()
+        if self._child is not None and not self._child.close(timeout_s=_CLOSE_TIMEOUT_S * 6):
+            log.error("PRIMACY-1103 node %s: the child did not stop", self.config.node_id)
+        store, self._store = self._store, None
+        jobs = self._jobs
+        self._io.submit(lambda: jobs.release(store, True, "stopping"))
+        released = self._io.close(timeout_s=_CLOSE_TIMEOUT_S)
+        if not released:
             log.error(
                 "PRIMACY-1009 node %s: the share did not answer while releasing the lock",
                 self.config.node_id,
             )
-        else:
-            # After the lock is free: this entry is what wakes the slaves.
-            self._registry_thread.join(5.0)
-            self._refresh_registry()
+        if self._config_watcher is not None:
+            self._config_watcher.stop()
+        # After the lock is free: this entry is what wakes the slaves.
         self._snapshot = self._build_snapshot()
+        self._registry.close(_CLOSE_TIMEOUT_S, final=released)
         self._watcher.stop()  # last: joining the observer takes a while and wakes no one
         self._api.stop()
         self._notifier.close()
         log.info("PRIMACY-1010 node %s stopped", self.config.node_id)
 
-    def _final_release(self) -> None:
-        if self.lease.held:
-            self._release(graceful=True)
-        else:
-            self.lease.abandon()
 
-
-def _role_change(node_id: str, epoch: int, old: str, new: str, reason: str) -> dict[str, object]:
-    return {
-        "event": "role",
-        "node": node_id,
-        "from": old,
-        "to": new,
-        "epoch": epoch,
-        "reason": reason,
-    }
-
-
-def _append_role_change(store: JournalStore, node_id: str, old: str, new: str, reason: str) -> None:
-    event = _role_change(node_id, store.epoch, old, new, reason)
-    try:
-        store.append_control(event).add_done_callback(_log_control_failure)
-    except JournalError as exc:
-        log.warning("PRIMACY-1012 node %s could not journal %s -> %s: %s", node_id, old, new, exc)
-
-
-def _log_control_failure(future: Future[int]) -> None:
-    if future.exception() is not None:
-        log.warning("PRIMACY-1012 a role change was not journaled: %s", future.exception())
-
-
-def _journal_figures(store: JournalStore | None) -> dict[str, Any] | None:
-    if store is None:
-        return None
-    stats = store.stats()
-    return {
-        "epoch": stats.epoch,
-        "sync_policy": str(stats.sync_policy),
-        "last_sequence": stats.last_sequence,
-        "pending_messages": stats.pending_messages,
-        "records_written": stats.records_written,
-        "bytes_written": stats.bytes_written,
-        "batches_written": stats.batches_written,
-        "current_segment": stats.current_segment,
-        "fenced_records": stats.fenced_records_at_open,
-        "damaged_batches": stats.damaged_batches_at_open,
-        "torn_tails": stats.torn_tails_at_open,
-        "failure": stats.failure,
-        "settings": {
-            "segment_max_bytes": store.config.segment_max_bytes,
-            "max_message_size": store.config.max_message_size,
-            "retention_max_age_s": store.config.retention_max_age_s,
-            "retention_max_bytes": store.config.retention_max_bytes,
-            "dedupe_window_messages": store.config.dedupe_window_messages,
-        },
-    }
-
-
-def _broker_config(store: JournalStore) -> BrokerConfig:
-    """Frames big enough for the largest message the journal takes, plus a full header section."""
-    default = FrameLimits()
-    largest = store.config.max_message_size + default.max_header_bytes
-    return BrokerConfig(
-        frame_limits=FrameLimits(max_frame_bytes=max(default.max_frame_bytes, largest))
-    )
-
-
-def _priority_of(entry: NodeEntry) -> Priority:
-    try:
-        return Priority[entry.priority.upper()]
-    except KeyError:
-        return Priority.NEVER
+def _lease_lost(what: str) -> Callable[[BaseException], roles.LeaseLost]:
+    """The failure event of a lease job that raised: the lease can no longer be trusted."""
+    return lambda exc: roles.LeaseLost(f"{what} failed: {exc!r}")

@@ -92,5 +92,11 @@ class StompPy:
         return False
 
     def close(self) -> None:
+        """Disconnect; a broker that closed the connection after an ERROR may beat us to it."""
         if self.connection.is_connected():
-            self.connection.disconnect()
+            try:
+                self.connection.disconnect()
+            except OSError:
+                # stomp.py's receiver closes the socket when it reads the broker's EOF; if that
+                # lands between is_connected() and the DISCONNECT, there is nothing to close.
+                pass

@@ -1,0 +1,87 @@
+"""What the node's threads tell the role loop, beyond the role machine's own events.
+
+Each is immutable and carries what its thread found, so the role loop can
+update the node's state itself: no other thread writes that state. The loop
+turns each into the role machine's event (``LockAttempted`` into
+``roles.LockResult``, ...) after recording what it carries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from primacy.store.journal import JournalStore
+from primacy.supervisor.config import NodeConfig
+from primacy.supervisor.roles import Priority
+
+
+@dataclass(frozen=True)
+class LockAttempted:
+    """One try of the lock. ``error``: the share did not answer (not the same as busy)."""
+
+    acquired: bool
+    holder: dict[str, Any] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class EpochTaken:
+    """The epoch is ours (see ``roles.EpochClaimed`` for the takeover terms)."""
+
+    epoch: int
+    previous_keep_alive_period_s: float | None
+    handed_over: bool
+    holder: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class JournalReady:
+    """Recovery finished and the fence is durable; the loop now owns ``store``."""
+
+    store: JournalStore
+
+
+@dataclass(frozen=True)
+class LeaseConfirmed:
+    """A lease check that started at ``started_at`` (loop clock) passed after ``duration_s``."""
+
+    started_at: float
+    duration_s: float
+    finished_unix_s: float
+
+
+@dataclass(frozen=True)
+class RegistryRead:
+    """The share's node registry and pause marker, as the registry thread last read them."""
+
+    cluster: tuple[dict[str, Any], ...]
+    best_other_priority: Priority
+    paused: bool
+    broker_stats: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ConfigEdited:
+    """A valid new version of the config file; the loop applies its live keys."""
+
+    config: NodeConfig
+
+
+@dataclass(frozen=True)
+class ThreadDied:
+    """A thread of the node raised; the node stops and exits non-zero rather than limp on."""
+
+    thread: str
+    error: str
+
+
+NodeEvent = (
+    LockAttempted
+    | EpochTaken
+    | JournalReady
+    | LeaseConfirmed
+    | RegistryRead
+    | ConfigEdited
+    | ThreadDied
+)

@@ -1,0 +1,124 @@
+"""The registry thread: publishes this node in the share, reads the group, tells the role loop.
+
+Every ``registry_refresh_ms``, or at once when woken, it writes this node's
+entry from the snapshot the role loop last published, reads the other
+entries and the pause marker, and posts one ``RegistryRead`` event. It keeps
+no state the loop reads: what it learns travels in the event.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from primacy.api.snapshot import StatusSnapshot
+from primacy.supervisor import group_control
+from primacy.supervisor.node_events import RegistryRead
+from primacy.supervisor.registry import NodeEntry, NodeRegistry
+from primacy.supervisor.roles import Priority, Role
+
+log = logging.getLogger("primacy.node")
+
+
+class RegistryLoop:
+    """Owns the registry thread; ``close`` ends it after one last publication."""
+
+    def __init__(
+        self,
+        registry: NodeRegistry,
+        node_id: str,
+        http_address: str,
+        refresh_s: float,
+        snapshot: Callable[[], StatusSnapshot],
+        broker_stats: Callable[[], dict[str, Any] | None],
+        post: Callable[[RegistryRead], None],
+    ) -> None:
+        self._registry = registry
+        self._node_id = node_id
+        self._http = http_address
+        self._refresh_s = refresh_s
+        self._snapshot = snapshot
+        self._broker_stats = broker_stats
+        self._post = post
+        self._wake = threading.Event()
+        self._released = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="primacy-registry", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Publish now (the role changed, or the pause marker did)."""
+        self._wake.set()
+
+    def publish_released(self) -> None:
+        """The lock was just let go: say so now, even before the role loop catches up
+        (slaves take the entry's role as the signal to try the lock)."""
+        self._released.set()
+        self._wake.set()
+
+    def close(self, timeout_s: float, final: bool) -> None:
+        """End the thread; ``final``: publish the last role once more (it wakes the slaves)."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout_s)
+        if final:
+            self._refresh()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._refresh()
+            self._wake.wait(self._refresh_s)
+            self._wake.clear()
+
+    def _refresh(self) -> None:
+        snap = self._snapshot()
+        role = snap.role
+        if self._released.is_set():
+            self._released.clear()
+            role = str(Role.STOPPED if role in (Role.STOPPING, Role.STOPPED) else Role.SLAVE)
+        entry = NodeEntry(
+            self._node_id,
+            socket.gethostname(),
+            os.getpid(),
+            self._http,
+            snap.priority,
+            role,
+            snap.epoch,
+            time.time(),
+        )
+        try:
+            self._registry.publish(entry)
+            entries = self._registry.entries()
+            paused = group_control.is_paused(self._registry.directory.parent)
+        except OSError as exc:
+            log.warning(
+                "PRIMACY-1008 node %s cannot refresh the node registry: %s", self._node_id, exc
+            )
+            return
+        now = time.time()
+        others = [e for e in entries if e.node_id != self._node_id and e.is_live(now)]
+        self._post(
+            RegistryRead(
+                cluster=tuple({**asdict(e), "live": e.is_live(now)} for e in entries),
+                best_other_priority=max(
+                    (_priority_of(other) for other in others), default=Priority.NEVER
+                ),
+                paused=paused,
+                broker_stats=self._broker_stats(),
+            )
+        )
+
+
+def _priority_of(entry: NodeEntry) -> Priority:
+    try:
+        return Priority[entry.priority.upper()]
+    except KeyError:
+        return Priority.NEVER

@@ -1,0 +1,212 @@
+"""The role loop's work on the share: lock, epochs, journal. Each job runs on the lock I/O worker.
+
+A job takes everything it needs as arguments (captured on the role loop) and
+returns one event saying what happened; it never writes the node's state.
+The ``Lease`` belongs to this object, so to the worker thread (the journal's
+writer also calls ``Lease.revalidate`` as its fencing check; the lease's own
+mutex covers that). Every failure, expected or not, becomes an event the loop
+acts on (``LockIoWorker`` turns an unexpected exception into the job's failure
+event), so a share that answers with garbage never leaves a node holding the
+lock idle.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from primacy.locker.lease import Lease, LeaseLost
+from primacy.store.errors import JournalError, JournalFenced
+from primacy.store.journal import JournalStore
+from primacy.supervisor import group_control, roles
+from primacy.supervisor.config import NodeConfig
+from primacy.supervisor.node_events import EpochTaken, JournalReady, LeaseConfirmed, LockAttempted
+
+log = logging.getLogger("primacy.node")
+KEEP_ALIVE_TERM = "lock_keep_alive_period_ms"
+
+Clock = Callable[[], float]
+CommitObserver = Callable[[int, int, float], None]
+
+
+class ShareJobs:
+    """The lock and journal operations of one node, each returning the event for the role loop."""
+
+    def __init__(self, config: NodeConfig, clock: Clock) -> None:
+        self.node_id = config.node_id
+        self.share = config.share
+        self.lease = Lease(config.share, config.node_id, config.lock_method)
+        self._clock = clock
+
+    # ---- slave -------------------------------------------------------------
+
+    def try_lock(self) -> LockAttempted:
+        try:
+            acquired = self.lease.try_acquire() and not self._switchover_holds_us_back()
+        except OSError as exc:
+            log.warning("PRIMACY-1007 node %s cannot try the lock: %s", self.node_id, exc)
+            return LockAttempted(False, self._holder(), error=str(exc))
+        return LockAttempted(acquired, self._holder())
+
+    def _switchover_holds_us_back(self) -> bool:
+        """After taking the lock: if a switchover names another node, give the lock back.
+
+        Read after acquiring, not before: the old master writes the request
+        before it releases, so whoever gets the lock after the release sees it.
+        """
+        request = group_control.read_switchover(self.share)
+        if request is None or not request.holds_back(
+            self.node_id, self.lease.epochs.latest(), time.time()
+        ):
+            return False
+        self.lease.abandon()
+        return True
+
+    def yield_lock(self) -> None:
+        self.lease.abandon()
+
+    # ---- taking over -------------------------------------------------------
+
+    def claim_epoch(self, keep_alive_period_ms: int) -> EpochTaken | roles.LeaseLost:
+        try:
+            epoch = self.lease.claim_epoch({KEEP_ALIVE_TERM: keep_alive_period_ms})
+            # Every earlier master that may still claim the role: the previous one, and
+            # before it any whose successor stopped during its takeover wait.
+            earlier = self.lease.terms_to_outlast()
+        except (OSError, LeaseLost) as exc:
+            return roles.LeaseLost(f"claiming an epoch failed: {exc}")
+        periods = [
+            float(record[KEEP_ALIVE_TERM])
+            for record in earlier
+            if isinstance(record.get(KEEP_ALIVE_TERM), int | float)
+            and not isinstance(record.get(KEEP_ALIVE_TERM), bool)
+        ]
+        log.info("PRIMACY-1002 node %s claimed epoch %d", self.node_id, epoch)
+        group_control.clear_switchover(self.share)
+        return EpochTaken(
+            epoch,
+            max(periods) / 1000 if periods else None,
+            handed_over=self.lease.handed_over(earlier),
+            holder=self._holder(),
+        )
+
+    def open_journal(
+        self, config: NodeConfig, epoch: int, observe_commit: CommitObserver
+    ) -> JournalReady | roles.JournalFailed:
+        try:
+            store = JournalStore.open(
+                config.store_config(), epoch=epoch, fencing_check=self.lease.revalidate
+            )
+        except (JournalError, OSError, ValueError) as exc:
+            return roles.JournalFailed(str(exc))
+        store.commit_observer = observe_commit
+        return JournalReady(store)
+
+    def journal_tenure(
+        self, store: JournalStore | None, started_at: float
+    ) -> LeaseConfirmed | roles.LeaseLost | roles.JournalFailed:
+        """The promotion's lease check, as the commit of the tenure record.
+
+        The record is written, synced, then fencing-checked by a lease check that
+        starts after the write: passing it is the fresh check promotion needs, and
+        every master a client or load balancer ever saw has its tenure in the journal.
+        """
+        if store is None:
+            return roles.JournalFailed("the journal is not open")
+        try:
+            self.lease.mark_outlasted()  # the takeover wait is over; before serving
+        except LeaseLost as exc:
+            return roles.LeaseLost(f"recording the end of the takeover wait failed: {exc}")
+        event = role_change(self.node_id, store.epoch, "acquired", "master", "serving")
+        try:
+            store.append_control(event).result()
+        except JournalFenced as exc:
+            return roles.LeaseLost(f"the fencing check of the tenure record failed: {exc}")
+        except JournalError as exc:
+            return roles.JournalFailed(f"the tenure record was not journaled: {exc}")
+        return self._confirmed(started_at)
+
+    # ---- master ------------------------------------------------------------
+
+    def revalidate(self, started_at: float) -> LeaseConfirmed | roles.LeaseLost:
+        try:
+            self.lease.revalidate()
+        except LeaseLost as exc:
+            return roles.LeaseLost(str(exc))
+        return self._confirmed(started_at)
+
+    def record_keep_alive(
+        self, timings: roles.Timings, longer: bool
+    ) -> roles.TimingsChanged | roles.LeaseLost | None:
+        """Keep the epoch record's keepalive no shorter than the one our claims use.
+
+        A longer keepalive may count only once the record says so (a node that
+        claims the next epoch afterwards waits for it): then the loop applies it.
+        """
+        if self.lease.epoch is not None:
+            try:
+                self.lease.update_terms(
+                    {KEEP_ALIVE_TERM: round(timings.lock_keep_alive_period_s * 1000)}
+                )
+            except LeaseLost as exc:
+                return roles.LeaseLost(str(exc))
+        return roles.TimingsChanged(timings) if longer else None
+
+    def release(
+        self, store: JournalStore | None, graceful: bool, reason: str
+    ) -> roles.ServingStopped:
+        """Stop journal writes, then let the lock go: nothing is written under a lost lock."""
+        if store is not None:
+            if graceful:
+                append_role_change(store, self.node_id, "master", "stopping", reason)
+            store.close()
+        if graceful and self.lease.held:
+            try:
+                self.lease.release()
+                log.info("PRIMACY-1004 node %s released the lock", self.node_id)
+            except OSError as exc:
+                log.warning(
+                    "PRIMACY-1009 node %s could not mark the lock released (%s); dropping it",
+                    self.node_id,
+                    exc,
+                )
+                self.lease.abandon()
+        else:
+            self.lease.abandon()
+        return roles.ServingStopped()
+
+    # ---- helpers -----------------------------------------------------------
+
+    def _confirmed(self, started_at: float) -> LeaseConfirmed:
+        return LeaseConfirmed(started_at, self._clock() - started_at, time.time())
+
+    def _holder(self) -> dict[str, Any] | None:
+        holder = self.lease.holder()
+        return None if holder is None else vars(holder).copy()
+
+
+def role_change(node_id: str, epoch: int, old: str, new: str, reason: str) -> dict[str, object]:
+    return {
+        "event": "role",
+        "node": node_id,
+        "from": old,
+        "to": new,
+        "epoch": epoch,
+        "reason": reason,
+    }
+
+
+def append_role_change(store: JournalStore, node_id: str, old: str, new: str, reason: str) -> None:
+    event = role_change(node_id, store.epoch, old, new, reason)
+    try:
+        store.append_control(event).add_done_callback(_log_control_failure)
+    except JournalError as exc:
+        log.warning("PRIMACY-1012 node %s could not journal %s -> %s: %s", node_id, old, new, exc)
+
+
+def _log_control_failure(future: Future[int]) -> None:
+    if future.exception() is not None:
+        log.warning("PRIMACY-1012 a role change was not journaled: %s", future.exception())
