@@ -1,0 +1,86 @@
+"""On a share that hangs, demotion still closes every client connection at once.
+
+Nothing the broker or the role loop does may wait on the share: the lease check
+that hangs is on the lock I/O worker, the journal write that hangs is on the
+writer thread, and an exec child that ignores SIGTERM is stopped on its own
+thread. So once the lease check is overdue (one keepalive), the master stops
+claiming, and its connections are closed within one more keepalive.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from primacy.cli.localgroup import free_port
+from tests.fault.conftest import EmulatedHosts
+from tests.harness.group import wait_until
+
+pytestmark = [pytest.mark.fuse, pytest.mark.slow]
+
+KEEP_ALIVE_MS = 1000
+
+
+def _connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(b"CONNECT\naccept-version:1.2\nhost:test\n\n\x00")
+    assert sock.recv(4096).startswith(b"CONNECTED")
+    return sock
+
+
+def _closed_at(sock: socket.socket, give_up_s: float) -> float | None:
+    """When the peer closed ``sock`` (monotonic), or None if it stayed open for ``give_up_s``."""
+    deadline = time.monotonic() + give_up_s
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            if sock.recv(4096) == b"":
+                return time.monotonic()
+        except TimeoutError:
+            return None
+        except ConnectionResetError:
+            return time.monotonic()
+    return None
+
+
+def test_demotion_on_a_hung_share_closes_every_connection_within_a_keepalive(
+    emulated_hosts: EmulatedHosts,
+) -> None:
+    (host,) = emulated_hosts(1, lease_s=60.0)
+    port = free_port()
+    node = emulated_hosts.start_node(
+        host,
+        "n1",
+        "--stomp",
+        f"127.0.0.1:{port}",
+        "--lock-keep-alive-period-ms",
+        str(KEEP_ALIVE_MS),
+        "--exec-stop-grace-ms",
+        "20000",
+        "--exec",
+        "--",
+        "sh",
+        "-c",
+        "trap '' TERM; while :; do sleep 1; done",
+    )
+    wait_until(node.is_master, 30, "the node to serve")
+    clients = [_connect(port) for _ in range(3)]
+    # One client is mid-send when the share hangs: its write is stuck in the journal.
+    clients[0].sendall(b"SEND\ndestination:/queue/q\nreceipt:r1\n\nbody\x00")
+    try:
+        host.partition("hang")
+        hung_at = time.monotonic()
+        closed = [_closed_at(sock, give_up_s=10 * KEEP_ALIVE_MS / 1000) for sock in clients]
+        assert None not in closed, f"connections left open on a hung share: {closed}"
+        # The lease check goes overdue within one keepalive of the hang (it runs every half
+        # keepalive and may have just started), and demotion then closes at once.
+        latest = max(c for c in closed if c is not None) - hung_at
+        assert latest < 2.5 * KEEP_ALIVE_MS / 1000, f"closed {latest:.2f} s after the hang"
+        assert node.status("/master") == 503
+        assert node.status("/health") == 200  # the loop itself answers, child or no child
+    finally:
+        for sock in clients:
+            sock.close()
+        host.heal()
