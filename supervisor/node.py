@@ -300,7 +300,7 @@ class Node:
         jobs, io = self._jobs, self._io
         match action:
             case roles.TryLock():
-                io.submit(jobs.try_lock, lambda exc: LockAttempted(False, None, str(exc)))
+                io.submit(jobs.try_lock, jobs.lock_attempt_failed)
             case roles.YieldLock():
                 io.submit(jobs.yield_lock)
             case roles.ClaimEpoch():

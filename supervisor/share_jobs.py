@@ -51,6 +51,16 @@ class ShareJobs:
             return LockAttempted(False, self._holder(), error=str(exc))
         return LockAttempted(acquired, self._holder())
 
+    def lock_attempt_failed(self, error: BaseException) -> LockAttempted:
+        """The failure event of a ``try_lock`` that raised (garbage on the share, say).
+
+        The attempt may have taken the lock before it failed: drop it, so a node
+        never holds a lock its role loop does not know about (the group would
+        have no master).
+        """
+        self.lease.abandon()
+        return LockAttempted(False, None, error=f"the lock attempt failed: {error!r}")
+
     def _switchover_holds_us_back(self) -> bool:
         """After taking the lock: if a switchover names another node, give the lock back.
 
