@@ -190,8 +190,11 @@ class GroupCommitWriter:
             self._fail(JournalWriteFailed(f"the journal writer stopped unexpectedly: {exc!r}"))
         finally:
             if self.segment.fd is not None:
-                os.close(self.segment.fd)
-                self.segment.fd = None
+                fd, self.segment.fd = self.segment.fd, None
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass  # the descriptor is released whatever close says; the failure is known
 
     def _step(self) -> bool:
         """Commit one batch and run pending jobs; False once closed and drained."""
