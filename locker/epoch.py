@@ -10,12 +10,31 @@ listing might be answered from cache, so listings are only ever a hint).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 EPOCH_DIR_NAME = "epochs"
+# Epochs are u64 wherever they are written (journal headers); past this a share is refused.
+MAX_EPOCH = 2**63 - 1
+# An epoch record is a small JSON object; anything larger is not one of ours.
+MAX_RECORD_BYTES = 64 * 1024
+
+
+def parse_epoch_name(name: str) -> int | None:
+    """The epoch an ``epochs/`` entry names, or None: only canonical ASCII digits count.
+
+    The share is untrusted input: ``²`` passes ``str.isdigit`` but not ``int``, ``007``
+    and ``+7`` are not names a node writes, and an absurd number is refused.
+    """
+    if not (name.isascii() and name.isdigit()) or (name.startswith("0") and name != "0"):
+        return None
+    epoch = int(name)
+    return epoch if 0 < epoch <= MAX_EPOCH else None
 
 
 class EpochRegistry:
@@ -33,7 +52,8 @@ class EpochRegistry:
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return 0
-        return max((int(name) for name in names if name.isdigit()), default=0)
+        epochs = (parse_epoch_name(name) for name in names)
+        return max((epoch for epoch in epochs if epoch is not None), default=0)
 
     def latest(self) -> int:
         """The highest claimed epoch, confirmed by single-name lookups past the hint."""
@@ -58,9 +78,12 @@ class EpochRegistry:
         self.ensure_directory()
         epoch = self.latest_hint() + 1
         while True:
+            if epoch > MAX_EPOCH:
+                raise OSError(f"no epoch left to claim in {self.directory} (past {MAX_EPOCH})")
             path = self.directory / str(epoch)
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                # O_EXCL never follows a symlink; O_NOFOLLOW says so for every reader too.
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             except FileExistsError:
                 epoch += 1
                 continue
@@ -84,7 +107,10 @@ class EpochRegistry:
         path = self.directory / str(epoch)
         os.lstat(path)  # the epoch must already be ours: never create it here
         temporary = self.directory / f".{epoch}.{os.getpid()}.tmp"  # not a digit name
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        # A planted temporary name (a symlink out of the share, say) is removed, never followed.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
             data = (json.dumps({**record, "epoch": epoch}, sort_keys=True) + "\n").encode()
             os.write(fd, data)
@@ -97,11 +123,29 @@ class EpochRegistry:
     def read(self, epoch: int) -> dict[str, Any] | None:
         """The record written by whoever claimed ``epoch`` (None if absent or unreadable)."""
         try:
-            data = (self.directory / str(epoch)).read_bytes()
+            data = read_small_file(self.directory / str(epoch), MAX_RECORD_BYTES)
             record = json.loads(data.decode())
-        except (OSError, ValueError, UnicodeDecodeError):
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             return None
         return record if isinstance(record, dict) else None
+
+
+def read_small_file(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; OSError for anything else.
+
+    Never follows a symlink and never blocks on a FIFO or a device (they are opened
+    non-blocking and refused), so a planted entry cannot hang or redirect a node.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"{path} is larger than {limit} bytes")
+        return os.read(fd, limit + 1)[:limit]
+    finally:
+        os.close(fd)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -9,9 +9,11 @@ is written and read through the same descriptor that holds the lock.
 from __future__ import annotations
 
 import enum
+import errno
 import json
 import os
 import socket
+import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -182,7 +184,13 @@ class ShareLock:
         if self._fd is not None and self._fd_is_current_file():
             return
         self._close()
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Never through a symlink (the holder record would be written wherever it points),
+        # and never a FIFO or device: the share is untrusted input.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, f"{self.path} is not a regular file; remove it")
+        self._fd = fd
 
     def _fd_is_current_file(self) -> bool:
         assert self._fd is not None
@@ -210,7 +218,12 @@ def read_holder_from_outside(share: Path) -> HolderInfo | None:
     time would drop its own POSIX lock.
     """
     try:
-        with open(Path(share) / LOCK_FILE_NAME, "rb") as handle:
-            return HolderInfo.from_bytes(handle.read(_HOLDER_MAX_BYTES))
+        fd = os.open(Path(share) / LOCK_FILE_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{share}/{LOCK_FILE_NAME} is not a regular file")
+        return HolderInfo.from_bytes(os.read(fd, _HOLDER_MAX_BYTES))
+    finally:
+        os.close(fd)

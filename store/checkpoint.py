@@ -27,7 +27,8 @@ CHECKPOINT_MAGIC = b"PRIMCKPT"
 CHECKPOINT_VERSION = 3
 _READABLE_VERSIONS = (2, 3)
 _HEADER = struct.Struct("<8sIIQ")
-_NAME = re.compile(r"^checkpoint-(\d{20})-(\d{10})\.ckpt$")
+# Names as ``checkpoint_name`` writes them: ASCII digits, an epoch widened past 10 digits.
+_NAME = re.compile(r"checkpoint-([0-9]{20})-([0-9]{10,20})\.ckpt", re.ASCII)
 
 
 class CheckpointUnusable(ValueError):
@@ -98,7 +99,11 @@ def list_checkpoints(directory: Path) -> list[Path]:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
-    found = [(int(m[1]), int(m[2]), name) for name in names if (m := _NAME.match(name))]
+    found = [
+        (int(m[1]), int(m[2]), name)
+        for name in names
+        if (m := _NAME.fullmatch(name)) and checkpoint_name(int(m[1]), int(m[2])) == name
+    ]
     return [directory / name for _, _, name in sorted(found, reverse=True)]
 
 

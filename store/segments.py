@@ -17,7 +17,11 @@ from pathlib import Path
 from primacy.store import format as fmt
 
 SEGMENT_SUFFIX = ".seg"
-_SEGMENT_NAME = re.compile(r"^(\d{10})-(\d{20})\.seg$")
+# Epochs and sequences are u64 in every header. A name carries them zero-padded to 10 and
+# 20 ASCII digits; an epoch past 10 digits widens its name (segments sort by number, not
+# by name). A name that is not exactly what ``segment_name`` writes is not a segment.
+_SEGMENT_NAME = re.compile(r"([0-9]{10,20})-([0-9]{20})\.seg", re.ASCII)
+MAX_U64 = 2**64 - 1
 QUARANTINE_DIR_NAME = "quarantine"
 CHECKPOINT_DIR_NAME = "checkpoints"
 
@@ -44,6 +48,17 @@ def segment_name(epoch: int, first_sequence: int) -> str:
     return f"{epoch:010d}-{first_sequence:020d}{SEGMENT_SUFFIX}"
 
 
+def parse_segment_name(name: str) -> tuple[int, int] | None:
+    """(epoch, first sequence) of a segment file's name, or None for any other name."""
+    match = _SEGMENT_NAME.fullmatch(name)
+    if match is None:
+        return None
+    epoch, first_sequence = int(match[1]), int(match[2])
+    if max(epoch, first_sequence) > MAX_U64 or segment_name(epoch, first_sequence) != name:
+        return None
+    return epoch, first_sequence
+
+
 def list_segments(journal_dir: Path) -> list[SegmentRef]:
     """Every segment file in the journal directory, oldest epoch and sequence first."""
     try:
@@ -52,9 +67,9 @@ def list_segments(journal_dir: Path) -> list[SegmentRef]:
         return []
     found = []
     for name in names:
-        match = _SEGMENT_NAME.match(name)
-        if match:
-            found.append(SegmentRef(int(match[1]), int(match[2]), journal_dir / name))
+        parsed = parse_segment_name(name)
+        if parsed is not None:
+            found.append(SegmentRef(*parsed, journal_dir / name))
     return sorted(found)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -17,7 +18,11 @@ def write_json_atomically(path: Path, content: dict[str, Any], *, durable: bool)
     survive a crash (not for entries rewritten every second anyway).
     """
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(temporary, "w") as handle:
+    # The name is predictable, so a planted symlink there is removed, never followed.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with open(fd, "w") as handle:
         handle.write(json.dumps(content, sort_keys=True) + "\n")
         if durable:
             handle.flush()
