@@ -324,8 +324,8 @@ class Node:
                 log.info(
                     "PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch
                 )
-                self._start_broker()
-                self._start_child(epoch)
+                if self._start_broker():
+                    self._start_child(epoch)
             case roles.RestartChild():
                 if self._child is not None and self.machine.epoch is not None:
                     self._child.stop(graceful=False)
@@ -349,9 +349,10 @@ class Node:
                 }
             )
 
-    def _start_broker(self) -> None:
+    def _start_broker(self) -> bool:
+        """Start the STOMP connector (if configured); False if serving failed to start."""
         if self.config.stomp is None or self._store is None:
-            return
+            return True
         host, port = parse_host_port(self.config.stomp)
         service = BrokerService(self._store, host, port, broker_config(self._store))
         service.on_fatal = lambda reason: self.post(
@@ -366,9 +367,14 @@ class Node:
                 self.config.stomp,
                 exc,
             )
-            self.post(roles.StepDownRequested(f"cannot listen on {self.config.stomp}"))
-            return
+            # Decided now, before this iteration publishes a snapshot: /master never says 200
+            # for a master that cannot serve.
+            failed = roles.ServingFailed(f"cannot listen for STOMP on {self.config.stomp}: {exc}")
+            for action in self.machine.handle(failed, self._clock()):
+                self._execute(action)
+            return False
         self._broker = service
+        return True
 
     def _published_broker_stats(self) -> dict[str, Any] | None:
         """For the registry thread: the serving broker's figures (its stats are thread-safe)."""
@@ -409,8 +415,10 @@ class Node:
             self._notifier.stopping()
         epoch = change.epoch if change.epoch is not None else self.machine.epoch
         self._notifier.status(f"{change.new} (epoch {epoch}): {change.reason}")
-        # Publish the new role at once (the machine already has it; the snapshot not yet).
-        self._snapshot = self._build_snapshot()
+        # Publish the new role at once (the machine already has it; the snapshot not yet),
+        # except a new master's: it is published once serving started (this iteration).
+        if change.new is not Role.MASTER:
+            self._snapshot = self._build_snapshot()
         self._registry.wake()
         log.info(
             "PRIMACY-1001 node %s role %s -> %s epoch=%s: %s",
@@ -496,6 +504,8 @@ class Node:
             extra={
                 "journal": journal_figures(self._store),
                 "paused": self._paused,
+                # After a failed start or a crash loop: seconds left before it tries the lock.
+                "held_off_s": round(max(0.0, self.machine.hold_off_until - self._clock()), 3),
                 "broker": self._broker_stats,
                 "cluster": [dict(member) for member in self._cluster],
             },

@@ -146,6 +146,14 @@ class StepDownRequested:
 
 
 @dataclass(frozen=True)
+class ServingFailed:
+    """Serving could not start (the STOMP port cannot be bound): a failed start, so the node
+    steps down and holds off like a crash-looping child, rather than claim epoch after epoch."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class MasterLeft:
     """The share says the master went away (released the lock, or the lock file was deleted).
 
@@ -190,6 +198,7 @@ Event = (
     | ServingStopped
     | StopRequested
     | StepDownRequested
+    | ServingFailed
     | MasterLeft
     | PauseChanged
     | PriorityChanged
@@ -332,6 +341,11 @@ class RoleMachine:
         return self.role is Role.MASTER and self.claim_expires_at() > now
 
     @property
+    def hold_off_until(self) -> float:
+        """Until when a node that failed to start serving (or crash-looped) tries no lock."""
+        return self._hold_off_until
+
+    @property
     def lock_io_started_at(self) -> float | None:
         """When the lock operation under way started, None if none is."""
         return self._io_started_at if self._io_in_flight is not None else None
@@ -412,6 +426,10 @@ class RoleMachine:
                 self._on_stop(reason, now, actions)
             case StepDownRequested(reason=reason):
                 if self.role is Role.MASTER:
+                    self._demote(now, actions, reason, graceful=True, trigger="step_down")
+            case ServingFailed(reason=reason):
+                if self.role is Role.MASTER:
+                    self._hold_off_until = now + self.timings.crash_loop_hold_off_s
                     self._demote(now, actions, reason, graceful=True, trigger="step_down")
             case MasterLeft():
                 if self.role in (Role.STARTING, Role.SLAVE):

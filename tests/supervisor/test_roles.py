@@ -251,6 +251,18 @@ def test_a_child_that_keeps_crashing_gives_the_lock_up_and_holds_off() -> None:
     assert d.kinds(d.at(d.now + 1.5)) == [TryLock]
 
 
+def test_a_master_that_cannot_start_serving_steps_down_once_and_holds_off() -> None:
+    d = Driver()
+    d.become_master()
+    actions = d.at(d.now + 0.01, roles.ServingFailed("cannot listen for STOMP"))
+    assert d.kinds(actions) == [StopServing]
+    assert d.machine.role is Role.DEMOTING and not d.machine.is_serving(d.now)
+    d.at(d.now + 0.1, ServingStopped())
+    assert d.machine.hold_off_until == pytest.approx(d.now - 0.1 + TIMINGS.crash_loop_hold_off_s)
+    assert d.kinds(d.at(d.now + 4.0)) == []
+    assert d.kinds(d.at(d.now + 1.5)) == [TryLock]
+
+
 def test_lock_result_arriving_after_stop_is_ignored() -> None:
     d = Driver()
     d.at(0.0)
