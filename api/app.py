@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import Body, FastAPI, Header
+from fastapi import Body, FastAPI
 from fastapi.responses import JSONResponse, Response
 
-from primacy.api.admin import AdminActions, AdminRefused, token_matches
+from primacy.api.admin import AdminActions, AdminRefused
+from primacy.api.guard import RequestGuard
 from primacy.api.metrics import NodeMetrics
 from primacy.api.snapshot import StatusSnapshot
 
@@ -90,62 +91,48 @@ def create_app(
             return Response(registry.render(), media_type="text/plain; version=0.0.4")
 
     if admin is not None and admin_token:
-        _add_admin_routes(app, admin, admin_token)
+        _add_admin_routes(app, admin)
+    # Authorization, body size and body time are judged before any handler reads a byte.
+    app.add_middleware(RequestGuard, admin_token=admin_token if admin is not None else None)
     return app
 
 
-def _add_admin_routes(app: FastAPI, admin: AdminActions, token: str) -> None:
-    def authorize(authorization: str | None) -> Response | None:
-        verdict = token_matches(token, authorization)
-        if verdict is None:
-            return JSONResponse(
-                {"error": "a bearer token is required"},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if not verdict:
-            return JSONResponse({"error": "the token is not valid"}, status_code=403)
-        return None
+def _add_admin_routes(app: FastAPI, admin: AdminActions) -> None:
+    """The admin routes; ``RequestGuard`` has checked the bearer token before they run.
 
-    def act(authorization: str | None, action: Callable[[], dict[str, Any] | None]) -> Response:
-        denied = authorize(authorization)
-        if denied is not None:
-            return denied
+    Absent from the public schema: ``/openapi.json`` answers anyone.
+    """
+
+    def act(action: Callable[[], dict[str, Any] | None]) -> Response:
         try:
             result = action() or {}
         except AdminRefused as exc:
             return JSONResponse({"error": str(exc)}, status_code=409)
         return JSONResponse({"ok": True, **result})
 
-    @app.post("/switchover")
-    def switchover(
-        body: dict[str, Any] | None = Body(default=None),  # noqa: B008
-        authorization: str | None = Header(default=None),
-    ) -> Response:
+    @app.post("/switchover", include_in_schema=False)
+    def switchover(body: dict[str, Any] | None = Body(default=None)) -> Response:  # noqa: B008
         target = (body or {}).get("to")
-        return act(authorization, lambda: admin.switchover(str(target) if target else None))
+        return act(lambda: admin.switchover(str(target) if target else None))
 
-    @app.post("/pause")
-    def pause(authorization: str | None = Header(default=None)) -> Response:
+    @app.post("/pause", include_in_schema=False)
+    def pause() -> Response:
         def do() -> dict[str, Any]:
             admin.pause()
             return {"paused": True}
 
-        return act(authorization, do)
+        return act(do)
 
-    @app.post("/resume")
-    def resume(authorization: str | None = Header(default=None)) -> Response:
+    @app.post("/resume", include_in_schema=False)
+    def resume() -> Response:
         def do() -> dict[str, Any]:
             admin.resume()
             return {"paused": False}
 
-        return act(authorization, do)
+        return act(do)
 
-    @app.put("/priority")
-    def priority(
-        body: dict[str, Any] = Body(...),  # noqa: B008
-        authorization: str | None = Header(default=None),
-    ) -> Response:
+    @app.put("/priority", include_in_schema=False)
+    def priority(body: dict[str, Any] = Body(...)) -> Response:  # noqa: B008
         wanted = str(body.get("priority", ""))
 
         def do() -> dict[str, Any]:
@@ -154,4 +141,4 @@ def _add_admin_routes(app: FastAPI, admin: AdminActions, token: str) -> None:
             admin.set_priority(wanted)
             return {"priority": wanted}
 
-        return act(authorization, do)
+        return act(do)

@@ -9,6 +9,8 @@ import time
 import uvicorn
 from fastapi import FastAPI
 
+MAX_CONNECTIONS = 64
+
 
 class ApiServerError(Exception):
     """The HTTP listener could not start (address in use, bad address)."""
@@ -19,7 +21,15 @@ class ApiServer:
 
     def __init__(self, app: FastAPI, host: str, port: int) -> None:
         config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            # A flood of connections gets 503s beyond this, not the process's descriptors.
+            limit_concurrency=MAX_CONNECTIONS,
+            timeout_keep_alive=5,
         )
         self._server = uvicorn.Server(config)
         self._host, self._port = host, port

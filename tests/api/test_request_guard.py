@@ -1,0 +1,124 @@
+"""The HTTP endpoint judges a request by its headers before it reads the body, and reads little."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from primacy.api import guard
+from primacy.api.app import create_app
+from primacy.api.server import ApiServer
+from primacy.api.snapshot import StatusSnapshot
+from tests.harness.group import free_port
+
+TOKEN = "0123456789abcdef-token"
+
+
+class Recorder:
+    """An ``AdminActions`` that records what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def switchover(self, to: str | None) -> dict[str, Any]:
+        self.calls.append(("switchover", to))
+        return {"to": to}
+
+    def pause(self) -> None:
+        self.calls.append(("pause", None))
+
+    def resume(self) -> None:
+        self.calls.append(("resume", None))
+
+    def set_priority(self, priority: str) -> None:
+        self.calls.append(("priority", priority))
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[int, Recorder]]:
+    recorder = Recorder()
+    snapshot = StatusSnapshot(
+        node="n1", role="master", epoch=3, since_unix_s=0.0, priority="normal"
+    )
+    port = free_port()
+    server = ApiServer(create_app(lambda: snapshot, None, recorder, TOKEN), "127.0.0.1", port)
+    server.start()
+    try:
+        yield port, recorder
+    finally:
+        server.stop()
+
+
+def _raw(
+    port: int, head: str, body: bytes = b"", read_timeout_s: float = 10.0
+) -> tuple[int, float]:
+    """Send a request head (and maybe part of a body); the answer's status and its delay."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=read_timeout_s) as sock:
+        sock.sendall(head.encode() + b"\r\n" + body)
+        answer = sock.recv(4096)
+    return int(answer.split(b" ", 2)[1]), time.monotonic() - started
+
+
+def test_an_unauthorized_admin_request_is_refused_before_its_body_is_read(
+    served: tuple[int, Recorder],
+) -> None:
+    port, recorder = served
+    # 200 MB announced, none sent: the answer comes without waiting for (or reading) any of it.
+    head = "POST /switchover HTTP/1.1\r\nHost: x\r\nContent-Length: 200000000\r\n"
+    assert _raw(port, head)[0] == 401
+    assert _raw(port, head + "Authorization: Bearer wrong-token-0123456\r\n")[0] == 403
+    assert recorder.calls == []
+
+
+def test_an_oversized_body_is_refused_even_with_the_token(served: tuple[int, Recorder]) -> None:
+    port, recorder = served
+    head = (
+        f"POST /switchover HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "Content-Length: 200000000\r\n"
+    )
+    assert _raw(port, head)[0] == 413
+    chunked = httpx.post(
+        f"http://127.0.0.1:{port}/switchover",
+        content=iter([b'{"to": "', b"x" * (guard.MAX_BODY_BYTES + 1), b'"}']),
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert chunked.status_code == 413
+    assert recorder.calls == []
+
+
+def test_a_body_that_trickles_in_is_cut_off(
+    served: tuple[int, Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port, recorder = served
+    monkeypatch.setattr(guard, "BODY_TIMEOUT_S", 0.3)
+    head = (
+        f"POST /switchover HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "Content-Length: 40\r\nContent-Type: application/json\r\n"
+    )
+    status, _ = _raw(port, head, b'{"to":')  # and then nothing more
+    assert status == 408
+    assert recorder.calls == []
+
+
+def test_a_small_authorized_request_still_works(served: tuple[int, Recorder]) -> None:
+    port, recorder = served
+    answer = httpx.post(
+        f"http://127.0.0.1:{port}/switchover",
+        json={"to": "n2"},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert answer.status_code == 200 and answer.json()["to"] == "n2"
+    assert recorder.calls == [("switchover", "n2")]
+
+
+def test_the_public_schema_does_not_list_the_admin_routes(served: tuple[int, Recorder]) -> None:
+    port, _ = served
+    paths = set(httpx.get(f"http://127.0.0.1:{port}/openapi.json").json()["paths"])
+    assert "/master" in paths
+    assert not paths & guard.ADMIN_PATHS
