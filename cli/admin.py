@@ -42,7 +42,12 @@ def register(subparsers: Any) -> None:
             description=help_text[0].upper() + help_text[1:] + ". Needs the admin token.",
         )
         parser.add_argument(
-            "--url", required=True, help="any node's status endpoint, e.g. http://10.0.0.1:8008"
+            "--url",
+            required=True,
+            action="append",
+            help="a node's status endpoint, e.g. http://10.0.0.1:8008; the token is sent only to "
+            "these addresses, never to one read from the share"
+            + (" (give every node's, or at least the master's)" if name == "switchover" else ""),
         )
         parser.add_argument(
             "--token-file", type=Path, required=True, help="file holding the admin bearer token"
@@ -84,38 +89,55 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# A node's view of the group is refreshed from the share every registry_refresh_ms (1 s by
-# default): right after a failover it may not show the new master yet.
-MASTER_VIEW_WAIT_S = 3.0
+# Right after a takeover the new master may still be in its takeover wait.
+MASTER_WAIT_S = 3.0
 
 
-def _registered_master(url: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The group as the node at ``url`` sees it, and its live master (waiting for a fresh view)."""
-    deadline = time.monotonic() + MASTER_VIEW_WAIT_S
+def _named_master(urls: list[str]) -> str:
+    """The one of the operator's ``urls`` that serves as master (waiting a little for one).
+
+    The token goes only to addresses the operator named: the share's registry is
+    untrusted input (anyone who can write the share could list an address of theirs
+    as the master's and collect the token), so it is used only to say what to add.
+    """
+    deadline = time.monotonic() + MASTER_WAIT_S
     while True:
-        members: list[dict[str, Any]] = _request(url, "GET", "/cluster")["members"]
-        master = next((m for m in members if m["live"] and m["role"] == "master"), None)
-        if master is not None:
-            return members, master
+        for url in urls:
+            if _is_master(url.rstrip("/")):
+                return url
         if time.monotonic() >= deadline:
-            raise RequestFailed(
-                f"no live master is registered (asked for {MASTER_VIEW_WAIT_S:g} s); "
-                "nothing to switch over"
-            )
+            break
         time.sleep(0.1)
+    try:
+        members: list[dict[str, Any]] = _request(urls[0], "GET", "/cluster")["members"]
+    except RequestFailed:
+        members = []
+    registered = next((m for m in members if m["live"] and m["role"] == "master"), None)
+    if registered is None:
+        raise RequestFailed(
+            f"none of {', '.join(urls)} serves as master and no live master is registered; "
+            "nothing to switch over"
+        )
+    raise RequestFailed(
+        f"none of {', '.join(urls)} serves as master; the share's registry says "
+        f"{registered['node_id']} at http://{registered['http']} is: the token goes only to "
+        f"addresses you name, so add --url http://{registered['http']} if that is your node"
+    )
 
 
 def cmd_switchover(args: argparse.Namespace) -> int:
     try:
         token = _token(args.token_file)
-        members, master = _registered_master(args.url)
+        master_url = _named_master(args.url)
+        members: list[dict[str, Any]] = _request(master_url, "GET", "/cluster")["members"]
         body = {"to": args.to} if args.to else {}
         started = time.monotonic()
-        answer = _request(f"http://{master['http']}", "POST", "/switchover", token, body)
+        answer = _request(master_url, "POST", "/switchover", token, body)
         target = next(m for m in members if m["node_id"] == answer["to"])
         print(f"switchover from {answer['from']} to {answer['to']} (epoch {answer['epoch']}) ...")
         deadline = started + args.wait_s
         while time.monotonic() < deadline:
+            # An unauthenticated GET: the registry's address is good enough to watch.
             if _is_master(f"http://{target['http']}"):
                 print(
                     f"{answer['to']} is serving as master after {time.monotonic() - started:.2f} s"
@@ -141,7 +163,8 @@ _ADMIN_COMMANDS = {"switchover": cmd_switchover, "pause": cmd_pause, "resume": c
 
 def _simple(args: argparse.Namespace, path: str, done: str) -> int:
     try:
-        _request(args.url, "POST", path, _token(args.token_file))
+        for url in args.url:  # group-wide: each named node writes the same marker
+            _request(url, "POST", path, _token(args.token_file))
     except RequestFailed as exc:
         print(f"primacy: PRIMACY-2007 {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -108,6 +108,7 @@ class Node:
         # The node's state: written on the role loop only (see the module's docstring).
         self._exit = False
         self._exit_code = 0
+        self._role_changed = False
         self._since_unix_s = time.time()
         self._first_lock_attempt_done = False
         self._last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
@@ -226,6 +227,9 @@ class Node:
             if self._loop_proved_healthy(event):
                 self._notifier.watchdog_if_due(now)
             self._snapshot = self._build_snapshot()
+            if self._role_changed:  # after publishing: the registry writes what it reads
+                self._role_changed = False
+                self._registry.wake()
             if self._exit:
                 break
             timeout = min(max(0.0, self.machine.next_deadline() - self._clock()), _IDLE_TICK_S)
@@ -419,7 +423,7 @@ class Node:
         # except a new master's: it is published once serving started (this iteration).
         if change.new is not Role.MASTER:
             self._snapshot = self._build_snapshot()
-        self._registry.wake()
+        self._role_changed = True
         log.info(
             "PRIMACY-1001 node %s role %s -> %s epoch=%s: %s",
             self.config.node_id,

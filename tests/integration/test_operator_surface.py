@@ -382,7 +382,18 @@ def test_cli_cluster_switchover_pause_resume(group: Group, share: Path, token_fi
     table = _primacy("cluster", "--share", str(share))
     assert table.returncode == 0
     assert f"{old.node_id}" in table.stdout and "master" in table.stdout and "live" in table.stdout
-    result = _primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
+    # The token goes only to named addresses: the slave alone is not enough.
+    refused = _primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
+    assert refused.returncode == 1 and f"--url http://127.0.0.1:{old.port}" in refused.stderr
+    result = _primacy(
+        "switchover",
+        "--url",
+        url(other, ""),
+        "--url",
+        url(old, ""),
+        "--token-file",
+        str(token_file),
+    )
     assert result.returncode == 0, result.stderr
     assert f"{other.node_id} is serving as master" in result.stdout
     paused = _primacy("pause", "--url", url(old, ""), "--token-file", str(token_file))
@@ -408,7 +419,15 @@ def test_switchover_right_after_a_takeover_waits_for_the_nodes_view(
     )
     old = group.wait_for_master()
     other = next(node for node in nodes if node is not old)
-    result = _primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
+    result = _primacy(
+        "switchover",
+        "--url",
+        url(other, ""),
+        "--url",
+        url(old, ""),
+        "--token-file",
+        str(token_file),
+    )
     assert result.returncode == 0, result.stderr
     assert f"{other.node_id} is serving as master" in result.stdout
 
