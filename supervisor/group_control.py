@@ -7,12 +7,11 @@ the epoch decide who may write; these only decide who *tries*.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from primacy.supervisor.share_files import write_json_atomically
+from primacy.supervisor.share_files import MAX_CLOCK_SKEW_S, read_json, write_json_atomically
 
 PAUSED_FILE_NAME = "paused"
 SWITCHOVER_FILE_NAME = "switchover.json"
@@ -58,8 +57,8 @@ def request_switchover(share: Path, switchover: Switchover) -> None:
 
 def read_switchover(share: Path) -> Switchover | None:
     try:
-        raw = json.loads((Path(share) / SWITCHOVER_FILE_NAME).read_text())
-        return Switchover(
+        raw = read_json(Path(share) / SWITCHOVER_FILE_NAME)
+        switchover = Switchover(
             str(raw["from_node"]),
             str(raw["to_node"]),
             int(raw["epoch"]),
@@ -69,6 +68,11 @@ def read_switchover(share: Path) -> Switchover | None:
         return None
     except (OSError, ValueError, KeyError, TypeError):
         return None  # a damaged marker holds nobody back
+    # A marker holds others back for SWITCHOVER_TIMEOUT_S at most; one that claims longer
+    # (planted, or from a host whose clock runs far ahead) holds nobody back.
+    if switchover.until_unix_s > time.time() + SWITCHOVER_TIMEOUT_S + MAX_CLOCK_SKEW_S:
+        return None
+    return switchover
 
 
 def clear_switchover(share: Path) -> None:

@@ -8,14 +8,12 @@ entry only changes who waits a little before trying the lock.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
-from primacy.supervisor.share_files import write_json_atomically
+from primacy.supervisor.share_files import MAX_CLOCK_SKEW_S, read_json, write_json_atomically
 
 NODES_DIR_NAME = "nodes"
 # An entry not refreshed for this long is treated as a node that is gone.
@@ -34,7 +32,10 @@ class NodeEntry:
     updated_unix_s: float
 
     def is_live(self, now_unix_s: float) -> bool:
-        return now_unix_s - self.updated_unix_s < LIVE_WINDOW_S
+        """Refreshed lately; a timestamp from the future (planted, or a clock far ahead) is not
+        a way to stay live forever."""
+        age = now_unix_s - self.updated_unix_s
+        return -MAX_CLOCK_SKEW_S <= age < LIVE_WINDOW_S
 
 
 class NodeRegistry:
@@ -71,7 +72,7 @@ class NodeRegistry:
 
 def _parse(path: Path) -> NodeEntry | None:
     try:
-        raw: dict[str, Any] = json.loads(path.read_text())
+        raw = read_json(path)
         return NodeEntry(
             node_id=str(raw["node_id"]),
             host=str(raw["host"]),

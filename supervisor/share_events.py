@@ -15,7 +15,6 @@ host raise no event and slaves fall back to their poll interval.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from watchdog.observers import Observer
 from primacy.locker.lockfile import LOCK_FILE_NAME
 from primacy.supervisor.group_control import PAUSED_FILE_NAME
 from primacy.supervisor.registry import NODES_DIR_NAME
+from primacy.supervisor.share_files import read_json
 
 log = logging.getLogger("primacy.share_events")
 # Roles in which a node may still hold the lock; leaving them means it is free.
@@ -69,7 +69,7 @@ class _Handler(FileSystemEventHandler):
         if node_id == self._own:
             return
         try:
-            role = str(json.loads(path.read_text())["role"])
+            role = str(read_json(path)["role"])
         except (OSError, ValueError, KeyError, TypeError):
             return
         previous = self._roles.get(node_id)

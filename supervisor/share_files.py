@@ -1,4 +1,8 @@
-"""Small JSON files in the share, replaced atomically (temp file, then rename)."""
+"""Small JSON files in the share: replaced atomically (temp file, then rename), read warily.
+
+The share is untrusted input: reads are bounded, never follow a symlink, never
+block on a FIFO, and refuse nesting deeper than a record of ours can have.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,13 @@ import os
 import threading
 from pathlib import Path
 from typing import Any
+
+from primacy.locker.untrusted import read_small_file
+
+# A JSON file of ours is a flat record of a few hundred bytes.
+MAX_JSON_BYTES = 64 * 1024
+# How far ahead of this host's clock another host's timestamp may be and still count.
+MAX_CLOCK_SKEW_S = 60.0
 
 
 def write_json_atomically(path: Path, content: dict[str, Any], *, durable: bool) -> None:
@@ -34,3 +45,14 @@ def write_json_atomically(path: Path, content: dict[str, Any], *, durable: bool)
             os.fsync(directory)
         finally:
             os.close(directory)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from the share; OSError or ValueError for anything else or anything odd."""
+    try:
+        value = json.loads(read_small_file(path, MAX_JSON_BYTES).decode())
+    except RecursionError as exc:  # "[[[[..." passes the size bound
+        raise ValueError(f"{path} nests too deeply") from exc
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} does not hold a JSON object")
+    return value

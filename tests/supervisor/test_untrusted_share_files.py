@@ -1,0 +1,52 @@
+"""Files other nodes write in the share are read warily: no hang, no crash, no forever."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from primacy.supervisor import group_control
+from primacy.supervisor.group_control import SWITCHOVER_FILE_NAME, Switchover
+from primacy.supervisor.registry import NodeEntry, NodeRegistry
+
+
+def _entry(node_id: str, updated_unix_s: float) -> NodeEntry:
+    return NodeEntry(node_id, "host", 1, "127.0.0.1:1", "normal", "master", 1, updated_unix_s)
+
+
+def test_a_fifo_or_garbage_in_nodes_is_skipped_without_blocking(share: Path) -> None:
+    registry = NodeRegistry(share)
+    registry.publish(_entry("good", time.time()))
+    os.mkfifo(registry.directory / "fifo.json")
+    (registry.directory / "deep.json").write_text("[" * 100_000)
+    (registry.directory / "list.json").write_text("[1, 2]")
+    found: list[list[NodeEntry]] = []
+    reader = threading.Thread(target=lambda: found.append(registry.entries()), daemon=True)
+    reader.start()
+    reader.join(5)
+    assert not reader.is_alive(), "reading the registry blocked on a FIFO"
+    assert [entry.node_id for entry in found[0]] == ["good"]
+
+
+def test_an_entry_stamped_in_the_future_is_not_live_forever() -> None:
+    now = time.time()
+    assert _entry("a", now - 1).is_live(now)
+    assert _entry("a", now + 5).is_live(now)  # a clock a little ahead still counts
+    assert not _entry("a", now + 10**9).is_live(now)
+    assert not _entry("a", now - 11).is_live(now)
+
+
+def test_a_switchover_marker_cannot_hold_the_group_back_past_its_timeout(share: Path) -> None:
+    marker = share / SWITCHOVER_FILE_NAME
+    honest = Switchover("a", "b", 3, time.time() + group_control.SWITCHOVER_TIMEOUT_S)
+    marker.write_text(json.dumps(asdict(honest)))
+    assert group_control.read_switchover(share) == honest
+    forever = Switchover("a", "nobody", 3, time.time() + 10**9)
+    marker.write_text(json.dumps(asdict(forever)))
+    assert group_control.read_switchover(share) is None
+    marker.write_text("[" * 100_000)
+    assert group_control.read_switchover(share) is None
