@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +49,7 @@ class EpochRegistry:
 
     def latest_hint(self) -> int:
         """The highest epoch a listing shows (0 if none). A hint: listings may be cached."""
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return 0
-        epochs = (parse_epoch_name(name) for name in names)
-        return max((epoch for epoch in epochs if epoch is not None), default=0)
+        return max(self._listed(), default=0)
 
     def latest(self) -> int:
         """The highest claimed epoch, confirmed by single-name lookups past the hint."""
@@ -61,6 +57,33 @@ class EpochRegistry:
         while self.exists(epoch + 1):
             epoch += 1
         return epoch
+
+    def claimed_before(self, epoch: int) -> Iterator[int]:
+        """The claimed epochs below ``epoch``, newest first.
+
+        Epochs are claimed without gaps, so each is looked up by name (what NFS
+        answers exactly). Where a name is missing, which only a planted entry far
+        above the rest can cause, the walk jumps to the highest epoch a listing shows
+        below it instead of counting down one by one (an empty ``epochs/9999999999``
+        once meant ten billion lookups).
+        """
+        candidate = epoch - 1
+        listed: list[int] | None = None
+        while candidate >= 1:
+            if self.exists(candidate):
+                yield candidate
+                candidate -= 1
+                continue
+            if listed is None:
+                listed = sorted(self._listed(), reverse=True)
+            candidate = next((e for e in listed if e < candidate), 0)
+
+    def _listed(self) -> list[int]:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        return [epoch for name in names if (epoch := parse_epoch_name(name)) is not None]
 
     def exists(self, epoch: int) -> bool:
         try:

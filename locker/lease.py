@@ -133,7 +133,7 @@ class Lease:
             if self._epoch is None:
                 return []
             found = []
-            for epoch in range(self._epoch - 1, 0, -1):
+            for epoch in self.epochs.claimed_before(self._epoch):
                 record = self.epochs.read(epoch)
                 if record is None:
                     continue

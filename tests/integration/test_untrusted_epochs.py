@@ -1,0 +1,63 @@
+"""Odd entries in epochs/ neither lose acknowledged messages nor wedge the lock holder."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from primacy.locker.epoch import EpochRegistry
+from tests.broker.stomppy import StompPy
+from tests.harness.group import Group, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def test_an_empty_planted_epoch_far_ahead_costs_no_acknowledged_message(
+    group: Group, share: Path
+) -> None:
+    epochs = share / "epochs"
+    epochs.mkdir()
+    (epochs / "9999999999").write_bytes(b"")  # a claimant that "died" before writing
+    (epochs / "²").write_bytes(b"{}")
+    ports = {"a": free_port(), "b": free_port()}
+    first = group.start("a", "--stomp", f"127.0.0.1:{ports['a']}")
+    wait_until(first.is_master, 30, "a to serve past the planted epochs")
+    producer = StompPy(("127.0.0.1", ports["a"]))
+    for index in range(5):
+        assert producer.send("/queue/q", f"m{index}", **{"message-id": f"id-{index}"})
+    producer.close()
+    first.signal(signal.SIGKILL)
+    first.process.wait(10)
+    second = group.start("b", "--stomp", f"127.0.0.1:{ports['b']}")
+    wait_until(second.is_master, 30, "b to take over")
+    assert EpochRegistry(share).latest() == 10_000_000_001
+    consumer = StompPy(("127.0.0.1", ports["b"]))
+    consumer.subscribe("/queue/q", "s1")
+    bodies = sorted(consumer.message().body for _ in range(5))
+    assert bodies == [f"m{index}" for index in range(5)]
+    consumer.close()
+    stats = subprocess.run(
+        [sys.executable, "-m", "primacy.cli", "journal", "stats", str(share)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stats.returncode == 0, stats.stderr
+    assert "10000000001" in stats.stdout
+
+
+def test_claimed_before_jumps_a_planted_gap_instead_of_counting_down(share: Path) -> None:
+    registry = EpochRegistry(share)
+    for _ in range(3):
+        registry.claim_next({"node_id": "a"})
+    registry.directory.joinpath("9999999999").write_bytes(b"")
+    registry.directory.joinpath("10000000000").write_bytes(b"")
+    walked = []
+    for epoch in registry.claimed_before(10_000_000_000):
+        walked.append(epoch)
+        assert len(walked) < 10, "counted down through the gap"
+    assert walked == [9_999_999_999, 3, 2, 1]
