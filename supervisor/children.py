@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,9 @@ import psutil
 log = logging.getLogger("primacy.children")
 
 _PR_SET_CHILD_SUBREAPER = 36
+# setpriv is part of util-linux, which every Debian system has.
+_SETPRIV = shutil.which("setpriv")
+_DIES_WITH_PARENT = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
 
 
 def become_subreaper() -> bool:
@@ -45,10 +49,18 @@ class ChildProcess:
         return self._process.pid if self._process else None
 
     def start(self, environment: Mapping[str, str]) -> None:
-        """Start the command in a new session with ``environment`` added to ours."""
+        """Start the command in a new session with ``environment`` added to ours.
+
+        The child gets SIGKILL the moment the thread that started it dies, which for a
+        supervisor killed with SIGKILL (or by the OOM killer) is at once: through
+        util-linux's ``setpriv --pdeathsig``, so no Python runs between fork and exec.
+        Its own descendants are not covered by this (see docs/safety.md).
+        """
         env = dict(os.environ)
         env.update(environment)
-        self._process = subprocess.Popen(self.command, env=env, start_new_session=True)
+        self._process = subprocess.Popen(
+            [*_DIES_WITH_PARENT, *self.command], env=env, start_new_session=True
+        )
         log.info("PRIMACY-1101 child started pid=%d command=%s", self._process.pid, self.command)
 
     def poll_exit(self) -> int | None:
