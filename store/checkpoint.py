@@ -19,6 +19,7 @@ from typing import Any
 import crc32c
 
 from primacy.store.fences import FenceTable
+from primacy.store.segments import is_regular_file
 from primacy.store.state import JournalState
 
 CHECKPOINT_MAGIC = b"PRIMCKPT"
@@ -76,17 +77,22 @@ class Checkpoint:
             raise CheckpointUnusable("not a checkpoint of a supported version")
         if length != len(body) or crc32c.crc32c(body) != crc:
             raise CheckpointUnusable("the checkpoint fails its length or CRC32C check")
-        data = json.loads(body.decode())
-        positions = {
-            name: SegmentPosition(name, int(offset), bool(complete))
-            for name, offset, complete in data["positions"]
-        }
-        return cls(
-            epoch=int(data["epoch"]),
-            state=JournalState.from_json(data["state"], dedupe_window_messages),
-            positions=positions,
-            fences=FenceTable.from_json(data["fences"]),
-        )
+        try:
+            data = json.loads(body.decode())
+            positions = {
+                name: SegmentPosition(name, int(offset), bool(complete))
+                for name, offset, complete in data["positions"]
+            }
+            return cls(
+                epoch=int(data["epoch"]),
+                state=JournalState.from_json(data["state"], dedupe_window_messages),
+                positions=positions,
+                fences=FenceTable.from_json(data["fences"]),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            # A valid CRC says only that the bytes are what was written: whoever wrote
+            # them may not be us. Any shape we did not write makes the checkpoint unusable.
+            raise CheckpointUnusable(f"the checkpoint's content is not usable: {exc!r}") from exc
 
 
 def checkpoint_name(last_sequence: int, epoch: int) -> str:
@@ -102,7 +108,9 @@ def list_checkpoints(directory: Path) -> list[Path]:
     found = [
         (int(m[1]), int(m[2]), name)
         for name in names
-        if (m := _NAME.fullmatch(name)) and checkpoint_name(int(m[1]), int(m[2])) == name
+        if (m := _NAME.fullmatch(name))
+        and checkpoint_name(int(m[1]), int(m[2])) == name
+        and is_regular_file(directory / name)
     ]
     return [directory / name for _, _, name in sorted(found, reverse=True)]
 
@@ -112,7 +120,8 @@ def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / checkpoint_name(checkpoint.state.last_sequence, checkpoint.epoch)
     temporary = directory / f".{final.name}.{os.getpid()}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    temporary.unlink(missing_ok=True)  # a planted symlink there is removed, never followed
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         data = checkpoint.to_bytes()
         written = 0

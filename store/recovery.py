@@ -38,6 +38,7 @@ from primacy.store.segments import (
     epoch_tails,
     iter_batches,
     list_segments,
+    open_journal_file,
     read_segment,
     scan_segment,
 )
@@ -259,7 +260,8 @@ def _newest_usable_checkpoint(
             continue
     for path in list_checkpoints(journal_dir / CHECKPOINT_DIR_NAME):
         try:
-            checkpoint = Checkpoint.from_bytes(path.read_bytes(), dedupe_window)
+            with open_journal_file(path) as handle:
+                checkpoint = Checkpoint.from_bytes(handle.read(), dedupe_window)
             for position in checkpoint.positions.values():
                 if not position.complete and sizes.get(position.segment, -1) < position.offset:
                     raise CheckpointUnusable(f"segment {position.segment} is missing or shorter")
@@ -280,7 +282,7 @@ def _grew(segment: SegmentRef, position: SegmentPosition) -> bool:
 def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntry]] | None:
     """The fence an epoch's first segment opens with, if this segment has one."""
     try:
-        with open(segment.path, "rb") as handle:
+        with open_journal_file(segment.path) as handle:
             head = handle.read(64 * 1024)
             header = fmt.decode_segment_header(head)
             status, batch = fmt.check_batch(head, header.header_len)

@@ -8,11 +8,14 @@ journal tools decide what to do with that.
 from __future__ import annotations
 
 import enum
+import errno
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from primacy.store import format as fmt
 
@@ -68,7 +71,7 @@ def list_segments(journal_dir: Path) -> list[SegmentRef]:
     found = []
     for name in names:
         parsed = parse_segment_name(name)
-        if parsed is not None:
+        if parsed is not None and is_regular_file(journal_dir / name):
             found.append(SegmentRef(*parsed, journal_dir / name))
     return sorted(found)
 
@@ -125,8 +128,29 @@ class SegmentScan:
     valid_end: int = 0  # end of the last valid, unfenced batch (or of the header)
 
 
+def is_regular_file(path: Path) -> bool:
+    """A regular file, not a symlink, FIFO, device or directory that merely has the name."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def open_journal_file(path: Path) -> BinaryIO:
+    """Open a segment or checkpoint for reading; the share is untrusted input.
+
+    A symlink is never followed and a FIFO or device is refused (``OSError``),
+    so a planted entry with a journal file's name cannot hang recovery.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{path} is not a regular file")
+    return os.fdopen(fd, "rb")
+
+
 def read_segment(segment: SegmentRef) -> bytes:
-    with open(segment.path, "rb") as handle:
+    with open_journal_file(segment.path) as handle:
         return handle.read()
 
 

@@ -1,0 +1,61 @@
+"""Planted files with journal names neither hang nor crash recovery; they are skipped and said."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from pathlib import Path
+
+import crc32c
+
+from primacy.store.checkpoint import CHECKPOINT_MAGIC, CHECKPOINT_VERSION, checkpoint_name
+from primacy.store.config import StoreConfig
+from primacy.store.journal import JournalStore
+from primacy.store.segments import CHECKPOINT_DIR_NAME, segment_name
+
+
+def _open_within(config: StoreConfig, epoch: int, timeout_s: float = 20.0) -> JournalStore:
+    opened: list[JournalStore | BaseException] = []
+
+    def open_it() -> None:
+        try:
+            opened.append(JournalStore.open(config, epoch=epoch, fencing_check=lambda: None))
+        except BaseException as exc:
+            opened.append(exc)
+
+    runner = threading.Thread(target=open_it, daemon=True)
+    runner.start()
+    runner.join(timeout_s)
+    assert not runner.is_alive(), "opening the journal hung"
+    assert isinstance(opened[0], JournalStore), opened[0]
+    return opened[0]
+
+
+def _checkpoint_bytes(body: bytes) -> bytes:
+    header = struct.Struct("<8sIIQ")
+    return header.pack(CHECKPOINT_MAGIC, CHECKPOINT_VERSION, crc32c.crc32c(body), len(body)) + body
+
+
+def test_a_crc_valid_checkpoint_of_foreign_shape_is_skipped(share: Path) -> None:
+    config = StoreConfig(share=share, node_id="a")
+    with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
+        store.append_send("/queue/q", "m1", b"kept", {}).result()
+    checkpoints = config.journal_dir / CHECKPOINT_DIR_NAME
+    checkpoints.mkdir(exist_ok=True)
+    (checkpoints / checkpoint_name(10**6, 1)).write_bytes(_checkpoint_bytes(b"[" * 200_000))
+    (checkpoints / checkpoint_name(10**6 + 1, 1)).write_bytes(_checkpoint_bytes(b'{"epoch": []}'))
+    with _open_within(config, epoch=2) as store:
+        assert store.stats().pending_messages == 1
+        assert len(store.recovery.report.skipped_checkpoints) == 2
+
+
+def test_fifos_named_like_journal_files_are_not_opened(share: Path) -> None:
+    config = StoreConfig(share=share, node_id="a")
+    with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
+        store.append_send("/queue/q", "m1", b"kept", {}).result()
+    os.mkfifo(config.journal_dir / segment_name(1, 10**6))
+    (config.journal_dir / CHECKPOINT_DIR_NAME).mkdir(exist_ok=True)
+    os.mkfifo(config.journal_dir / CHECKPOINT_DIR_NAME / checkpoint_name(10**7, 1))
+    with _open_within(config, epoch=2) as store:
+        assert store.stats().pending_messages == 1
