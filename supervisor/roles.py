@@ -13,20 +13,44 @@ role is a bug in the shell and raises ``RoleMachineError``.
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from dataclasses import dataclass, field
 
-
-class Role(enum.StrEnum):
-    STARTING = "starting"
-    SLAVE = "slave"
-    ACQUIRED = "acquired"
-    MASTER = "master"
-    DEMOTING = "demoting"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-
+# Re-exported (pyproject: implicit_reexport): the shell and the tests say ``roles.Tick``.
+from primacy.supervisor.role_events import (
+    Action,
+    ChildExited,
+    ClaimEpoch,
+    EpochClaimed,
+    Event,
+    Exit,
+    JournalFailed,
+    JournalOpened,
+    LeaseLost,
+    LockResult,
+    MasterLeft,
+    OpenJournal,
+    PauseChanged,
+    PeersSeen,
+    Priority,
+    PriorityChanged,
+    RestartChild,
+    Revalidate,
+    RevalidationPassed,
+    Role,
+    RoleChanged,
+    ServingFailed,
+    ServingStopped,
+    StartServing,
+    StepDownRequested,
+    StopRequested,
+    StopServing,
+    Tick,
+    Timings,
+    TimingsChanged,
+    TryLock,
+    YieldLock,
+)
 
 S = Role
 TRANSITIONS: dict[Role, dict[str, Role]] = {
@@ -71,241 +95,8 @@ del S
 MIN_RETRY_GAP_S = 0.01
 
 
-class Priority(enum.IntEnum):
-    """How eager a node is to become master; ``never`` never takes the lock."""
-
-    NEVER = 0
-    NORMAL = 1
-    HIGH = 2
-    HIGHEST = 3
-
-
-# ---- events (what happened) ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Tick:
-    """Time passed; the machine looks at its timers."""
-
-
-@dataclass(frozen=True)
-class LockResult:
-    acquired: bool
-
-
-@dataclass(frozen=True)
-class EpochClaimed:
-    """The epoch is ours; ``previous_keep_alive_period_s`` is the longest keepalive of the earlier
-    masters that may still claim the role (``Lease.terms_to_outlast``)."""
-
-    epoch: int
-    previous_keep_alive_period_s: float | None = None
-    # The master that may have served before us released the lock after it stopped
-    # claiming the role (a graceful stop or switchover): no claim is left to outlast.
-    handed_over: bool = False
-
-
-@dataclass(frozen=True)
-class JournalOpened:
-    """Recovery finished and the new epoch's fence is durable."""
-
-
-@dataclass(frozen=True)
-class JournalFailed:
-    reason: str
-
-
-@dataclass(frozen=True)
-class RevalidationPassed:
-    started_at: float
-
-
-@dataclass(frozen=True)
-class LeaseLost:
-    reason: str
-
-
-@dataclass(frozen=True)
-class ChildExited:
-    returncode: int
-
-
-@dataclass(frozen=True)
-class ServingStopped:
-    """Children and connectors are stopped and the lock is released (or abandoned)."""
-
-
-@dataclass(frozen=True)
-class StopRequested:
-    reason: str = "stop requested"
-
-
-@dataclass(frozen=True)
-class StepDownRequested:
-    reason: str = "step down requested"
-
-
-@dataclass(frozen=True)
-class ServingFailed:
-    """Serving could not start (the STOMP port cannot be bound): a failed start, so the node
-    steps down and holds off like a crash-looping child, rather than claim epoch after epoch."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class MasterLeft:
-    """The share says the master went away (released the lock, or the lock file was deleted).
-
-    Only a hint to try the lock now instead of at the next poll: the lock
-    decides, not this event.
-    """
-
-
-@dataclass(frozen=True)
-class PauseChanged:
-    """The group was paused or resumed (maintenance: hold roles, take no automatic action)."""
-
-    paused: bool
-
-
-@dataclass(frozen=True)
-class PriorityChanged:
-    priority: Priority
-
-
-@dataclass(frozen=True)
-class TimingsChanged:
-    timings: Timings
-
-
-@dataclass(frozen=True)
-class PeersSeen:
-    """The best priority among other live, eligible nodes (from the share's registry)."""
-
-    best_other_priority: Priority
-
-
-Event = (
-    Tick
-    | LockResult
-    | EpochClaimed
-    | JournalOpened
-    | JournalFailed
-    | RevalidationPassed
-    | LeaseLost
-    | ChildExited
-    | ServingStopped
-    | StopRequested
-    | StepDownRequested
-    | ServingFailed
-    | MasterLeft
-    | PauseChanged
-    | PriorityChanged
-    | TimingsChanged
-    | PeersSeen
-)
-
-
-# ---- actions (what the shell must do) --------------------------------------
-
-
-@dataclass(frozen=True)
-class TryLock:
-    """Try the lock once, without blocking."""
-
-
-@dataclass(frozen=True)
-class YieldLock:
-    """Unlock a just-acquired lock without claiming anything: a higher priority node may take it."""
-
-
-@dataclass(frozen=True)
-class ClaimEpoch:
-    """Claim epoch N+1 in the share before anything else is read."""
-
-
-@dataclass(frozen=True)
-class OpenJournal:
-    """Recover the journal and fence earlier epochs, under the epoch just claimed."""
-
-    epoch: int
-
-
-@dataclass(frozen=True)
-class Revalidate:
-    """Run the lease check; report RevalidationPassed(started_at) or LeaseLost.
-
-    ``promotion``: the check that makes this node master. The shell runs it as
-    the journal's commit of the tenure record (whose fencing check is a lease
-    check that starts after the write), so every master that ever served has
-    its tenure in the journal, stamped just before it served; a failed write
-    reports JournalFailed.
-    """
-
-    promotion: bool = False
-
-
-@dataclass(frozen=True)
-class StartServing:
-    epoch: int
-
-
-@dataclass(frozen=True)
-class RestartChild:
-    pass
-
-
-@dataclass(frozen=True)
-class StopServing:
-    """Stop children and connectors, then release (graceful) or abandon (lost) the lock."""
-
-    graceful: bool
-    reason: str
-
-
-@dataclass(frozen=True)
-class RoleChanged:
-    old: Role
-    new: Role
-    epoch: int | None
-    reason: str
-
-
-@dataclass(frozen=True)
-class Exit:
-    pass
-
-
-Action = (
-    TryLock
-    | YieldLock
-    | ClaimEpoch
-    | OpenJournal
-    | Revalidate
-    | StartServing
-    | RestartChild
-    | StopServing
-    | RoleChanged
-    | Exit
-)
-
-
 class RoleMachineError(Exception):
     """The shell fed an event the current role does not accept."""
-
-
-@dataclass(frozen=True)
-class Timings:
-    """All durations in seconds; validated by the configuration before they get here."""
-
-    lock_acquire_sleep_interval_s: float
-    lock_keep_alive_period_s: float
-    takeover_delay_s: float
-    child_max_restarts: int = 3
-    child_restart_window_s: float = 60.0
-    crash_loop_hold_off_s: float = 10.0
-    takeover_drift_margin: float = 0.10
 
 
 @dataclass
