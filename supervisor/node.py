@@ -1,23 +1,12 @@
 """The node: the role loop, which alone owns and changes the node's state.
 
 The rule, kept true by this module: every field of ``Node`` is written only on
-the role loop (the thread that calls ``run``). Every other thread does its own
-I/O and posts an immutable event (``supervisor.node_events`` or a role-machine
-event) to the loop's queue; readers get the immutable ``StatusSnapshot`` the
-loop publishes. The threads, each started and stopped here:
-
-- the lock I/O worker (``lock_io``): runs ``ShareJobs`` (lock, epochs,
-  journal) one at a time; a hung share blocks it, not the loop, which demotes
-  the node when a lease check outlives its keepalive period;
-- the child thread (``child_control``): starts, watches and stops the exec child;
-- the registry thread (``registry_loop``): publishes this node, reads the group;
-- the share watcher and the config watcher (``watchdog`` observers): post hints
-  and edited configurations;
-- the HTTP server (``api.server``): reads snapshots, posts admin events;
-- the broker's event loop and the journal's writer (``broker``, ``store``),
-  which report a fatal journal failure as an event.
-
-docs/architecture.md draws the same picture and follows one message through it.
+the role loop (the thread that calls ``run``). Every other thread (lock I/O,
+child, registry, share and config watchers, HTTP, the broker's event loop, the
+journal writer) does its own I/O and posts an immutable event
+(``supervisor.node_events`` or a role-machine event) to the loop's queue;
+readers get the immutable ``StatusSnapshot`` the loop publishes.
+docs/architecture.md lists the threads, what each owns and posts.
 """
 
 from __future__ import annotations
@@ -31,19 +20,15 @@ import time
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 from primacy.api.app import create_app
 from primacy.api.metrics import NodeMetrics
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
-from primacy.broker.service import BrokerService
-from primacy.store.journal import JournalStore
 from primacy.supervisor import roles, sdnotify
 from primacy.supervisor.admin import NodeAdmin
-from primacy.supervisor.child_control import ChildControl
-from primacy.supervisor.children import ChildProcess, become_subreaper
-from primacy.supervisor.config import NodeConfig, parse_host_port
+from primacy.supervisor.children import become_subreaper
+from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.config_watch import ConfigWatcher
 from primacy.supervisor.lock_io import LockIoWorker
 from primacy.supervisor.node_events import (
@@ -59,9 +44,10 @@ from primacy.supervisor.node_events import (
 from primacy.supervisor.registry import NodeRegistry
 from primacy.supervisor.registry_loop import RegistryLoop
 from primacy.supervisor.roles import Priority, Role, RoleMachine
+from primacy.supervisor.serving import Serving
 from primacy.supervisor.share_events import ShareWatcher
 from primacy.supervisor.share_jobs import ShareJobs
-from primacy.supervisor.status import broker_config, journal_figures
+from primacy.supervisor.status import NodeState, build_snapshot
 
 log = logging.getLogger("primacy.node")
 
@@ -100,27 +86,12 @@ class Node:
         self.machine = RoleMachine(config.timings(), config.node_priority)
         self._jobs = ShareJobs(config, clock)
         self._io = LockIoWorker(self.post)
-        self._child = (
-            ChildControl(ChildProcess(config.exec, config.exec_stop_grace_ms / 1000), self.post)
-            if config.exec
-            else None
-        )
+        self._serving = Serving(config, self.post)
         # The node's state: written on the role loop only (see the module's docstring).
         self._exit = False
         self._exit_code = 0
         self._role_changed = False
-        self._since_unix_s = time.time()
-        self._first_lock_attempt_done = False
-        self._last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
-        self._holder: dict[str, Any] | None = None
-        # Why the last lock attempt failed with an error (not "busy"): such a slave cannot
-        # reach the share, so it is no healthy standby (``/slave`` 503).
-        self._lock_attempt_error: str | None = None
-        self._store: JournalStore | None = None
-        self._broker: BrokerService | None = None
-        self._broker_stats: dict[str, Any] | None = None
-        self._paused = False
-        self._cluster: tuple[dict[str, Any], ...] = ()
+        self._state = NodeState(since_unix_s=time.time())
         self._version = package_version()
         self._notifier = sdnotify.Notifier()
         self._snapshot = self._build_snapshot()
@@ -142,7 +113,7 @@ class Node:
             self._api.address,
             config.registry_refresh_ms / 1000,
             self.snapshot,
-            self._published_broker_stats,
+            self._serving.broker_stats,
             self.post,
         )
         self._watcher = ShareWatcher(
@@ -173,8 +144,7 @@ class Node:
         self._api.start()  # raises ApiServerError before anything else has started
         self._registry.start()
         self._watcher.start()
-        if self._child is not None:
-            self._child.start_thread()
+        self._serving.start_threads()
         if self._config_watcher is not None:
             self._config_watcher.start()
         log.info(
@@ -256,13 +226,13 @@ class Node:
         """Update the node's state from a node event; return what the machine must hear."""
         match event:
             case LockAttempted(acquired=acquired, holder=holder, error=error):
-                self._holder = holder
-                self._lock_attempt_error = error
+                self._state.holder = holder
+                self._state.lock_attempt_error = error
                 outcome = "acquired" if acquired else "error" if error else "busy"
                 self.metrics.lock_attempts.labels(outcome).inc()
                 return roles.LockResult(acquired)
             case EpochTaken() as taken:
-                self._holder = taken.holder
+                self._state.holder = taken.holder
                 return roles.EpochClaimed(
                     taken.epoch, taken.previous_keep_alive_period_s, taken.handed_over
                 )
@@ -272,10 +242,10 @@ class Node:
                     # lock go, so only the journal is left to close.
                     self._io.submit(store.close)
                     return None
-                self._store = store
+                self._state.store = store
                 return roles.JournalOpened()
             case LeaseConfirmed(started_at=started_at, duration_s=duration, finished_unix_s=at):
-                self._last_keepalive = (at, duration)
+                self._state.last_keepalive = (at, duration)
                 self.metrics.keepalive_seconds.observe(duration)
                 return roles.RevalidationPassed(started_at)
             case RegistryRead() as read:
@@ -317,7 +287,7 @@ class Node:
                     lambda exc: roles.JournalFailed(f"opening the journal failed: {exc!r}"),
                 )
             case roles.Revalidate(promotion=True):
-                started_at, store = self._clock(), self._store
+                started_at, store = self._clock(), self._state.store
                 io.submit(
                     lambda: jobs.journal_tenure(store, started_at), _lease_lost("the lease check")
                 )
@@ -328,12 +298,15 @@ class Node:
                 log.info(
                     "PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch
                 )
-                if self._start_broker():
-                    self._start_child(epoch)
+                failure = self._serving.start(epoch, self._state.store)
+                if failure is not None:
+                    # Decided now, before this iteration publishes a snapshot: /master never
+                    # says 200 for a master that cannot serve.
+                    for action in self.machine.handle(roles.ServingFailed(failure), self._clock()):
+                        self._execute(action)
             case roles.RestartChild():
-                if self._child is not None and self.machine.epoch is not None:
-                    self._child.stop(graceful=False)
-                    self._start_child(self.machine.epoch)
+                if self.machine.epoch is not None:
+                    self._serving.restart_child(self.machine.epoch)
             case roles.StopServing(graceful=graceful, reason=reason):
                 self._stop_serving(graceful, reason)
             case roles.RoleChanged() as change:
@@ -343,57 +316,12 @@ class Node:
 
     # ---- serving -------------------------------------------------------------
 
-    def _start_child(self, epoch: int) -> None:
-        if self._child is not None:
-            self._child.start(
-                {
-                    "PRIMACY_EPOCH": str(epoch),
-                    "PRIMACY_NODE_ID": self.config.node_id,
-                    "PRIMACY_SHARE": str(Path(self.config.share).resolve()),
-                }
-            )
-
-    def _start_broker(self) -> bool:
-        """Start the STOMP connector (if configured); False if serving failed to start."""
-        if self.config.stomp is None or self._store is None:
-            return True
-        host, port = parse_host_port(self.config.stomp)
-        service = BrokerService(self._store, host, port, broker_config(self._store))
-        service.on_fatal = lambda reason: self.post(
-            roles.LeaseLost(f"the journal failed: {reason}")
-        )
-        try:
-            service.start()
-        except OSError as exc:
-            log.error(
-                "PRIMACY-1015 node %s cannot listen for STOMP on %s (%s); stepping down",
-                self.config.node_id,
-                self.config.stomp,
-                exc,
-            )
-            # Decided now, before this iteration publishes a snapshot: /master never says 200
-            # for a master that cannot serve.
-            failed = roles.ServingFailed(f"cannot listen for STOMP on {self.config.stomp}: {exc}")
-            for action in self.machine.handle(failed, self._clock()):
-                self._execute(action)
-            return False
-        self._broker = service
-        return True
-
-    def _published_broker_stats(self) -> dict[str, Any] | None:
-        """For the registry thread: the serving broker's figures (its stats are thread-safe)."""
-        broker = self._broker  # one read of a reference the loop replaces, never mutates
-        return broker.stats() if broker is not None else None
-
     def _stop_serving(self, graceful: bool, reason: str) -> None:
         """Close every connection at once; the child's tree dies before the lock is let go."""
         level = logging.INFO if graceful else logging.ERROR
         code = "PRIMACY-1006" if graceful else "PRIMACY-1003"
         log.log(level, "%s node %s stops serving: %s", code, self.config.node_id, reason)
-        broker, self._broker = self._broker, None
-        if broker is not None:
-            broker.stop()
-        store, self._store = self._store, None
+        store, self._state.store = self._state.store, None
         jobs, registry = self._jobs, self._registry
 
         def release() -> roles.Event:
@@ -404,16 +332,13 @@ class Node:
         def submit_release() -> None:
             self._io.submit(release, lambda exc: roles.ServingStopped())
 
-        if self._child is not None:
-            self._child.stop(graceful=graceful, then=submit_release)
-        else:
-            submit_release()
+        self._serving.stop(graceful, then=submit_release)
 
     def _on_role_changed(self, change: roles.RoleChanged) -> None:
-        self._since_unix_s = time.time()
+        self._state.since_unix_s = time.time()
         self.metrics.role_changes.labels(str(change.new)).inc()
         if change.old is Role.STARTING:
-            self._first_lock_attempt_done = True
+            self._state.first_lock_attempt_done = True
             self._notifier.ready()
         if change.new is Role.STOPPING or (change.new is Role.STOPPED and change.old is Role.SLAVE):
             self._notifier.stopping()
@@ -436,10 +361,10 @@ class Node:
     # ---- what other threads told us ------------------------------------------
 
     def _on_registry_read(self, read: RegistryRead) -> roles.Event | None:
-        self._cluster = read.cluster
-        self._broker_stats = read.broker_stats if self._broker is not None else None
-        if read.paused != self._paused:
-            self._paused = read.paused
+        self._state.cluster = read.cluster
+        self._state.broker_stats = read.broker_stats if self._serving.serving else None
+        if read.paused != self._state.paused:
+            self._state.paused = read.paused
             log.info(
                 "PRIMACY-1024 node %s sees the group %s",
                 self.config.node_id,
@@ -488,50 +413,14 @@ class Node:
     # ---- snapshot and shutdown -------------------------------------------------
 
     def _build_snapshot(self) -> StatusSnapshot:
-        keepalive = self._last_keepalive
-        return StatusSnapshot(
-            node=self.config.node_id,
-            role=str(self.machine.role),
-            epoch=self.machine.epoch,
-            since_unix_s=self._since_unix_s,
-            priority=self.machine.priority.name.lower(),
-            master_claim_expires_monotonic=self.machine.claim_expires_at(),
-            lock_io_overdue_monotonic=self._lock_io_overdue_at(),
-            last_keepalive_unix_s=keepalive[0] if keepalive else None,
-            last_keepalive_duration_s=keepalive[1] if keepalive else None,
-            lock_holder=self._holder,
-            first_lock_attempt_done=self._first_lock_attempt_done,
-            lock_attempt_error=self._lock_attempt_error,
-            version=self._version,
-            share=str(self.config.share),
-            share_check=self._share_check,
-            extra={
-                "journal": journal_figures(self._store),
-                "paused": self._paused,
-                # After a failed start or a crash loop: seconds left before it tries the lock.
-                "held_off_s": round(max(0.0, self.machine.hold_off_until - self._clock()), 3),
-                "broker": self._broker_stats,
-                "cluster": [dict(member) for member in self._cluster],
-            },
-        )
-
-    def _lock_io_overdue_at(self) -> float:
-        """When a lock operation under way stops counting as alive (a hung share)."""
-        started = self.machine.lock_io_started_at
-        if started is None:
-            return float("inf")
-        timings = self.machine.timings
-        return started + 2 * max(
-            timings.lock_keep_alive_period_s, timings.lock_acquire_sleep_interval_s
+        return build_snapshot(
+            self.config, self.machine, self._state, self._clock(), self._version, self._share_check
         )
 
     def _shutdown(self) -> None:
-        broker, self._broker = self._broker, None
-        if broker is not None:
-            broker.stop()
-        if self._child is not None and not self._child.close(timeout_s=_CLOSE_TIMEOUT_S * 6):
+        if not self._serving.close(timeout_s=_CLOSE_TIMEOUT_S * 6):
             log.error("PRIMACY-1103 node %s: the child did not stop", self.config.node_id)
-        store, self._store = self._store, None
+        store, self._state.store = self._state.store, None
         jobs = self._jobs
         self._io.submit(lambda: jobs.release(store, True, "stopping"))
         released = self._io.close(timeout_s=_CLOSE_TIMEOUT_S)

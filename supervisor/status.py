@@ -1,12 +1,81 @@
-"""Figures the node publishes about its journal and the settings it derives for its broker."""
+"""The node's state besides its role machine, and the status snapshot built from them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from primacy.api.snapshot import ShareCheck, StatusSnapshot
 from primacy.broker.config import BrokerConfig
 from primacy.broker.frames import FrameLimits
 from primacy.store.journal import JournalStore
+from primacy.supervisor.config import NodeConfig
+from primacy.supervisor.roles import RoleMachine
+
+
+@dataclass
+class NodeState:
+    """What the node knows besides its role: written on the role loop only (``Node``)."""
+
+    since_unix_s: float
+    first_lock_attempt_done: bool = False
+    last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
+    holder: dict[str, Any] | None = None
+    # Why the last lock attempt failed with an error (not "busy"): such a slave cannot
+    # reach the share, so it is no healthy standby (``/slave`` 503).
+    lock_attempt_error: str | None = None
+    store: JournalStore | None = None
+    broker_stats: dict[str, Any] | None = None
+    paused: bool = False
+    cluster: tuple[dict[str, Any], ...] = ()
+
+
+def build_snapshot(
+    config: NodeConfig,
+    machine: RoleMachine,
+    state: NodeState,
+    now: float,
+    version: str,
+    share_check: ShareCheck | None,
+) -> StatusSnapshot:
+    """The immutable view the role loop publishes; ``now`` is the loop's clock."""
+    keepalive = state.last_keepalive
+    return StatusSnapshot(
+        node=config.node_id,
+        role=str(machine.role),
+        epoch=machine.epoch,
+        since_unix_s=state.since_unix_s,
+        priority=machine.priority.name.lower(),
+        master_claim_expires_monotonic=machine.claim_expires_at(),
+        lock_io_overdue_monotonic=_lock_io_overdue_at(machine),
+        last_keepalive_unix_s=keepalive[0] if keepalive else None,
+        last_keepalive_duration_s=keepalive[1] if keepalive else None,
+        lock_holder=state.holder,
+        first_lock_attempt_done=state.first_lock_attempt_done,
+        lock_attempt_error=state.lock_attempt_error,
+        version=version,
+        share=str(config.share),
+        share_check=share_check,
+        extra={
+            "journal": journal_figures(state.store),
+            "paused": state.paused,
+            # After a failed start or a crash loop: seconds left before it tries the lock.
+            "held_off_s": round(max(0.0, machine.hold_off_until - now), 3),
+            "broker": state.broker_stats,
+            "cluster": [dict(member) for member in state.cluster],
+        },
+    )
+
+
+def _lock_io_overdue_at(machine: RoleMachine) -> float:
+    """When a lock operation under way stops counting as alive (a hung share)."""
+    started = machine.lock_io_started_at
+    if started is None:
+        return float("inf")
+    timings = machine.timings
+    return started + 2 * max(
+        timings.lock_keep_alive_period_s, timings.lock_acquire_sleep_interval_s
+    )
 
 
 def journal_figures(store: JournalStore | None) -> dict[str, Any] | None:
