@@ -99,6 +99,11 @@ class MasterPoller:
             if status is None:
                 time.sleep(0.01)
 
+    def epochs_seen_serving(self) -> set[int]:
+        """The epochs whose master answered 200 to the poller."""
+        with self._lock:
+            return {a.epoch for a in self.answers if a.status == 200 and a.epoch is not None}
+
     def two_masters(self) -> list[tuple[Answer, Answer]]:
         """Pairs (a 200 decided later, the newer-epoch 200 it contradicts), in decision order."""
         decided = sorted(
