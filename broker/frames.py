@@ -181,10 +181,6 @@ class FrameParser:
             raise
         return frames
 
-    @property
-    def buffered_bytes(self) -> int:
-        return len(self._buffer)
-
     def _next_frame(self) -> Frame | None:
         if self._head is None:
             self._skip_heartbeats()

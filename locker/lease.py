@@ -111,13 +111,6 @@ class Lease:
                 raise LeaseLost(f"cannot rewrite the epoch record: {exc}") from exc
             self.revalidate()
 
-    def previous_terms(self) -> dict[str, Any]:
-        """The record of the epoch before ours: the terms the previous master served under."""
-        with self._mutex:
-            if self._epoch is None or self._epoch <= 1:
-                return {}
-            return self.epochs.read(self._epoch - 1) or {}
-
     def terms_to_outlast(self) -> list[dict[str, Any]]:
         """The records of the earlier epochs whose masters may still claim the role.
 

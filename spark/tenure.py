@@ -226,10 +226,6 @@ def build_gaps(tenures: list[Tenure]) -> list[Gap]:
     return gaps
 
 
-def _first_known(*names: str | None) -> str | None:
-    return next((name for name in names if name), None)
-
-
 def _takeover_unix_ns(facts: EpochFacts | None, claim: EpochClaim | None) -> int | None:
     """When the next epoch was claimed; failing that, its fence (its first record)."""
     if claim is not None and claim.claimed_unix_ns is not None:

@@ -9,7 +9,6 @@ entry only changes who waits a little before trying the lock.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -64,10 +63,6 @@ class NodeRegistry:
             if entry is not None:
                 found.append(entry)
         return found
-
-    def live_entries(self, now_unix_s: float | None = None) -> list[NodeEntry]:
-        now = time.time() if now_unix_s is None else now_unix_s
-        return [entry for entry in self.entries() if entry.is_live(now)]
 
 
 def _parse(path: Path) -> NodeEntry | None:

@@ -117,30 +117,3 @@ class Notifier:
         if self._socket is not None:
             sock, self._socket = self._socket, None
             sock.close()
-
-
-_default: Notifier | None = None
-
-
-def default_notifier() -> Notifier:
-    """The process-wide notifier, created from the environment on first use."""
-    global _default
-    if _default is None:
-        _default = Notifier()
-    return _default
-
-
-def ready() -> bool:
-    return default_notifier().ready()
-
-
-def status(text: str) -> bool:
-    return default_notifier().status(text)
-
-
-def watchdog() -> bool:
-    return default_notifier().watchdog()
-
-
-def stopping() -> bool:
-    return default_notifier().stopping()

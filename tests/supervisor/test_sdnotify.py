@@ -74,18 +74,6 @@ def test_abstract_socket_name() -> None:
         assert sock.recv(4096) == b"READY=1"
 
 
-def test_module_functions_use_the_environment(
-    listener: tuple[socket.socket, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sock, path = listener
-    monkeypatch.setenv("NOTIFY_SOCKET", path)
-    monkeypatch.setattr(sdnotify, "_default", None)
-    assert sdnotify.ready()
-    assert sdnotify.status("role slave")
-    sdnotify.default_notifier().close()
-    assert [sock.recv(4096) for _ in range(2)] == [b"READY=1", b"STATUS=role slave"]
-
-
 def test_no_op_without_notify_socket() -> None:
     notifier = Notifier({})
     assert not notifier.enabled
