@@ -14,6 +14,7 @@ from pyfakefs.fake_filesystem_unittest import Patcher
 
 from primacy import nfs_profiles
 from primacy.cli.main import EXIT_SHARE_UNUSABLE, main
+
 # The CLI imports these lazily; under the fake filesystem the installed package is invisible.
 from primacy.spark import replay as _replay  # noqa: F401
 from primacy.supervisor import node as _node  # noqa: F401
