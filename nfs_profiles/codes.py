@@ -40,6 +40,3 @@ SYSTEMD_UNINSTALLED = "PRIMACY-3031"
 """``primacy systemd uninstall`` removed a file."""
 SYSTEMD_SOURCE_MISSING = "PRIMACY-3032"
 """The unit files to install were not found."""
-
-NOTIFY_SOCKET_UNUSABLE = "PRIMACY-3040"
-"""``NOTIFY_SOCKET`` is set but names no usable socket; systemd notifications are off."""

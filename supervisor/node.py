@@ -395,7 +395,7 @@ class Node:
         # would pair one share's lease with another's journal.
         self.config = old.model_copy(update={key: getattr(new, key) for key in changed & LIVE_KEYS})
         log.info(
-            "PRIMACY-1014 node %s applied the edited config: %s",
+            "PRIMACY-1016 node %s applied the edited config: %s",
             self.config.node_id,
             ", ".join(sorted(changed & LIVE_KEYS)) or "nothing live changed",
         )

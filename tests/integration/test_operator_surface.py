@@ -355,7 +355,7 @@ def test_config_file_edits_apply_at_run_time_and_bad_edits_are_refused(
     config.write_text('priority = "sometimes"\n')
     wait_until(lambda: "PRIMACY-2006" in node.log(), 10, "the bad edit to be refused")
     assert httpx.get(url(node, "/status")).json()["priority"] == "high"
-    assert "PRIMACY-1014" in node.log()
+    assert "PRIMACY-1016" in node.log()
     assert node.is_master()
     epoch_record = (group.share / "epochs" / "1").read_text()
     assert '"lock_keep_alive_period_ms": 400' in epoch_record
