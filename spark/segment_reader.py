@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from primacy.spark.columns import decode_batches
 from primacy.spark.journal_plan import ALL_TIME, SegmentPlan, TimeWindow
 from primacy.store import format as fmt
 from primacy.store.segments import Damage, SegmentRef, read_segment, scan_segment
@@ -100,7 +101,7 @@ def _record_rows(
 ) -> Iterator[pa.RecordBatch]:
     """Checked batches as rows of ``RECORDS_SCHEMA``, several journal batches per Arrow batch.
 
-    The store decodes each group of journal batches at once (``decode_batches``);
+    The column decoder decodes each group of journal batches at once (``decode_batches``);
     the casts and the per-row location columns are then done once per group,
     so the Python work per journal batch is a few attribute reads.
     """
@@ -130,7 +131,7 @@ def _assemble(
     group: list[tuple[int, fmt.BatchHeader]],
     window: TimeWindow,
 ) -> pa.RecordBatch | None:
-    columns = fmt.decode_batches(data, group)
+    columns = decode_batches(data, group)
     offsets = np.fromiter((offset for offset, _ in group), np.int64, len(group))
     decoded = columns.to_arrow()
     counts = columns.record_counts

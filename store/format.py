@@ -6,10 +6,9 @@ Spark replay) imports it rather than parsing bytes itself.
 
 A batch is laid out for columnar readers: a fixed-width record-header array,
 then four heaps (destinations, message ids, headers, payloads), each holding
-that field of every record back to back. ``decode_batch`` turns a batch into
-numpy columns (and ``BatchColumns.to_arrow`` into a ``pyarrow.RecordBatch``)
-without a Python loop per record. numpy and pyarrow are imported only there:
-the write path needs neither.
+that field of every record back to back. The Spark replay's column decoder
+(``spark/columns.py``) turns batches into numpy and Arrow columns without a
+Python loop per record; it reads the layout from here.
 """
 
 from __future__ import annotations
@@ -17,16 +16,11 @@ from __future__ import annotations
 import enum
 import json
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import crc32c
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-    import pyarrow as pa
 
 FORMAT_VERSION = 1
 SEGMENT_MAGIC = b"PRIMACYJ"
@@ -317,7 +311,7 @@ def iter_records(batch: bytes | memoryview, *, keys_only: bool = False) -> Itera
     ``keys_only`` leaves headers and payload empty, which is all recovery needs.
     """
     view = memoryview(batch)
-    header = _header_of(view)
+    header = batch_header_at(view)
     slots = [
         _RECORD_HEADER.unpack_from(view, BATCH_HEADER_LEN + i * RECORD_HEADER_LEN)
         for i in range(header.record_count)
@@ -378,8 +372,9 @@ def decode_control(payload: bytes) -> dict[str, Any]:
     return event
 
 
-def _header_of(view: memoryview) -> BatchHeader:
-    return _header_at(view, 0)
+def batch_header_at(view: memoryview, offset: int = 0) -> BatchHeader:
+    """The header of the (already checked) batch at ``offset``."""
+    return _header_at(view, offset)
 
 
 def _header_at(view: memoryview, offset: int) -> BatchHeader:
@@ -387,159 +382,3 @@ def _header_at(view: memoryview, offset: int) -> BatchHeader:
         view, offset
     )
     return BatchHeader(crc, batch_len, count, epoch, first, commit, heap_len)
-
-
-# ---------------------------------------------------------------- columnar decoding
-
-
-def record_dtype() -> np.dtype[Any]:
-    """The numpy structured dtype of one 40-byte record header."""
-    import numpy as np
-
-    return np.dtype(
-        [
-            ("sequence", "<u8"),
-            ("epoch", "<u8"),
-            ("timestamp_unix_ns", "<i8"),
-            ("record_type", "u1"),
-            ("flags", "u1"),
-            ("destination_len", "<u2"),
-            ("message_id_len", "<u2"),
-            ("reserved", "<u2"),
-            ("headers_len", "<u4"),
-            ("payload_len", "<u4"),
-        ]
-    )
-
-
-@dataclass(frozen=True)
-class BinaryColumn:
-    """A variable-width column: value i is ``data[offsets[i]:offsets[i + 1]]``."""
-
-    offsets: npt.NDArray[np.int32]
-    data: memoryview
-
-    def value(self, index: int) -> bytes:
-        return bytes(self.data[int(self.offsets[index]) : int(self.offsets[index + 1])])
-
-
-@dataclass(frozen=True)
-class BatchColumns:
-    """One or more batches of one buffer as columns, records in stored order."""
-
-    batches: tuple[BatchHeader, ...]
-    record_counts: npt.NDArray[np.int64]  # records of each batch, in ``batches`` order
-    sequence: npt.NDArray[np.uint64]
-    epoch: npt.NDArray[np.uint64]
-    timestamp_unix_ns: npt.NDArray[np.int64]
-    record_type: npt.NDArray[np.uint8]
-    destination: BinaryColumn
-    message_id: BinaryColumn
-    headers: BinaryColumn  # each record's encoded headers (``decode_headers`` reads one)
-    payload: BinaryColumn
-
-    @property
-    def header(self) -> BatchHeader:
-        """The batch header, when the columns hold one batch."""
-        if len(self.batches) != 1:
-            raise ValueError(f"these columns hold {len(self.batches)} batches, not one")
-        return self.batches[0]
-
-    def to_arrow(self) -> pa.RecordBatch:
-        """The batch as a ``pyarrow.RecordBatch`` (headers stay in their binary encoding)."""
-        import pyarrow as pa
-
-        n = len(self.sequence)
-
-        def column(values: BinaryColumn, kind: pa.DataType) -> pa.Array:
-            buffers = [None, pa.py_buffer(values.offsets), pa.py_buffer(values.data)]
-            return pa.Array.from_buffers(kind, n, buffers)
-
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array(self.sequence, pa.uint64()),
-                pa.array(self.epoch, pa.uint64()),
-                pa.array(self.timestamp_unix_ns.view("datetime64[ns]"), pa.timestamp("ns", "UTC")),
-                pa.array(self.record_type, pa.uint8()),
-                column(self.destination, pa.string()),
-                column(self.message_id, pa.string()),
-                column(self.headers, pa.binary()),
-                column(self.payload, pa.binary()),
-            ],
-            names=list(ARROW_COLUMNS),
-        )
-
-
-ARROW_COLUMNS = (
-    "sequence",
-    "epoch",
-    "timestamp",
-    "record_type",
-    "destination",
-    "message_id",
-    "headers",
-    "payload",
-)
-
-
-def decode_batch(batch: bytes | memoryview) -> BatchColumns:
-    """Decode one checked batch (``batch`` starts at its header) into numpy columns, loop-free."""
-    return decode_batches(batch, [(0, _header_of(memoryview(batch)))])
-
-
-def decode_batches(
-    data: bytes | memoryview, batches: Sequence[tuple[int, BatchHeader]]
-) -> BatchColumns:
-    """Decode checked batches of one buffer, each (offset, its checked header), into one set of
-    columns.
-
-    The numpy and Arrow calls are per call, not per batch or record: the record
-    headers are joined into one structured array, per-batch heap sizes come from
-    one ``reduceat`` per field, and each field's heaps are joined into one buffer
-    (a view, no copy, for a single batch). Journals written under load have
-    small batches, so per-batch numpy calls would dominate.
-    """
-    import numpy as np
-
-    if not batches:
-        raise FormatError("decode at least one batch")
-    view = memoryview(data)
-    offsets = np.fromiter((offset for offset, _ in batches), np.int64, len(batches))
-    counts = np.fromiter((h.record_count for _, h in batches), np.int64, len(batches))
-    slot_bytes = counts * RECORD_HEADER_LEN
-    slots_at = offsets + BATCH_HEADER_LEN
-    dtype = record_dtype()
-    slots = np.frombuffer(_gather(view, slots_at, slot_bytes), dtype=dtype)
-    first_record = np.cumsum(counts) - counts
-    heap_at = slots_at + slot_bytes
-    columns: list[BinaryColumn] = []
-    for field in ("destination_len", "message_id_len", "headers_len", "payload_len"):
-        lengths = slots[field].astype(np.int64)
-        value_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=value_offsets[1:])
-        if value_offsets[-1] > MAX_BATCH_BYTES:
-            raise FormatError("the batches' heaps exceed 2 GiB; decode fewer batches at once")
-        per_batch = np.add.reduceat(lengths, first_record)
-        columns.append(
-            BinaryColumn(value_offsets.astype(np.int32), _gather(view, heap_at, per_batch))
-        )
-        heap_at = heap_at + per_batch
-    return BatchColumns(
-        tuple(header for _, header in batches),
-        counts,
-        slots["sequence"].copy(),
-        slots["epoch"].copy(),
-        slots["timestamp_unix_ns"].copy(),
-        slots["record_type"].copy(),
-        *columns,
-    )
-
-
-def _gather(
-    view: memoryview, starts: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]
-) -> memoryview:
-    """The byte ranges back to back: a view of ``view`` for one range, else one joined copy."""
-    if len(starts) == 1:
-        return view[int(starts[0]) : int(starts[0] + sizes[0])]
-    ranges = zip(starts.tolist(), sizes.tolist(), strict=True)
-    return memoryview(b"".join([view[start : start + size] for start, size in ranges]))

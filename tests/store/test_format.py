@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from primacy.spark.columns import ARROW_COLUMNS, decode_batch, record_dtype
 from primacy.store import format as fmt
 
 
@@ -36,13 +37,13 @@ def test_batch_round_trips_through_the_record_iterator() -> None:
 
 def test_columnar_decoding_matches_the_record_iterator() -> None:
     batch = fmt.encode_batch(3, 100, 999, sample_records())
-    columns = fmt.decode_batch(batch)
+    columns = decode_batch(batch)
     records = list(fmt.iter_records(batch))
     assert columns.sequence.tolist() == [r.sequence for r in records]
     assert columns.record_type.tolist() == [int(r.record_type) for r in records]
     assert [columns.payload.value(i) for i in range(4)] == [r.payload for r in records]
     arrow = columns.to_arrow()
-    assert arrow.schema.names == list(fmt.ARROW_COLUMNS)
+    assert arrow.schema.names == list(ARROW_COLUMNS)
     assert arrow.column("destination").to_pylist() == [r.destination for r in records]
     assert arrow.column("message_id").to_pylist() == [r.message_id for r in records]
     assert arrow.column("payload").to_pylist() == [r.payload for r in records]
@@ -85,3 +86,7 @@ def test_segment_header_round_trips_and_detects_damage() -> None:
         assert "CRC32C" in str(exc)
     else:
         raise AssertionError("a damaged segment header was accepted")
+
+
+def test_the_column_decoders_record_layout_is_the_formats() -> None:
+    assert record_dtype().itemsize == fmt.RECORD_HEADER_LEN
