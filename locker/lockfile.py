@@ -185,8 +185,10 @@ class ShareLock:
             return
         self._close()
         # Never through a symlink (the holder record would be written wherever it points),
-        # and never a FIFO or device: the share is untrusted input.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        # and never a FIFO or device: the share is untrusted input. (O_RDWR opens a FIFO
+        # without blocking; O_NONBLOCK is not used, as it would turn a lease another process
+        # holds on the file into an error instead of a wait.)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise OSError(errno.EINVAL, f"{self.path} is not a regular file; remove it")

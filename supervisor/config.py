@@ -10,13 +10,23 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from primacy.locker.lockfile import LockMethod
 from primacy.store.config import MIB, StoreConfig, SyncPolicy
-from primacy.supervisor.roles import Priority, Timings
+from primacy.supervisor.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timings
 
 # Defaults chosen from measurements (docs/benchmarks.md, docs/operator-guide.md):
 # a slave tries the lock 10 times a second, a master confirms its lease twice
@@ -27,7 +37,6 @@ from primacy.supervisor.roles import Priority, Timings
 # is what keeps load balancers from ever seeing two masters.
 DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS = 100
 DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS = 250
-TAKEOVER_DRIFT_MARGIN = 0.10
 
 # A batch must stay below 2 GiB (docs/journal-format.md) and hold one whole message.
 MAX_MESSAGE_SIZE_LIMIT = 1024 * MIB
@@ -39,7 +48,9 @@ NO_LIMIT_KEYS = ("retention_max_age_s", "retention_max_bytes")
 # StoreConfig requires max_batch_bytes >= max_message_size + this.
 BATCH_OVERHEAD_BYTES = 4096
 
-_NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# A segment's offsets are u64, but one file past this is no journal segment anyone wants.
+MAX_SEGMENT_BYTES = 64 * 1024 * MIB
 
 
 class ConfigError(Exception):
@@ -53,45 +64,165 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+# Strict: a TOML ``"250"`` is not an integer, ``1`` is not a boolean, ``inf`` is no window.
+Int = Annotated[int, Strict()]
+Float = Annotated[float, Strict(), AllowInfNan(False)]
+Bool = Annotated[bool, Strict()]
+
+
+def key(
+    default: Any,
+    help: str,
+    *,
+    live: bool = False,
+    metavar: str | None = None,
+    aliases: tuple[str, ...] = (),
+    **bounds: Any,
+) -> Any:
+    """One configuration key: its default, bounds, help text (the flag's too), whether an edit of
+    the config file applies it while the node runs, and its flag's extra names."""
+    extra: dict[str, JsonValue] = {"live": live, "metavar": metavar, "aliases": list(aliases)}
+    return Field(default, description=help, json_schema_extra=extra, **bounds)
+
+
 class NodeConfig(BaseModel):
-    """Everything ``primacy run`` needs, typed."""
+    """Everything ``primacy run`` needs, typed. Each key is declared once, here: the TOML
+    schema, the ``primacy run`` flags (``cli/run.py``), the live keys and the journal's
+    settings (``store_config``) are all derived from these declarations."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    node_id: str
-    share: Path
-    http: str = "127.0.0.1:8008"
-    stomp: str | None = None
-    lock_acquire_sleep_interval_ms: int = Field(
-        DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS, ge=10, le=600_000
+    node_id: str = key(..., "this node's name, unique in the group")
+    share: Path = key(..., "the shared data directory")
+    http: str = key("127.0.0.1:8008", "HOST:PORT of the status endpoint", metavar="HOST:PORT")
+    stomp: str | None = key(
+        None,
+        "serve the built-in STOMP broker here while master (off unless given)",
+        metavar="HOST:PORT",
     )
-    lock_keep_alive_period_ms: int = Field(DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS, ge=20, le=600_000)
-    takeover_delay_ms: int | None = Field(None, ge=0, le=3_600_000)
-    priority: Literal["never", "normal", "high", "highest"] = "normal"
-    lock_method: LockMethod = LockMethod.FLOCK
-    exec: tuple[str, ...] = ()
-    exec_stop_grace_ms: int = Field(5000, ge=0, le=600_000)
-    exec_max_restarts: int = Field(3, ge=0, le=1000)
-    exec_restart_window_s: float = Field(60.0, gt=0)
-    crash_loop_hold_off_ms: int = Field(10_000, ge=0)
-    registry_refresh_ms: int = Field(1000, ge=100)
-    force_unsupported_share: bool = False
-    sync_policy: SyncPolicy = SyncPolicy.SYNC
-    admin_token_file: Path | None = None
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # The journal's settings (store.config.StoreConfig, same defaults).
-    segment_max_bytes: int = Field(STORE_DEFAULTS.segment_max_bytes, ge=4096)
-    max_message_size: int = Field(STORE_DEFAULTS.max_message_size, ge=1, le=MAX_MESSAGE_SIZE_LIMIT)
-    retention_max_age_s: float | None = Field(
-        STORE_DEFAULTS.retention_max_age_s, ge=0, allow_inf_nan=False
+    lock_acquire_sleep_interval_ms: Int = key(
+        DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS,
+        "how often a slave tries the lock",
+        live=True,
+        metavar="MS",
+        aliases=("--lock-acquire-sleep-interval",),
+        ge=10,
+        le=600_000,
     )
-    retention_max_bytes: int | None = Field(STORE_DEFAULTS.retention_max_bytes, ge=0)
-    dedupe_window_messages: int = Field(STORE_DEFAULTS.dedupe_window_messages, ge=0)
+    lock_keep_alive_period_ms: Int = key(
+        DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS,
+        "a master's claim lasts this long after each lease check; it checks twice per period",
+        live=True,
+        metavar="MS",
+        aliases=("--lock-keep-alive-period",),
+        ge=20,
+        le=600_000,
+    )
+    takeover_delay_ms: Int | None = key(
+        None,
+        "wait after claiming the epoch before serving; at least the keepalive period "
+        "(default: keepalive period + 10%)",
+        live=True,
+        metavar="MS",
+        ge=0,
+        le=3_600_000,
+    )
+    priority: Literal["never", "normal", "high", "highest"] = key(
+        "normal", "never: never master; lower priorities wait longer for a free lock", live=True
+    )
+    lock_method: LockMethod = key(LockMethod.FLOCK, "lock primitive")
+    exec: tuple[str, ...] = key(
+        (), "the command to run as the master's child: everything after --exec (and an --)"
+    )
+    exec_stop_grace_ms: Int = key(
+        5000, "SIGTERM to SIGKILL grace for the exec child", metavar="MS", ge=0, le=600_000
+    )
+    exec_max_restarts: Int = key(
+        3,
+        "a child that exits more than N times within --exec-restart-window-s makes the node "
+        "give the lock up so another node can try",
+        metavar="N",
+        ge=0,
+        le=1000,
+    )
+    exec_restart_window_s: Float = key(
+        60.0, "the window in which the exec child's exits are counted", metavar="S", gt=0, le=86_400
+    )
+    crash_loop_hold_off_ms: Int = key(
+        10_000,
+        "after giving the lock up for a crash-looping child, a journal that failed to open or "
+        "a STOMP port that cannot be bound, wait this long before trying the lock again",
+        metavar="MS",
+        ge=0,
+        le=3_600_000,
+    )
+    registry_refresh_ms: Int = key(
+        1000,
+        "how often this node publishes itself in the share's nodes/ registry and reads the others",
+        metavar="MS",
+        ge=100,
+        le=60_000,
+    )
+    force_unsupported_share: Bool = key(
+        False, "start even on a share `primacy doctor` refuses (logged loudly; you own the risk)"
+    )
+    sync_policy: SyncPolicy = key(
+        SyncPolicy.SYNC,
+        "when a journal write is acknowledged: sync (after fdatasync and the fencing check), "
+        "write_no_sync, no_sync (see docs/journal-format.md for what each survives)",
+    )
+    admin_token_file: Path | None = key(
+        None,
+        "enables the admin endpoints (switchover, pause, resume, priority); the file holds the "
+        "bearer token and must not be readable by group or others",
+        metavar="FILE",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = key("info", "log level")
+    # The journal's settings: defaults from store.config.StoreConfig, the one place they live.
+    segment_max_bytes: Int = key(
+        STORE_DEFAULTS.segment_max_bytes,
+        "start a new journal segment when the next batch would take the current one past this size",
+        metavar="BYTES",
+        ge=4096,
+        le=MAX_SEGMENT_BYTES,
+    )
+    max_message_size: Int = key(
+        STORE_DEFAULTS.max_message_size,
+        "refuse a message whose journal record (about 40 bytes + destination + id + headers "
+        "+ body) is larger",
+        metavar="BYTES",
+        ge=1,
+        le=MAX_MESSAGE_SIZE_LIMIT,
+    )
+    retention_max_age_s: Float | None = key(
+        STORE_DEFAULTS.retention_max_age_s,
+        'delete sealed journal segments older than this once nothing in them is pending ("none": '
+        "no age limit)",
+        metavar="S|none",
+        ge=0,
+        le=100 * 365 * 86_400,
+    )
+    retention_max_bytes: Int | None = key(
+        STORE_DEFAULTS.retention_max_bytes,
+        "delete the oldest sealed journal segments while the journal is larger, never one still "
+        'holding a pending message ("none": no size limit)',
+        metavar="BYTES|none",
+        ge=0,
+        le=2**62,
+    )
+    dedupe_window_messages: Int = key(
+        STORE_DEFAULTS.dedupe_window_messages,
+        "a resend is dropped if its (destination, message id) is among the last N the journal "
+        "accepted",
+        metavar="N",
+        ge=0,
+        le=10_000_000,
+    )
 
     @field_validator("node_id")
     @classmethod
     def _node_id_is_a_name(cls, value: str) -> str:
-        if not _NODE_ID.match(value):
+        if not _NODE_ID.fullmatch(value):
             raise ValueError(
                 "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
             )
@@ -150,23 +281,26 @@ class NodeConfig(BaseModel):
         )
 
     def store_config(self) -> StoreConfig:
-        """The journal's settings; a batch is made big enough for one message of the maximum."""
+        """The journal's settings: every key the two declare alike, and a batch made big enough
+        for one message of the maximum size."""
+        shared = {name: getattr(self, name) for name in JOURNAL_KEYS}
         return StoreConfig(
-            share=self.share,
-            node_id=self.node_id,
-            sync_policy=self.sync_policy,
-            segment_max_bytes=self.segment_max_bytes,
-            max_message_size=self.max_message_size,
+            **shared,
             max_batch_bytes=max(
                 STORE_DEFAULTS.max_batch_bytes, self.max_message_size + BATCH_OVERHEAD_BYTES
             ),
-            retention_max_age_s=self.retention_max_age_s,
-            retention_max_bytes=self.retention_max_bytes,
-            dedupe_window_messages=self.dedupe_window_messages,
         )
 
 
 CONFIG_KEYS = tuple(NodeConfig.model_fields)
+# Applied when the config file is edited; every other key waits for a restart.
+LIVE_KEYS = frozenset(
+    name
+    for name, field in NodeConfig.model_fields.items()
+    if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("live")
+)
+# The keys NodeConfig hands to the journal under the same name.
+JOURNAL_KEYS = tuple(name for name in CONFIG_KEYS if name in StoreConfig.__dataclass_fields__)
 
 
 def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConfig:

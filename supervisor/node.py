@@ -28,7 +28,7 @@ from primacy.api.snapshot import ShareCheck, StatusSnapshot
 from primacy.supervisor import roles, sdnotify
 from primacy.supervisor.admin import NodeAdmin
 from primacy.supervisor.children import become_subreaper
-from primacy.supervisor.config import NodeConfig
+from primacy.supervisor.config import LIVE_KEYS, NodeConfig
 from primacy.supervisor.config_watch import ConfigWatcher
 from primacy.supervisor.lock_io import LockIoWorker
 from primacy.supervisor.node_events import (
@@ -54,9 +54,6 @@ log = logging.getLogger("primacy.node")
 Clock = Callable[[], float]
 _IDLE_TICK_S = 0.2
 _CLOSE_TIMEOUT_S = 5.0
-LIVE_KEYS = frozenset(
-    {"priority", "lock_acquire_sleep_interval_ms", "lock_keep_alive_period_ms", "takeover_delay_ms"}
-)  # TEMP until config.LIVE_KEYS
 
 
 def package_version() -> str:

@@ -29,6 +29,10 @@ class Priority(enum.IntEnum):
     HIGHEST = 3
 
 
+# A new master outlasts an old claim by its keepalive plus this much for clock-rate drift.
+TAKEOVER_DRIFT_MARGIN = 0.10
+
+
 @dataclass(frozen=True)
 class Timings:
     """All durations in seconds; validated by the configuration before they get here."""
@@ -39,7 +43,7 @@ class Timings:
     child_max_restarts: int = 3
     child_restart_window_s: float = 60.0
     crash_loop_hold_off_s: float = 10.0
-    takeover_drift_margin: float = 0.10
+    takeover_drift_margin: float = TAKEOVER_DRIFT_MARGIN
 
 
 # ---- events (what happened) ------------------------------------------------

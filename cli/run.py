@@ -1,0 +1,213 @@
+"""``primacy run``: its flags are derived from the configuration's one declaration per key."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import types
+import typing
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from primacy.api.admin import TokenFileError, load_token
+from primacy.api.server import ApiServerError
+from primacy.api.snapshot import ShareCheck, ShareFinding
+from primacy.cli.exits import (
+    EXIT_CANNOT_LISTEN,
+    EXIT_CODES_HELP,
+    EXIT_SHARE_UNUSABLE,
+    EXIT_USAGE,
+    fail,
+    setup_logging,
+)
+from primacy.locker.probe import ShareUnusable, check_share
+from primacy.nfs_profiles import codes as share_codes
+from primacy.nfs_profiles.doctor import Diagnosis, check_for_run
+from primacy.supervisor.config import (
+    CONFIG_KEYS,
+    NO_LIMIT,
+    NO_LIMIT_KEYS,
+    ConfigError,
+    NodeConfig,
+    load_config,
+)
+
+
+def add_parser(subparsers: Any) -> None:
+    run = subparsers.add_parser(
+        "run",
+        help="run this node's supervisor",
+        description="Run a primacy supervisor: take the share's lock when it is free and serve as "
+        "master, or wait as a slave. Every option can also be set in the --config TOML "
+        "file (key = option name with underscores); options given here win. Options marked "
+        "'live' take effect when the config file is edited; the others after a restart.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--config", type=Path, help="TOML config file")
+    for name, field in NodeConfig.model_fields.items():
+        if name == "exec":
+            continue
+        _add_key(run, name, field)
+    run.add_argument(
+        "--exec",
+        dest="exec_marker",
+        action="store_true",
+        help="everything after --exec (and an optional --) is the command to run as "
+        "the master's child",
+    )
+    run.set_defaults(func=cmd_run)
+
+
+def _add_key(parser: argparse.ArgumentParser, name: str, field: Any) -> None:
+    """One flag for one configuration key, from its declaration."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    flag = "--" + name.replace("_", "-")
+    names = [flag, *extra.get("aliases", [])]
+    help_text = field.description or ""
+    if not field.is_required() and field.default not in (None, (), False):
+        default = field.default.value if isinstance(field.default, Enum) else field.default
+        help_text += f" (default {default})"
+    if extra.get("live"):
+        help_text += " [live]"
+    kind = _plain_type(field.annotation)
+    options: dict[str, Any] = {"dest": name, "help": help_text.replace("%", "%%")}
+    if extra.get("metavar"):
+        options["metavar"] = extra["metavar"]
+    if kind is bool:
+        parser.add_argument(*names, action="store_true", default=None, **options)
+        return
+    if typing.get_origin(kind) is Literal:
+        options["choices"] = list(typing.get_args(kind))
+    elif isinstance(kind, type) and issubclass(kind, Enum):
+        options["choices"] = [member.value for member in kind]
+    elif kind in (int, float):
+        options["type"] = _number(kind, allow_none=name in NO_LIMIT_KEYS)
+    elif getattr(kind, "__name__", None) == "Path":  # by name: tests may patch pathlib's Path
+        options["type"] = Path
+    parser.add_argument(*names, **options)
+
+
+def _plain_type(annotation: Any) -> Any:
+    """``Int | None`` -> int, ``Annotated[int, Strict()]`` -> int; enums and literals as is."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        annotation = next(arg for arg in typing.get_args(annotation) if arg is not type(None))
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _number(kind: type, *, allow_none: bool) -> Any:
+    """The flag's text as the key's number type. Text that is no number is passed on as it is,
+    so the configuration refuses it with the same message, naming the key, as in the file."""
+
+    def parse(text: str) -> Any:
+        if allow_none and text.strip().lower() == NO_LIMIT:
+            return NO_LIMIT  # the configuration reads it as no limit (None would mean "not given")
+        try:
+            return kind(text)
+        except ValueError:
+            return text
+
+    return parse
+
+
+def split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """Split ``... --exec -- CMD ARGS`` into primacy's own arguments and the command."""
+    if "--exec" not in argv:
+        return argv, None
+    at = argv.index("--exec")
+    command = argv[at + 1 :]
+    if command[:1] == ["--"]:
+        command = command[1:]
+    return argv[: at + 1], command
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from primacy.supervisor.node import Node  # keeps `primacy status` fast: no FastAPI import
+
+    overrides = {name: getattr(args, name, None) for name in CONFIG_KEYS}
+    overrides["exec"] = args.exec_command
+    if args.exec_marker and not args.exec_command:
+        return fail(
+            EXIT_USAGE,
+            "PRIMACY-2001 --exec needs a command after it, e.g. --exec -- mybroker --port 61616",
+        )
+    try:
+        config = load_config(args.config, overrides)
+    except ConfigError as exc:
+        return fail(EXIT_USAGE, f"PRIMACY-2001 {exc}")
+    setup_logging(config.log_level)
+    verdict = check_for_run(config.share)
+    refusal = _judge_mount(verdict, config.share, config.force_unsupported_share)
+    if refusal:
+        return fail(EXIT_SHARE_UNUSABLE, refusal)
+    try:
+        check_share(config.share, config.lock_method)
+    except ShareUnusable as exc:
+        return fail(EXIT_SHARE_UNUSABLE, f"PRIMACY-2002 {exc}")
+    token = None
+    if config.admin_token_file is not None:
+        try:
+            token = load_token(config.admin_token_file)
+        except TokenFileError as exc:
+            return fail(EXIT_USAGE, f"PRIMACY-2005 {exc}")
+    node = Node(
+        config,
+        admin_token=token,
+        config_file=args.config,
+        reload_config=lambda: load_config(args.config, overrides),
+        share_check=share_check_for_status(verdict),
+    )
+    node.install_signal_handlers()
+    try:
+        return node.run()
+    except ApiServerError as exc:
+        return fail(EXIT_CANNOT_LISTEN, f"PRIMACY-2003 {exc}")
+
+
+def _judge_mount(verdict: Diagnosis, share: Path, force: bool) -> str | None:
+    """Log the doctor's verdict on the share's mount; a refusal message unless forced."""
+    log = logging.getLogger("primacy.cli")
+    if verdict.refused and not force:
+        return (
+            f"{share_codes.RUN_SHARE_REFUSED} {verdict.summary()}; fix the mount, or start with "
+            "--force-unsupported-share if you accept the risk"
+        )
+    if verdict.refused:
+        log.warning(
+            "%s starting on a refused share because --force-unsupported-share was given: %s",
+            share_codes.RUN_SHARE_FORCED,
+            verdict.summary(),
+        )
+    elif verdict.problems:
+        log.warning("%s %s", share_codes.RUN_SHARE_WARNINGS, verdict.summary())
+    return None
+
+
+def share_check_for_status(verdict: Diagnosis) -> ShareCheck:
+    """What `/status` shows of the start-up mount check: a node started only if not refused
+    or forced, so a refused verdict here means it was forced."""
+    outcome: Literal["fine", "warnings", "refused_but_forced"]
+    if verdict.refused:
+        outcome = "refused_but_forced"
+    elif verdict.problems:
+        outcome = "warnings"
+    else:
+        outcome = "fine"
+    return ShareCheck(
+        verdict=outcome,
+        profile=verdict.profile.name if verdict.profile is not None else None,
+        fs_type=verdict.mount.fs_type if verdict.mount is not None else None,
+        mount_point=verdict.mount.mount_point if verdict.mount is not None else None,
+        summary=verdict.summary(),
+        findings=tuple(
+            ShareFinding(
+                code=finding.code,
+                severity=finding.severity.name.lower(),
+                summary=f"{finding.subject}: {finding.message}",
+            )
+            for finding in verdict.problems
+        ),
+    )

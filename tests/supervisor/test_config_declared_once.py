@@ -1,0 +1,98 @@
+"""Each configuration key is declared once; flags, live keys and the journal's settings follow,
+and values are taken as typed, never coerced."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from primacy.cli.main import build_parser
+from primacy.store.config import StoreConfig
+from primacy.supervisor.config import (
+    CONFIG_KEYS,
+    JOURNAL_KEYS,
+    LIVE_KEYS,
+    ConfigError,
+    NodeConfig,
+    load_config,
+)
+
+
+def _run_parser_actions() -> dict[str, object]:
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")
+    run = subparsers.choices["run"]  # type: ignore[attr-defined]
+    return {action.dest: action for action in run._actions}
+
+
+def test_every_key_is_a_flag_with_the_declared_help() -> None:
+    actions = _run_parser_actions()
+    for name, field in NodeConfig.model_fields.items():
+        if name == "exec":
+            continue
+        action = actions[name]
+        assert action.option_strings[0] == "--" + name.replace("_", "-")  # type: ignore[attr-defined]
+        help_text = action.help.replace("%%", "%")  # type: ignore[attr-defined]
+        assert help_text.startswith(field.description or "?"), name
+        assert help_text.endswith("[live]") == (name in LIVE_KEYS), name
+
+
+def test_the_live_keys_are_the_ones_a_running_node_applies() -> None:
+    assert {
+        "priority",
+        "lock_acquire_sleep_interval_ms",
+        "lock_keep_alive_period_ms",
+        "takeover_delay_ms",
+    } == LIVE_KEYS
+
+
+def test_the_journal_gets_every_setting_both_declare(tmp_path: Path) -> None:
+    config = NodeConfig(node_id="a", share=tmp_path, segment_max_bytes=8192, retention_max_bytes=7)
+    store = config.store_config()
+    assert set(JOURNAL_KEYS) == set(CONFIG_KEYS) & set(StoreConfig.__dataclass_fields__)
+    for name in JOURNAL_KEYS:
+        assert getattr(store, name) == getattr(config, name), name
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ('force_unsupported_share = "yes"', "force_unsupported_share"),
+        ("force_unsupported_share = 1", "force_unsupported_share"),
+        ('lock_keep_alive_period_ms = "250"', "lock_keep_alive_period_ms"),
+        ("lock_keep_alive_period_ms = 250.0", "lock_keep_alive_period_ms"),
+        ("exec_restart_window_s = inf", "exec_restart_window_s"),
+        ("retention_max_age_s = nan", "retention_max_age_s"),
+        ("registry_refresh_ms = 99999999999999999", "registry_refresh_ms"),
+        ("dedupe_window_messages = 100000000000", "dedupe_window_messages"),
+        ('http = "127.0.0.1:99999"', "http"),
+    ],
+)
+def test_values_are_taken_as_typed_and_bounded(tmp_path: Path, line: str, key: str) -> None:
+    config_file = tmp_path / "node.toml"
+    config_file.write_text(f'share = "{tmp_path}"\n{line}\n')
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        load_config(config_file, {"node_id": "a"})
+
+
+def test_a_node_id_with_a_newline_is_refused_on_the_command_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "primacy.cli",
+            "run",
+            "--node-id",
+            "evil\n",
+            "--share",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "PRIMACY-2001 bad value for 'node_id'" in result.stderr
