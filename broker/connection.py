@@ -21,14 +21,21 @@ from typing import cast
 from primacy.broker import codes
 from primacy.broker.core import Broker, BrokerFailed, Refused, check_destination
 from primacy.broker.frame_rules import (
-    SUPPORTED_VERSION,
     error_frame,
     heart_beat,
+    negotiate_version,
     negotiated,
     positive_int,
     required,
 )
-from primacy.broker.frames import HEARTBEAT, Frame, FrameParser, StompProtocolError, encode
+from primacy.broker.frames import (
+    HEARTBEAT,
+    VERSIONS,
+    Frame,
+    FrameParser,
+    StompProtocolError,
+    encode,
+)
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 
 log = logging.getLogger("primacy.broker")
@@ -68,7 +75,10 @@ class StompConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.connected = False
         self.closing = False  # an ERROR or DISCONNECT is queued: later frames are ignored
+        self.version = "1.2"  # until CONNECT says otherwise
         self.subscriptions: dict[str, Subscription] = {}
+        # STOMP 1.0/1.1 acknowledge by (subscription, message-id), not by an ack id.
+        self._ack_ids: dict[tuple[str, str], str] = {}
         self.transactions: dict[str, _Transaction] = {}
         self._socket_writable = True
         self._replies: deque[_Reply] = deque()
@@ -135,18 +145,20 @@ class StompConnection(asyncio.Protocol):
         ]
         if subscription.ack_mode is not AckMode.AUTO:
             headers.append(("ack", ack_id))
+            if self.version != "1.2":
+                self._ack_ids[(subscription.subscription_id, message.message_id)] = ack_id
         if message.redelivered:
             headers.append(("redelivered", "true"))
         headers.append(("content-length", str(len(body))))
         headers += [h for h in message.headers if h[0] not in _SET_BY_BROKER]
-        self._write(encode(Frame("MESSAGE", tuple(headers), body)))
+        self._write(encode(Frame("MESSAGE", tuple(headers), body), self.version))
 
     def abort(self, code: str, detail: str) -> None:
         """Close at once: one best-effort ERROR, then drop whatever is still buffered."""
         if self.transport is None:
             return
         self.closing = True
-        self._write(encode(error_frame(code, detail, None)))
+        self._write(encode(error_frame(code, detail, None), self.version))
         self.transport.abort()
 
     # ---- frames ------------------------------------------------------------------
@@ -155,7 +167,7 @@ class StompConnection(asyncio.Protocol):
         receipt = frame.get("receipt")
         handler = _HANDLERS.get(frame.command)
         try:
-            if handler is None:
+            if handler is None or (frame.command == "NACK" and self.version == "1.0"):
                 raise Refused(
                     codes.UNKNOWN_COMMAND, f"{frame.command[:64]!r} is not a STOMP client command"
                 )
@@ -179,14 +191,17 @@ class StompConnection(asyncio.Protocol):
     def _on_connect(self, frame: Frame) -> Writes:
         if self.connected:
             raise Refused(codes.BAD_REQUEST, "already connected")
-        versions = {v.strip() for v in (frame.get("accept-version") or "1.0").split(",")}
-        if SUPPORTED_VERSION not in versions:
+        version = negotiate_version(frame.get("accept-version"))
+        if version is None:
             raise Refused(
                 codes.UNSUPPORTED_VERSION,
-                f"this server speaks STOMP {SUPPORTED_VERSION} only; the client accepts "
-                f"{', '.join(sorted(versions))}",
+                f"this server speaks STOMP {', '.join(VERSIONS)}; the client accepts "
+                f"{frame.get('accept-version')}",
             )
-        client_send_ms, client_receive_ms = heart_beat(frame.get("heart-beat") or "0,0")
+        self.version = self.parser.version = version
+        # Heart-beats exist from STOMP 1.1 on; a 1.0 client's header means nothing.
+        beats = frame.get("heart-beat") if version != "1.0" else None
+        client_send_ms, client_receive_ms = heart_beat(beats or "0,0")
         self.connected = True
         timer = self._timers.pop("connect", None)
         if timer is not None:
@@ -199,7 +214,7 @@ class StompConnection(asyncio.Protocol):
             check_s = expect_ms / 1000
             self._every("heart-beat-check", check_s, lambda: self._check_heartbeat(expect_ms))
         connected = {
-            "version": SUPPORTED_VERSION,
+            "version": version,
             "heart-beat": f"{self.config.heart_beat_send_ms},{self.config.heart_beat_receive_ms}",
             "server": self.config.server_name,
             "session": self.session,
@@ -244,28 +259,53 @@ class StompConnection(asyncio.Protocol):
         if subscription is None:
             raise Refused(codes.BAD_REQUEST, f"no subscription with id {subscription_id!r}")
         self.broker.unsubscribe(subscription)
+        for pending in [key for key in self._ack_ids if key[0] == subscription_id]:
+            del self._ack_ids[pending]
         return []
 
     def _on_ack(self, frame: Frame) -> Writes:
-        ack_id = required(frame, "id")
+        ack_id = self._ack_id(frame)
 
         def ack() -> Writes:
             settled: list[QueuedMessage] = []
             for subscription in self.subscriptions.values():
-                settled += self.broker.book.acknowledge(subscription, ack_id)
+                done = self.broker.book.acknowledge(subscription, ack_id)
+                for message in done:
+                    self._ack_ids.pop((subscription.subscription_id, message.message_id), None)
+                settled += done
             return [self._track(f) for f in self.broker.settle(settled)]
 
         return self._now_or_in_transaction(frame, ack)
 
     def _on_nack(self, frame: Frame) -> Writes:
-        ack_id = required(frame, "id")
+        ack_id = self._ack_id(frame)
 
         def nack() -> Writes:
             for subscription in self.subscriptions.values():
-                self.broker.requeue(self.broker.book.reject(subscription, ack_id))
+                rejected = self.broker.book.reject(subscription, ack_id)
+                for message in rejected:
+                    self._ack_ids.pop((subscription.subscription_id, message.message_id), None)
+                self.broker.requeue(rejected)
             return []
 
         return self._now_or_in_transaction(frame, nack)
+
+    def _ack_id(self, frame: Frame) -> str:
+        """Which delivery an ACK or NACK names: STOMP 1.2 by the MESSAGE's ``ack`` header,
+        1.0 and 1.1 by its ``message-id`` (and ``subscription``, which 1.0 may leave out)."""
+        if self.version == "1.2":
+            return required(frame, "id")
+        message_id = required(frame, "message-id")
+        wanted = frame.get("subscription")
+        if wanted is not None and (wanted, message_id) in self._ack_ids:
+            return self._ack_ids[(wanted, message_id)]
+        if wanted is None:  # STOMP 1.0: the message id alone (one per destination)
+            for (_, delivered_id), ack_id in self._ack_ids.items():
+                if delivered_id == message_id:
+                    return ack_id
+        # Not delivered on this connection (say, before a failover): ignored, as an unknown
+        # 1.2 ack id is. The message stays pending and is delivered again.
+        return ""
 
     def _on_begin(self, frame: Frame) -> Writes:
         name = required(frame, "transaction")
@@ -343,7 +383,7 @@ class StompConnection(asyncio.Protocol):
                 return  # the broker is failing and aborts this connection
             self._replies.popleft()
             if head.frame is not None:
-                self._write(encode(head.frame))
+                self._write(encode(head.frame, self.version))
             if head.then_close:
                 self.transport.close()
                 self.loop.call_later(_CLOSE_GRACE_S, self._abort_transport)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from primacy.broker import codes
 from primacy.broker.core import Refused
-from primacy.broker.frames import Frame
+from primacy.broker.frames import VERSIONS, Frame
 
-SUPPORTED_VERSION = "1.2"
+
+def negotiate_version(accept_version: str | None) -> str | None:
+    """STOMP 1.2's rule: the highest version both sides speak; none given means 1.0."""
+    offered = {v.strip() for v in (accept_version or "1.0").split(",")}
+    return next((v for v in reversed(VERSIONS) if v in offered), None)
 
 
 def error_frame(code: str, detail: str, receipt: str | None) -> Frame:
@@ -14,7 +18,7 @@ def error_frame(code: str, detail: str, receipt: str | None) -> Frame:
     if receipt is not None:
         headers["receipt-id"] = receipt
     if code == codes.UNSUPPORTED_VERSION:
-        headers["version"] = SUPPORTED_VERSION
+        headers["version"] = ",".join(VERSIONS)  # what the server speaks
     body = f"{code}: {detail}\n".encode()
     headers["content-length"] = str(len(body))
     return Frame.make("ERROR", headers, body)

@@ -1,15 +1,18 @@
-"""A sans-I/O STOMP 1.2 frame codec: ``FrameParser.feed(bytes) -> frames`` and ``encode(frame)``.
+"""A sans-I/O STOMP frame codec: ``FrameParser.feed(bytes) -> frames`` and ``encode(frame)``.
 
 No sockets, no clock: the caller owns the I/O. The parser enforces size limits
 while bytes arrive (so a client cannot make it buffer more than the limit) and
 raises only ``StompProtocolError``; after an error it stays failed, because a
 STOMP stream cannot be resynchronised.
 
-Rules followed (STOMP 1.2): a line ends with LF or CR LF; the first header of
-a repeated name wins; header names and values are UTF-8 with ``\\r \\n \\c \\\\``
-escaped, except in CONNECT and CONNECTED frames, which escape nothing; a body
-is ``content-length`` bytes when that header is present, else everything up to
-the first NUL; end-of-line bytes between frames are heart-beats.
+Rules followed: a line ends with LF or CR LF; the first header of a repeated
+name wins; header names and values are UTF-8; a body is ``content-length``
+bytes when that header is present, else everything up to the first NUL;
+end-of-line bytes between frames are heart-beats. What differs by protocol
+version is escaping, per the version negotiated on the connection
+(``FrameParser.version``, ``encode(frame, version)``): STOMP 1.0 escapes
+nothing; 1.1 escapes ``\\n \\c \\\\``; 1.2 also ``\\r``. CONNECT and CONNECTED
+frames escape nothing in any version (the version is not known yet).
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ HEARTBEAT = b"\n"
 # Frames whose headers are not escaped, for compatibility with STOMP 1.0.
 UNESCAPED_COMMANDS = frozenset({"CONNECT", "CONNECTED"})
 
+VERSIONS = ("1.0", "1.1", "1.2")  # every version this codec speaks, oldest first
 _ESCAPES = {"\\": "\\\\", "\r": "\\r", "\n": "\\n", ":": "\\c"}
 _UNESCAPES = {"\\": "\\", "r": "\r", "n": "\n", "c": ":"}
+# STOMP 1.1 defines every escape but \r.
+_UNESCAPES_1_1 = {key: value for key, value in _UNESCAPES.items() if key != "r"}
 _MAX_COMMAND_BYTES = 64
 
 
@@ -94,8 +100,8 @@ class Frame:
         return result
 
 
-def encode(frame: Frame) -> bytes:
-    """The wire bytes of ``frame``.
+def encode(frame: Frame, version: str = "1.2") -> bytes:
+    """The wire bytes of ``frame``, escaped as ``version`` says.
 
     Raises ValueError for a frame that cannot be written faithfully: a body
     holding NUL without a ``content-length``, a ``content-length`` that is not
@@ -107,13 +113,15 @@ def encode(frame: Frame) -> bytes:
             raise ValueError("a body containing NUL needs a content-length header")
     elif length != str(len(frame.body)):
         raise ValueError(f"content-length {length!r} is not the body length {len(frame.body)}")
-    escape = frame.command not in UNESCAPED_COMMANDS
+    escape = frame.command not in UNESCAPED_COMMANDS and version != "1.0"
     lines = [frame.command]
     for key, value in frame.headers:
         if escape:
-            lines.append(f"{_escape(key)}:{_escape(value)}")
+            lines.append(f"{_escape(key, version)}:{_escape(value, version)}")
         elif any(c in key + value for c in "\r\n") or ":" in key:
-            raise ValueError(f"{frame.command} headers cannot hold line breaks or ':' in names")
+            raise ValueError(
+                f"{frame.command} headers (STOMP {version}) cannot hold line breaks or ':' in names"
+            )
         else:
             lines.append(f"{key}:{value}")
     if not frame.command or any(c in frame.command for c in "\r\n:\x00"):
@@ -121,15 +129,18 @@ def encode(frame: Frame) -> bytes:
     return ("\n".join(lines) + "\n\n").encode() + frame.body + NUL
 
 
-def _escape(text: str) -> str:
+def _escape(text: str, version: str) -> str:
     if not any(c in text for c in "\\\r\n:"):
         return text
+    if version == "1.1" and "\r" in text:
+        raise ValueError("STOMP 1.1 cannot carry a carriage return in a header")
     return "".join(_ESCAPES.get(c, c) for c in text)
 
 
-def _unescape(text: str) -> str:
+def _unescape(text: str, version: str) -> str:
     if "\\" not in text:
         return text
+    unescapes = _UNESCAPES_1_1 if version == "1.1" else _UNESCAPES
     out: list[str] = []
     chars = iter(text)
     for char in chars:
@@ -137,11 +148,11 @@ def _unescape(text: str) -> str:
             out.append(char)
             continue
         escaped = next(chars, "")
-        if escaped not in _UNESCAPES:
+        if escaped not in unescapes:
             raise StompProtocolError(
                 MALFORMED_FRAME, f"undefined escape sequence '\\{escaped}' in a header"
             )
-        out.append(_UNESCAPES[escaped])
+        out.append(unescapes[escaped])
     return "".join(out)
 
 
@@ -158,8 +169,10 @@ class _Head:
 class FrameParser:
     """Turns a byte stream into frames. One parser per connection."""
 
-    def __init__(self, limits: FrameLimits | None = None) -> None:
+    def __init__(self, limits: FrameLimits | None = None, version: str = "1.2") -> None:
         self.limits = limits or FrameLimits()
+        # The protocol version the connection negotiated; its owner sets it after CONNECT.
+        self.version = version
         self.heartbeats_received = 0
         self._buffer = bytearray()
         self._head: _Head | None = None
@@ -235,18 +248,18 @@ class FrameParser:
         printable = command.isascii() and command.isprintable() and " " not in command
         if not printable or len(lines[0]) > _MAX_COMMAND_BYTES or ":" in command:
             raise StompProtocolError(MALFORMED_FRAME, f"invalid command line {command[:64]!r}")
-        headers = tuple(self._parse_header(line, command) for line in lines[1:])
+        headers = tuple(self._parse_header(line, command, self.version) for line in lines[1:])
         return _Head(command, headers, head_len, self._content_length(headers))
 
     @staticmethod
-    def _parse_header(line: bytes, command: str) -> tuple[str, str]:
+    def _parse_header(line: bytes, command: str, version: str) -> tuple[str, str]:
         text = _decode(line, "header")
         name, colon, value = text.partition(":")
         if not colon:
             raise StompProtocolError(MALFORMED_FRAME, f"header line {text[:64]!r} has no ':'")
-        if command in UNESCAPED_COMMANDS:
+        if command in UNESCAPED_COMMANDS or version == "1.0":
             return name, value
-        return _unescape(name), _unescape(value)
+        return _unescape(name, version), _unescape(value, version)
 
     def _content_length(self, headers: tuple[tuple[str, str], ...]) -> int | None:
         for name, value in headers:
