@@ -71,6 +71,11 @@ def check_destination(destination: str | None) -> str:
     """The destination if it names a queue; Refused otherwise."""
     if destination is None:
         raise Refused(codes.BAD_REQUEST, "the frame needs a destination header")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in destination):
+        raise Refused(
+            codes.UNSUPPORTED_DESTINATION,
+            f"destination {destination[:100]!r} holds a control character",
+        )
     if not destination.startswith(QUEUE_PREFIX) or len(destination) == len(QUEUE_PREFIX):
         raise Refused(
             codes.UNSUPPORTED_DESTINATION,

@@ -17,6 +17,7 @@ frames escape nothing in any version (the version is not known yet).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -32,6 +33,8 @@ _UNESCAPES = {"\\": "\\", "r": "\r", "n": "\n", "c": ":"}
 # STOMP 1.1 defines every escape but \r.
 _UNESCAPES_1_1 = {key: value for key, value in _UNESCAPES.items() if key != "r"}
 _MAX_COMMAND_BYTES = 64
+# Control characters a header may not hold (tab, LF and CR may: 1.1 and 1.2 escape LF and CR).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class StompProtocolError(Exception):
@@ -257,9 +260,15 @@ class FrameParser:
         name, colon, value = text.partition(":")
         if not colon:
             raise StompProtocolError(MALFORMED_FRAME, f"header line {text[:64]!r} has no ':'")
-        if command in UNESCAPED_COMMANDS or version == "1.0":
-            return name, value
-        return _unescape(name, version), _unescape(value, version)
+        if command not in UNESCAPED_COMMANDS and version != "1.0":
+            name, value = _unescape(name, version), _unescape(value, version)
+        if _CONTROL.search(name) or _CONTROL.search(value):
+            # NUL ends a frame for many parsers (stomp.py lost a MESSAGE's body to one);
+            # no header of ours needs a control character but tab, CR and LF (escaped).
+            raise StompProtocolError(
+                MALFORMED_FRAME, f"header {name[:64]!r} holds a NUL or control character"
+            )
+        return name, value
 
     def _content_length(self, headers: tuple[tuple[str, str], ...]) -> int | None:
         for name, value in headers:

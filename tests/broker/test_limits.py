@@ -151,3 +151,22 @@ def test_a_consumer_that_stops_reading_does_not_stall_producers_or_other_consume
     stalled.close()
     producer.close()
     healthy.close()
+
+
+@pytest.mark.parametrize(
+    "header_line",
+    [b"destination:/queue/a\x00b", b"colour:bl\x00ue", b"col\x01our:blue", b"colour:bl\x1bue"],
+)
+def test_a_nul_or_control_character_in_a_header_is_refused_and_nothing_stored(
+    masters: Masters, header_line: bytes
+) -> None:
+    master = masters.start()
+    client = RawClient(master.address)
+    client.connect()
+    destination = b"" if header_line.startswith(b"destination") else b"destination:/queue/a\n"
+    client.send_bytes(
+        b"SEND\n" + destination + header_line + b"\nmessage-id:m-1\nreceipt:r1\n\nbody\x00"
+    )
+    code, body, _ = refused(client)
+    assert code == "PRIMACY-1505" and "control character" in body
+    assert stored_state(masters.share).pending == {}
