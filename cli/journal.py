@@ -40,6 +40,14 @@ def _reporting_journal_errors(command: Command) -> Command:
     """A journal this release cannot read is one line on stderr and exit status 2."""
 
     def run(args: argparse.Namespace) -> int:
+        journal = Path(args.share) / "journal"
+        if not Path(args.share).is_dir() or not journal.is_dir():
+            print(
+                f"primacy journal: PRIMACY-2002 {args.share} is not a share with a journal "
+                f"(no directory {journal})",
+                file=sys.stderr,
+            )
+            return 2
         try:
             return command(args)
         except JournalError as error:

@@ -50,3 +50,12 @@ def test_stats_dump_and_verify(
     capsys.readouterr()
     assert run(["journal", "verify", str(share)]) == 1
     assert "PROBLEM" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["verify", "stats", "dump"])
+def test_a_missing_share_or_journal_is_an_error_not_an_empty_journal(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for share in (tmp_path / "does-not-exist", tmp_path):
+        assert run(["journal", command, str(share)]) == 2
+        assert "is not a share with a journal" in capsys.readouterr().err
