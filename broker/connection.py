@@ -29,6 +29,7 @@ from primacy.broker.frame_rules import (
     required,
 )
 from primacy.broker.frames import (
+    CONTROL_CHARACTERS,
     HEARTBEAT,
     VERSIONS,
     Frame,
@@ -151,7 +152,9 @@ class StompConnection(asyncio.Protocol):
             headers.append(("redelivered", "true"))
         headers.append(("content-length", str(len(body))))
         headers += [h for h in message.headers if h[0] not in _SET_BY_BROKER]
-        self._write(encode(Frame("MESSAGE", tuple(headers), body), self.version))
+        # A message journaled before control characters were refused still gets delivered.
+        clean = tuple((_printable(k), _printable(v)) for k, v in headers)
+        self._write(encode(Frame("MESSAGE", clean, body), self.version))
 
     def abort(self, code: str, detail: str) -> None:
         """Close at once: one best-effort ERROR, then drop whatever is still buffered."""
@@ -455,3 +458,7 @@ _HANDLERS: dict[str, Callable[[StompConnection, Frame], Writes]] = {
     "ABORT": StompConnection._on_abort,
     "DISCONNECT": StompConnection._on_disconnect,
 }
+
+
+def _printable(text: str) -> str:
+    return CONTROL_CHARACTERS.sub("\ufffd", text)

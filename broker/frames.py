@@ -34,7 +34,7 @@ _UNESCAPES = {"\\": "\\", "r": "\r", "n": "\n", "c": ":"}
 _UNESCAPES_1_1 = {key: value for key, value in _UNESCAPES.items() if key != "r"}
 _MAX_COMMAND_BYTES = 64
 # Control characters a header may not hold (tab, LF and CR may: 1.1 and 1.2 escape LF and CR).
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class StompProtocolError(Exception):
@@ -108,7 +108,8 @@ def encode(frame: Frame, version: str = "1.2") -> bytes:
 
     Raises ValueError for a frame that cannot be written faithfully: a body
     holding NUL without a ``content-length``, a ``content-length`` that is not
-    the body's length, or a line break in a CONNECT/CONNECTED header.
+    the body's length, a line break in a CONNECT/CONNECTED header, or a header
+    holding a NUL or another control character (which the parser refuses).
     """
     length = frame.get("content-length")
     if length is None:
@@ -119,6 +120,8 @@ def encode(frame: Frame, version: str = "1.2") -> bytes:
     escape = frame.command not in UNESCAPED_COMMANDS and version != "1.0"
     lines = [frame.command]
     for key, value in frame.headers:
+        if CONTROL_CHARACTERS.search(key) or CONTROL_CHARACTERS.search(value):
+            raise ValueError(f"header {key[:64]!r} holds a NUL or control character")
         if escape:
             lines.append(f"{_escape(key, version)}:{_escape(value, version)}")
         elif any(c in key + value for c in "\r\n") or ":" in key:
@@ -262,7 +265,7 @@ class FrameParser:
             raise StompProtocolError(MALFORMED_FRAME, f"header line {text[:64]!r} has no ':'")
         if command not in UNESCAPED_COMMANDS and version != "1.0":
             name, value = _unescape(name, version), _unescape(value, version)
-        if _CONTROL.search(name) or _CONTROL.search(value):
+        if CONTROL_CHARACTERS.search(name) or CONTROL_CHARACTERS.search(value):
             # NUL ends a frame for many parsers (stomp.py lost a MESSAGE's body to one);
             # no header of ours needs a control character but tab, CR and LF (escaped).
             raise StompProtocolError(

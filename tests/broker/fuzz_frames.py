@@ -14,7 +14,7 @@ from primacy.broker.frames import Frame, FrameLimits, FrameParser, StompProtocol
 
 COMMANDS = ["SEND", "SUBSCRIBE", "ACK", "NACK", "BEGIN", "COMMIT", "MESSAGE", "CONNECT", "X"]
 SPECIAL = [b"\x00", b"\n", b"\r", b":", b"\\", b"\xff", b"\xc3", b"content-length:", b"\n\n"]
-ALPHABET = "abc:\\\r\n é\x00"
+ALPHABET = "abc:\\\r\n é"  # header text; NUL and controls come in through mangling (SPECIAL)
 LIMITS = FrameLimits(max_frame_bytes=4096, max_header_bytes=512, max_headers=8)
 
 

@@ -12,8 +12,13 @@ from tests.broker.fuzz_frames import fuzz
 commands = st.sampled_from(
     ["SEND", "SUBSCRIBE", "MESSAGE", "ERROR", "RECEIPT", "ACK", "CONNECT", "CONNECTED"]
 ) | st.text(st.characters(min_codepoint=65, max_codepoint=90), min_size=1, max_size=12)
-names = st.text(max_size=20).filter(lambda name: name != "content-length")
-values = st.text(max_size=40)
+# Header text the codec carries: anything but the control characters it refuses (below).
+header_text = st.characters(
+    blacklist_categories=("Cs",), blacklist_characters=[*map(chr, range(32)), "\x7f"]
+) | st.sampled_from("\t\r\n")
+names = st.text(header_text, max_size=20).filter(lambda name: name != "content-length")
+values = st.text(header_text, max_size=40)
+refused = st.sampled_from([chr(c) for c in (*range(9), 11, 12, *range(14, 32), 127)])
 
 
 @st.composite
@@ -76,3 +81,19 @@ def test_short_fuzz_run_of_mangled_frames() -> None:
 def test_fuzz_run_of_a_million_frames() -> None:
     result = fuzz(1_000_000, seed=2)
     assert result.cases == 1_000_000
+
+
+one_line = values.filter(lambda text: not any(c in text for c in "\r\n:\\"))
+
+
+@given(one_line, refused, one_line, st.booleans())
+def test_a_control_character_in_a_header_is_refused_both_ways(
+    before: str, control: str, after: str, in_name: bool
+) -> None:
+    text = before + control + after
+    frame = Frame("SEND", (((text, "v") if in_name else ("k", text)),), b"")
+    with pytest.raises(ValueError):
+        encode(frame)
+    raw = b"SEND\n" + (f"{text}:v" if in_name else f"k:{text}").encode() + b"\n\n\x00"
+    with pytest.raises(StompProtocolError):
+        FrameParser().feed(raw)
