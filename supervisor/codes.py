@@ -1,0 +1,85 @@
+"""Stable message codes the node logs (PRIMACY-1000..1399); operators grep them, never renumber.
+
+One declaration per code: the constant, and its meaning in ``TITLES`` (the
+operator guide's table repeats it, ``tests/test_message_codes.py`` checks
+both). Log with the constant, ``log.info("%s node %s ...", codes.NODE_STARTED, ...)``;
+a retired code keeps its number out of use for ever.
+"""
+
+from __future__ import annotations
+
+LAYER = "node"
+NUMBERS = range(1000, 1400)
+"""Where a new node code takes its number. ``CONFIG_REJECTED`` (2006) and
+``NOTIFY_SOCKET_UNUSABLE`` (3040) are older than the ranges and keep theirs."""
+
+NODE_STARTED = "PRIMACY-1000"
+ROLE_CHANGED = "PRIMACY-1001"
+EPOCH_CLAIMED = "PRIMACY-1002"
+LEASE_LOST = "PRIMACY-1003"
+LOCK_RELEASED = "PRIMACY-1004"
+SERVING = "PRIMACY-1005"
+SERVING_STOPPED = "PRIMACY-1006"
+LOCK_ATTEMPT_FAILED = "PRIMACY-1007"
+REGISTRY_NOT_REFRESHED = "PRIMACY-1008"
+RELEASE_UNANSWERED = "PRIMACY-1009"
+NODE_STOPPED = "PRIMACY-1010"
+SHARE_EVENTS_UNAVAILABLE = "PRIMACY-1011"
+ROLE_CHANGE_NOT_JOURNALED = "PRIMACY-1012"
+RESTART_NEEDED = "PRIMACY-1013"
+# PRIMACY-1014 is the journal's "transaction loss averted" (store/messages.py).
+SERVING_NOT_STARTED = "PRIMACY-1015"
+CONFIG_APPLIED = "PRIMACY-1016"
+SWITCHOVER_REQUESTED = "PRIMACY-1020"
+GROUP_PAUSED = "PRIMACY-1021"
+GROUP_RESUMED = "PRIMACY-1022"
+PRIORITY_SET = "PRIMACY-1023"
+GROUP_PAUSE_SEEN = "PRIMACY-1024"
+THREAD_DIED = "PRIMACY-1097"
+ROLE_LOOP_FAILED = "PRIMACY-1098"
+LOCK_JOB_FAILED = "PRIMACY-1099"
+CHILD_STARTED = "PRIMACY-1101"
+CHILD_TREE_STOPPED = "PRIMACY-1102"
+CHILD_NOT_KILLED = "PRIMACY-1103"
+CHILD_EXITED = "PRIMACY-1104"
+CHILD_NOT_STARTED = "PRIMACY-1105"
+CONFIG_REJECTED = "PRIMACY-2006"
+NOTIFY_SOCKET_UNUSABLE = "PRIMACY-3040"
+
+TITLES = {
+    NODE_STARTED: "the node started (share, HTTP address, priority)",
+    ROLE_CHANGED: "role change `old -> new`, with the epoch and the reason",
+    EPOCH_CLAIMED: "this node claimed epoch N (it took the lock)",
+    LEASE_LOST: "the lease was lost; the node stopped serving at once",
+    LOCK_RELEASED: "the lock was released (graceful stop or step-down)",
+    SERVING: "serving as master with epoch N",
+    SERVING_STOPPED: "stopped serving gracefully",
+    LOCK_ATTEMPT_FAILED: "a lock attempt failed with an I/O error",
+    REGISTRY_NOT_REFRESHED: "the node registry could not be refreshed",
+    RELEASE_UNANSWERED: "the share did not answer while releasing the lock",
+    NODE_STOPPED: "the node stopped",
+    SHARE_EVENTS_UNAVAILABLE: "filesystem events unavailable; slaves rely on polling",
+    ROLE_CHANGE_NOT_JOURNALED: "a role change could not be journaled",
+    RESTART_NEEDED: "a config key changed that takes effect after a restart",
+    SERVING_NOT_STARTED: (
+        "serving could not start (STOMP port cannot be bound); stepping down and holding off"
+    ),
+    CONFIG_APPLIED: "the edited config file was applied",
+    SWITCHOVER_REQUESTED: "switchover requested (admin)",
+    GROUP_PAUSED: "group paused (admin)",
+    GROUP_RESUMED: "group resumed (admin)",
+    PRIORITY_SET: "priority set until restart (admin)",
+    GROUP_PAUSE_SEEN: "the node sees the group paused or resumed",
+    THREAD_DIED: "a thread of the node died; the node stops with exit code 1",
+    ROLE_LOOP_FAILED: "the role loop failed; the node stops with exit code 1",
+    LOCK_JOB_FAILED: "a lock I/O job raised; its failure event reached the role loop",
+    CHILD_STARTED: "the exec child started",
+    CHILD_TREE_STOPPED: "the exec child's tree was stopped",
+    CHILD_NOT_KILLED: "the exec child did not die after SIGKILL",
+    CHILD_EXITED: "the exec child exited",
+    CHILD_NOT_STARTED: "the exec child could not be started (counted as exit code 127)",
+    CONFIG_REJECTED: "an edited config file was rejected; the running configuration stays",
+    NOTIFY_SOCKET_UNUSABLE: (
+        "`NOTIFY_SOCKET` is set but names no usable socket; systemd notifications are off"
+    ),
+}
