@@ -2,20 +2,22 @@
 
 Each ERROR frame the broker sends carries one code in its ``message`` header,
 and the log line for the same event starts with it, so an operator can grep
-either side. The parser's codes (1501-1505) live with the parser in
-``broker/frames.py`` and are listed here too.
+either side. The parser's codes (1501-1505) are declared here too: this module
+imports nothing, so the codec (``broker/frames.py``) and the client can use it.
+One declaration per code: the constant, and its meaning in ``TITLES`` (the
+operator guide's table repeats it, ``tests/test_message_codes.py`` checks both).
 """
 
 from __future__ import annotations
 
-from primacy.broker.frames import (
-    FRAME_TOO_LARGE,
-    HEADERS_TOO_LARGE,
-    INVALID_UTF8,
-    MALFORMED_FRAME,
-    TOO_MANY_HEADERS,
-)
+LAYER = "broker"
+NUMBERS = range(1500, 1600)
 
+FRAME_TOO_LARGE = "PRIMACY-1501"
+HEADERS_TOO_LARGE = "PRIMACY-1502"
+TOO_MANY_HEADERS = "PRIMACY-1503"
+INVALID_UTF8 = "PRIMACY-1504"
+MALFORMED_FRAME = "PRIMACY-1505"
 UNKNOWN_COMMAND = "PRIMACY-1506"
 MESSAGE_TOO_LARGE = "PRIMACY-1507"
 HEARTBEAT_TIMEOUT = "PRIMACY-1508"
@@ -23,13 +25,15 @@ NOT_CONNECTED = "PRIMACY-1509"
 BAD_REQUEST = "PRIMACY-1510"  # a known command used wrongly (missing header, bad value)
 UNSUPPORTED_VERSION = "PRIMACY-1511"
 UNSUPPORTED_DESTINATION = "PRIMACY-1512"
-# PRIMACY-1513 (message id reused for another destination) is retired: ids are per destination.
 JOURNAL_FAILED = "PRIMACY-1514"  # fenced or write failed: every connection closed, no receipts
 CONNECT_TIMEOUT = "PRIMACY-1515"
 SERVICE_STARTED = "PRIMACY-1516"
 SERVICE_STOPPED = "PRIMACY-1517"
 SHUTTING_DOWN = "PRIMACY-1518"
 UNREADABLE_MESSAGE = "PRIMACY-1519"
+
+# A retired code keeps its number out of use for ever.
+RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
 
 TITLES = {
     FRAME_TOO_LARGE: "frame too large",

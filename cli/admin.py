@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from primacy.cli import codes
 from primacy.supervisor.registry import NodeRegistry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -69,7 +70,10 @@ def register(subparsers: Any) -> None:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     if not args.share.is_dir():
-        print(f"primacy: PRIMACY-2002 the share {args.share} is not a directory", file=sys.stderr)
+        print(
+            f"primacy: {codes.SHARE_UNUSABLE} the share {args.share} is not a directory",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     now = time.time()
     entries = NodeRegistry(args.share).entries()
@@ -146,7 +150,7 @@ def cmd_switchover(args: argparse.Namespace) -> int:
             time.sleep(0.02)
         raise RequestFailed(f"{answer['to']} did not become master within {args.wait_s} s")
     except RequestFailed as exc:
-        print(f"primacy: PRIMACY-2007 {exc}", file=sys.stderr)
+        print(f"primacy: {codes.ADMIN_COMMAND_FAILED} {exc}", file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -166,7 +170,7 @@ def _simple(args: argparse.Namespace, path: str, done: str) -> int:
         for url in args.url:  # group-wide: each named node writes the same marker
             _request(url, "POST", path, _token(args.token_file))
     except RequestFailed as exc:
-        print(f"primacy: PRIMACY-2007 {exc}", file=sys.stderr)
+        print(f"primacy: {codes.ADMIN_COMMAND_FAILED} {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(done)
     return EXIT_OK

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from primacy.cli import codes
 from primacy.store import tools
 from primacy.store.errors import JournalError
 
@@ -43,8 +44,8 @@ def _reporting_journal_errors(command: Command) -> Command:
         journal = Path(args.share) / "journal"
         if not Path(args.share).is_dir() or not journal.is_dir():
             print(
-                f"primacy journal: PRIMACY-2002 {args.share} is not a share with a journal "
-                f"(no directory {journal})",
+                f"primacy journal: {codes.SHARE_UNUSABLE} {args.share} is not a share with a "
+                f"journal (no directory {journal})",
                 file=sys.stderr,
             )
             return 2

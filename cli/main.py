@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from primacy.cli import codes
 from primacy.cli.admin import register as register_admin_commands
 from primacy.cli.doctor import register as register_doctor_commands
 from primacy.cli.exits import (
@@ -59,7 +60,7 @@ def _status_from_url(url: str, as_json: bool) -> int:
         with urllib.request.urlopen(target, timeout=5) as response:
             data = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        return fail(EXIT_FAILURE, f"PRIMACY-2004 cannot read {target}: {exc}")
+        return fail(EXIT_FAILURE, f"{codes.STATUS_UNREADABLE} cannot read {target}: {exc}")
     if as_json:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
@@ -75,7 +76,7 @@ def _status_from_share(share: Path, as_json: bool) -> int:
     if not share.is_dir():
         return fail(
             EXIT_SHARE_UNUSABLE,
-            f"PRIMACY-2002 the share {share} does not exist or is not a directory",
+            f"{codes.SHARE_UNUSABLE} the share {share} does not exist or is not a directory",
         )
     holder = read_holder_from_outside(share)
     epochs = EpochRegistry(share)

@@ -14,16 +14,19 @@ import shutil
 import sys
 from typing import Any
 
+from primacy.cli import codes
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 MISSING_EXTRA = (
-    "PRIMACY-2701 the replay needs the spark extra (pyspark 4, pyarrow, pandas, matplotlib): "
+    f"{codes.REPLAY_NEEDS_SPARK} the replay needs the spark extra "
+    "(pyspark 4, pyarrow, pandas, matplotlib): "
     "pip install 'primacy[spark]' (from a checkout: .venv/bin/pip install -e '.[spark]')"
 )
 MISSING_JAVA = (
-    "PRIMACY-2702 the replay needs Java 17 for Spark and found none: install it "
+    f"{codes.REPLAY_NEEDS_JAVA} the replay needs Java 17 for Spark and found none: install it "
     "(Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
 )
 
@@ -67,7 +70,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         options = options_from_args(args)
     except OptionError as exc:
-        print(f"primacy: PRIMACY-2703 {exc}", file=sys.stderr)
+        print(f"primacy: {codes.REPLAY_BAD_ARGUMENT} {exc}", file=sys.stderr)
         return EXIT_USAGE
     run(options)
     return EXIT_OK

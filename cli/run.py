@@ -13,6 +13,7 @@ from typing import Any, Literal
 from primacy.api.admin import TokenFileError, load_token
 from primacy.api.server import ApiServerError
 from primacy.api.snapshot import ShareCheck, ShareFinding
+from primacy.cli import codes
 from primacy.cli.exits import (
     EXIT_CANNOT_LISTEN,
     EXIT_CODES_HELP,
@@ -132,12 +133,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.exec_marker and not args.exec_command:
         return fail(
             EXIT_USAGE,
-            "PRIMACY-2001 --exec needs a command after it, e.g. --exec -- mybroker --port 61616",
+            f"{codes.BAD_USAGE} --exec needs a command after it, "
+            "e.g. --exec -- mybroker --port 61616",
         )
     try:
         config = load_config(args.config, overrides)
     except ConfigError as exc:
-        return fail(EXIT_USAGE, f"PRIMACY-2001 {exc}")
+        return fail(EXIT_USAGE, f"{codes.BAD_USAGE} {exc}")
     setup_logging(config.log_level)
     verdict = check_for_run(config.share)
     refusal = _judge_mount(verdict, config.share, config.force_unsupported_share)
@@ -146,13 +148,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         check_share(config.share, config.lock_method)
     except ShareUnusable as exc:
-        return fail(EXIT_SHARE_UNUSABLE, f"PRIMACY-2002 {exc}")
+        return fail(EXIT_SHARE_UNUSABLE, f"{codes.SHARE_UNUSABLE} {exc}")
     token = None
     if config.admin_token_file is not None:
         try:
             token = load_token(config.admin_token_file)
         except TokenFileError as exc:
-            return fail(EXIT_USAGE, f"PRIMACY-2005 {exc}")
+            return fail(EXIT_USAGE, f"{codes.TOKEN_FILE_REFUSED} {exc}")
     node = Node(
         config,
         admin_token=token,
@@ -164,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         return node.run()
     except ApiServerError as exc:
-        return fail(EXIT_CANNOT_LISTEN, f"PRIMACY-2003 {exc}")
+        return fail(EXIT_CANNOT_LISTEN, f"{codes.CANNOT_LISTEN} {exc}")
 
 
 def _judge_mount(verdict: Diagnosis, share: Path, force: bool) -> str | None:

@@ -1,14 +1,32 @@
-"""The client's exceptions and their stable message codes (PRIMACY-16xx)."""
+"""The client's exceptions and their stable message codes (PRIMACY-16xx).
+
+One declaration per code: the constant, and its meaning in ``TITLES`` (the
+operator guide's table repeats it, ``tests/test_message_codes.py`` checks both).
+The broker's codes the client recognises in ERROR frames are in ``broker/codes.py``.
+"""
 
 from __future__ import annotations
 
+LAYER = "client"
+NUMBERS = range(1600, 1700)
+
 URL_INVALID = "PRIMACY-1601"
-NO_BROKER = "PRIMACY-1602"  # every reconnect attempt failed
-TIMED_OUT = "PRIMACY-1603"  # no connection within the URL's timeout
-REFUSED = "PRIMACY-1604"  # the broker answered ERROR to something resending will not fix
-PROTOCOL = "PRIMACY-1605"  # the broker sent bytes that are not STOMP
-RECONNECTING = "PRIMACY-1606"  # logged: lost the broker, failing over
-CONNECTED = "PRIMACY-1607"  # logged: connected (again)
+NO_BROKER = "PRIMACY-1602"
+TIMED_OUT = "PRIMACY-1603"
+REFUSED = "PRIMACY-1604"
+PROTOCOL = "PRIMACY-1605"
+RECONNECTING = "PRIMACY-1606"  # logged
+CONNECTED = "PRIMACY-1607"  # logged
+
+TITLES = {
+    URL_INVALID: "the failover URL is not valid",
+    NO_BROKER: "no broker of the URL could be reached (every reconnect attempt failed)",
+    TIMED_OUT: "no connection within the URL's timeout",
+    REFUSED: "the broker refused a request that resending will not fix (ERROR)",
+    PROTOCOL: "the broker sent bytes that are not STOMP",
+    RECONNECTING: "lost the broker, failing over",
+    CONNECTED: "connected (again)",
+}
 
 
 class ClientError(Exception):

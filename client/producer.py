@@ -14,13 +14,19 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from primacy.broker import codes as broker_codes
 from primacy.client.errors import BrokerRefused, ConnectionLost
 from primacy.client.failover import Failover
 from primacy.client.url import FailoverUrl
 from primacy.client.wire import Frame, StompSocket
 
 # ERROR codes of a primacy broker that mean "this broker is going away": fail over.
-TRANSIENT_ERROR_CODES = ("PRIMACY-1508", "PRIMACY-1514", "PRIMACY-1515", "PRIMACY-1518")
+TRANSIENT_ERROR_CODES = (
+    broker_codes.HEARTBEAT_TIMEOUT,
+    broker_codes.JOURNAL_FAILED,
+    broker_codes.CONNECT_TIMEOUT,
+    broker_codes.SHUTTING_DOWN,
+)
 
 
 @dataclass(frozen=True)

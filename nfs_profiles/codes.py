@@ -1,42 +1,63 @@
-"""Stable message codes of the share doctor and deployment (PRIMACY-3xxx); operators grep these."""
+"""Stable message codes of the share doctor and deployment (PRIMACY-3xxx); never renumber.
+
+One declaration per code: the constant, and its meaning in ``TITLES`` (the operator guide's
+table repeats it, ``tests/test_message_codes.py`` checks both). Operators grep these.
+"""
+
+from __future__ import annotations
+
+LAYER = "doctor"
+NUMBERS = range(3000, 4000)
+"""Where a new doctor code takes its number; 3040 is the node's (``NOTIFY_SOCKET`` unusable,
+``supervisor/codes.py``)."""
 
 PATH_UNUSABLE = "PRIMACY-3001"
-"""The share path does not exist or is not a directory (refused)."""
 MOUNT_TABLE_UNREADABLE = "PRIMACY-3002"
-"""The mount table cannot be read or has no mount for the path (warning)."""
 FILESYSTEM_REFUSED = "PRIMACY-3003"
-"""The filesystem type is refused whatever its options, e.g. OCFS2 (refused)."""
 OPTION_REFUSED = "PRIMACY-3004"
-"""A mount option makes the lock unsafe, e.g. nolock, local_lock=, vers=3 (refused)."""
 OPTION_NOT_RECOMMENDED = "PRIMACY-3005"
-"""A recommended mount option is missing or has another value (warning)."""
 OPTION_DISCOURAGED = "PRIMACY-3006"
-"""A mount option weakens the guarantees, e.g. lookupcache=pos, nobarrier (warning)."""
 FILESYSTEM_WARNING = "PRIMACY-3007"
-"""The filesystem type works with caveats, e.g. tmpfs or FUSE (warning)."""
 FILESYSTEM_UNKNOWN = "PRIMACY-3008"
-"""No profile knows the filesystem type; the local profile is assumed (warning)."""
 READ_ONLY_MOUNT = "PRIMACY-3009"
-"""The share is mounted read-only (refused)."""
+
 LOCK_ROUND_TRIP_FAILED = "PRIMACY-3010"
-"""Taking a lock on the share failed or locks do not exclude (refused)."""
 LOCK_ROUND_TRIP_SLOW = "PRIMACY-3011"
-"""A lock round trip took more than half a keepalive period (warning)."""
 FSYNC_ROUND_TRIP_FAILED = "PRIMACY-3012"
-"""Writing and fsyncing a file on the share failed (refused)."""
 FSYNC_ROUND_TRIP_SLOW = "PRIMACY-3013"
-"""An fsync round trip took more than one keepalive period (warning)."""
 
 RUN_SHARE_REFUSED = "PRIMACY-3020"
-"""``primacy run`` refused to start on a share the doctor refuses."""
 RUN_SHARE_FORCED = "PRIMACY-3021"
-"""``primacy run --force-unsupported-share`` started on a refused share anyway."""
 RUN_SHARE_WARNINGS = "PRIMACY-3022"
-"""``primacy run`` started on a share with doctor warnings."""
 
 SYSTEMD_INSTALLED = "PRIMACY-3030"
-"""``primacy systemd install`` copied a file."""
 SYSTEMD_UNINSTALLED = "PRIMACY-3031"
-"""``primacy systemd uninstall`` removed a file."""
 SYSTEMD_SOURCE_MISSING = "PRIMACY-3032"
-"""The unit files to install were not found."""
+
+TITLES = {
+    PATH_UNUSABLE: "the share path does not exist or is not a directory (refused)",
+    MOUNT_TABLE_UNREADABLE: "the mount table cannot be read or has no mount for the path (warning)",
+    FILESYSTEM_REFUSED: "the filesystem type is refused whatever its options, e.g. OCFS2 (refused)",
+    OPTION_REFUSED: (
+        "a mount option makes the lock unsafe, e.g. nolock, local_lock=, vers=3 (refused)"
+    ),
+    OPTION_NOT_RECOMMENDED: "a recommended mount option is missing or has another value (warning)",
+    OPTION_DISCOURAGED: (
+        "a mount option weakens the guarantees, e.g. lookupcache=pos, nobarrier (warning)"
+    ),
+    FILESYSTEM_WARNING: "the filesystem type works with caveats, e.g. tmpfs or FUSE (warning)",
+    FILESYSTEM_UNKNOWN: (
+        "no profile knows the filesystem type; the local profile is assumed (warning)"
+    ),
+    READ_ONLY_MOUNT: "the share is mounted read-only (refused)",
+    LOCK_ROUND_TRIP_FAILED: "taking a lock on the share failed or locks do not exclude (refused)",
+    LOCK_ROUND_TRIP_SLOW: "a lock round trip took more than half a keepalive period (warning)",
+    FSYNC_ROUND_TRIP_FAILED: "writing and fsyncing a file on the share failed (refused)",
+    FSYNC_ROUND_TRIP_SLOW: "an fsync round trip took more than one keepalive period (warning)",
+    RUN_SHARE_REFUSED: "`primacy run` refused to start on a share the doctor refuses",
+    RUN_SHARE_FORCED: "`primacy run --force-unsupported-share` started on a refused share anyway",
+    RUN_SHARE_WARNINGS: "`primacy run` started on a share with doctor warnings",
+    SYSTEMD_INSTALLED: "`primacy systemd install` copied a file",
+    SYSTEMD_UNINSTALLED: "`primacy systemd uninstall` removed a file",
+    SYSTEMD_SOURCE_MISSING: "the unit files to install were not found",
+}

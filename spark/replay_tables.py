@@ -23,6 +23,7 @@ from pyspark.sql.types import (
 
 from primacy.spark.segment_reader import STATUS_FENCED, STATUS_OK
 from primacy.spark.tenure import EpochFacts, RoleEvent, role_event_from_control
+from primacy.store.messages import TRANSACTION_LOSS_AVERTED
 
 ANOMALY_SCHEMA = StructType(
     [
@@ -226,7 +227,10 @@ def _fenced(records: DataFrame) -> DataFrame:
     return _with_defaults(
         grouped.withColumn("kind", F.lit("fenced")).withColumn(
             "detail",
-            F.lit("PRIMACY-1014 written by a stale master past a later epoch's fence; ignored"),
+            F.lit(
+                f"{TRANSACTION_LOSS_AVERTED} written by a stale master past a later epoch's "
+                "fence; ignored"
+            ),
         )
     )
 

@@ -1,10 +1,19 @@
-"""Stable message codes the journal logs; operators grep for these, so never renumber them."""
+"""Stable message codes the journal logs (PRIMACY-14xx, and 1014); never renumber them.
+
+One declaration per code: the constant, and its meaning in ``TITLES`` (the operator guide's
+table repeats it, ``tests/test_message_codes.py`` checks both). ``log`` writes the line.
+"""
 
 from __future__ import annotations
 
 import logging
 
 LOG = logging.getLogger("primacy.store")
+
+LAYER = "journal"
+NUMBERS = range(1400, 1500)
+"""Where a new journal code takes its number. ``TRANSACTION_LOSS_AVERTED`` (1014) is older than
+the ranges and keeps its number: it is the one analysts grep for (the counterpart of HA-1014)."""
 
 TRANSACTION_LOSS_AVERTED = "PRIMACY-1014"
 TORN_TAIL_CUT = "PRIMACY-1401"

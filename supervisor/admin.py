@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from primacy.api.admin import AdminRefused
 from primacy.api.snapshot import StatusSnapshot
-from primacy.supervisor import group_control, roles
+from primacy.supervisor import codes, group_control, roles
 from primacy.supervisor.group_control import SWITCHOVER_TIMEOUT_S, Switchover
 from primacy.supervisor.roles import Priority
 
@@ -56,7 +56,8 @@ class NodeAdmin:
         )
         self._run_on_share(lambda: group_control.request_switchover(self._share, request))
         log.info(
-            "PRIMACY-1020 switchover from %s to %s requested (epoch %d)",
+            "%s switchover from %s to %s requested (epoch %d)",
+            codes.SWITCHOVER_REQUESTED,
             self._node_id,
             target,
             current.epoch,
@@ -66,18 +67,18 @@ class NodeAdmin:
 
     def pause(self) -> None:
         self._run_on_share(lambda: group_control.pause(self._share, self._node_id))
-        log.info("PRIMACY-1021 group paused by an admin request to %s", self._node_id)
+        log.info("%s group paused by an admin request to %s", codes.GROUP_PAUSED, self._node_id)
         self._post(roles.PauseChanged(True))
 
     def resume(self) -> None:
         self._run_on_share(lambda: group_control.resume(self._share))
-        log.info("PRIMACY-1022 group resumed by an admin request to %s", self._node_id)
+        log.info("%s group resumed by an admin request to %s", codes.GROUP_RESUMED, self._node_id)
         self._post(roles.PauseChanged(False))
 
     def set_priority(self, priority: str) -> None:
         log.info(
-            "PRIMACY-1023 node %s priority set to %s (until restart; edit the config file "
-            "to keep it)",
+            "%s node %s priority set to %s (until restart; edit the config file to keep it)",
+            codes.PRIORITY_SET,
             self._node_id,
             priority,
         )

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 
 import psutil
 
+from primacy.supervisor import codes
+
 log = logging.getLogger("primacy.children")
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -61,7 +63,12 @@ class ChildProcess:
         self._process = subprocess.Popen(
             [*_DIES_WITH_PARENT, *self.command], env=env, start_new_session=True
         )
-        log.info("PRIMACY-1101 child started pid=%d command=%s", self._process.pid, self.command)
+        log.info(
+            "%s child started pid=%d command=%s",
+            codes.CHILD_STARTED,
+            self._process.pid,
+            self.command,
+        )
 
     def poll_exit(self) -> int | None:
         """The exit code if the child has exited since it was started, else None."""
@@ -91,11 +98,16 @@ class ChildProcess:
             try:
                 self._process.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
-                log.error("PRIMACY-1103 child pid=%d did not die after SIGKILL", self._process.pid)
+                log.error(
+                    "%s child pid=%d did not die after SIGKILL",
+                    codes.CHILD_NOT_KILLED,
+                    self._process.pid,
+                )
             self._process = None
         self._reap_orphans()
         log.info(
-            "PRIMACY-1102 child tree stopped (%d processes, %s)",
+            "%s child tree stopped (%d processes, %s)",
+            codes.CHILD_TREE_STOPPED,
             len(tree),
             "graceful" if graceful else "killed",
         )

@@ -1,4 +1,4 @@
-"""Stable message codes the node logs (PRIMACY-1000..1399); operators grep them, never renumber.
+"""Stable message codes the node logs (PRIMACY-10xx to 13xx); operators grep them: never renumber.
 
 One declaration per code: the constant, and its meaning in ``TITLES`` (the
 operator guide's table repeats it, ``tests/test_message_codes.py`` checks
@@ -27,7 +27,7 @@ NODE_STOPPED = "PRIMACY-1010"
 SHARE_EVENTS_UNAVAILABLE = "PRIMACY-1011"
 ROLE_CHANGE_NOT_JOURNALED = "PRIMACY-1012"
 RESTART_NEEDED = "PRIMACY-1013"
-# PRIMACY-1014 is the journal's "transaction loss averted" (store/messages.py).
+# 1014 is the journal's "transaction loss averted" (store/messages.py).
 SERVING_NOT_STARTED = "PRIMACY-1015"
 CONFIG_APPLIED = "PRIMACY-1016"
 SWITCHOVER_REQUESTED = "PRIMACY-1020"

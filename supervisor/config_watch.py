@@ -14,6 +14,7 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from primacy.supervisor import codes
 from primacy.supervisor.config import ConfigError, NodeConfig
 
 log = logging.getLogger("primacy.config")
@@ -64,8 +65,8 @@ class ConfigWatcher(FileSystemEventHandler):
             config = self._reload()
         except ConfigError as exc:
             log.error(
-                "PRIMACY-2006 the edited config file %s was rejected, the running "
-                "configuration stays: %s",
+                "%s the edited config file %s was rejected, the running configuration stays: %s",
+                codes.CONFIG_REJECTED,
                 self._path,
                 exc,
             )

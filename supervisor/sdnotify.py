@@ -17,6 +17,8 @@ import os
 import socket
 from collections.abc import Mapping
 
+from primacy.supervisor import codes
+
 log = logging.getLogger(__name__)
 
 
@@ -28,8 +30,8 @@ def _socket_address(value: str | None) -> str | None:
     if value.startswith("/"):
         return value
     log.warning(
-        "PRIMACY-3040 NOTIFY_SOCKET=%r is neither a path nor @abstract; "
-        "systemd notifications are off",
+        "%s NOTIFY_SOCKET=%r is neither a path nor @abstract; systemd notifications are off",
+        codes.NOTIFY_SOCKET_UNUSABLE,
         value,
     )
     return None

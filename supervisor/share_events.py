@@ -23,6 +23,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.supervisor import codes
 from primacy.supervisor.group_control import PAUSED_FILE_NAME
 from primacy.supervisor.registry import NODES_DIR_NAME
 from primacy.supervisor.share_files import read_json
@@ -106,7 +107,11 @@ class ShareWatcher:
         try:
             self._observer.start()
         except OSError as exc:  # inotify limits, or a filesystem without events
-            log.warning("PRIMACY-1011 share events unavailable (%s); slaves rely on polling", exc)
+            log.warning(
+                "%s share events unavailable (%s); slaves rely on polling",
+                codes.SHARE_EVENTS_UNAVAILABLE,
+                exc,
+            )
 
     def stop(self) -> None:
         if self._observer.is_alive():

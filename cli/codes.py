@@ -1,0 +1,36 @@
+"""Stable message codes the command line prints (PRIMACY-2xxx); never renumber them.
+
+One declaration per code: the constant, and its meaning in ``TITLES`` (the
+operator guide's table repeats it, ``tests/test_message_codes.py`` checks both).
+"""
+
+from __future__ import annotations
+
+LAYER = "command line"
+NUMBERS = range(2000, 3000)
+"""Where a new command-line code takes its number; 2006 is the node's (an edited config
+file rejected, ``supervisor/codes.py``)."""
+
+BAD_USAGE = "PRIMACY-2001"
+SHARE_UNUSABLE = "PRIMACY-2002"
+CANNOT_LISTEN = "PRIMACY-2003"
+STATUS_UNREADABLE = "PRIMACY-2004"
+TOKEN_FILE_REFUSED = "PRIMACY-2005"
+ADMIN_COMMAND_FAILED = "PRIMACY-2007"
+REPLAY_NEEDS_SPARK = "PRIMACY-2701"
+REPLAY_NEEDS_JAVA = "PRIMACY-2702"
+REPLAY_BAD_ARGUMENT = "PRIMACY-2703"
+
+TITLES = {
+    BAD_USAGE: "bad command line or configuration (exit 2)",
+    SHARE_UNUSABLE: (
+        "the share is unusable: missing, not a directory, not writable, or its locks do not exclude"
+    ),
+    CANNOT_LISTEN: "the HTTP address cannot be listened on (exit 4)",
+    STATUS_UNREADABLE: "`primacy status` cannot read the node or the share",
+    TOKEN_FILE_REFUSED: "the admin token file is refused (exit 2)",
+    ADMIN_COMMAND_FAILED: "an admin command failed (switchover, pause, resume)",
+    REPLAY_NEEDS_SPARK: "the replay needs the spark extra (exit 1)",
+    REPLAY_NEEDS_JAVA: "the replay needs Java 17 (exit 1)",
+    REPLAY_BAD_ARGUMENT: "a replay argument is invalid (exit 2); Spark did not start",
+}
