@@ -66,14 +66,6 @@ class Notifier:
         self._last_watchdog_s: float | None = None
         self._socket: socket.socket | None = None
 
-    @property
-    def enabled(self) -> bool:
-        return self._address is not None
-
-    @property
-    def watchdog_interval_s(self) -> float | None:
-        return self._watchdog_interval_s
-
     def notify(self, message: str) -> bool:
         """Send one raw message (``KEY=VALUE`` lines); True if it was sent."""
         if self._address is None:
