@@ -21,6 +21,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from primacy.broker.codes import (
+    FRAME_TOO_LARGE,
+    HEADERS_TOO_LARGE,
+    INVALID_UTF8,
+    MALFORMED_FRAME,
+    TOO_MANY_HEADERS,
+)
+
 NUL = b"\x00"
 HEARTBEAT = b"\n"
 
@@ -47,14 +55,6 @@ class StompProtocolError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-# Stable codes for the parser's errors (the broker's own are in broker/codes.py).
-FRAME_TOO_LARGE = "PRIMACY-1501"
-HEADERS_TOO_LARGE = "PRIMACY-1502"
-TOO_MANY_HEADERS = "PRIMACY-1503"
-INVALID_UTF8 = "PRIMACY-1504"
-MALFORMED_FRAME = "PRIMACY-1505"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from primacy.supervisor import roles
+from primacy.supervisor import codes, roles
 from primacy.supervisor.children import ChildProcess
 
 log = logging.getLogger("primacy.children")
@@ -74,7 +74,7 @@ class ChildControl:
                     try:
                         self._child.start(environment)
                     except OSError as exc:  # not found, not executable: an exit like a shell's
-                        log.error("PRIMACY-1105 the child could not start: %s", exc)
+                        log.error("%s the child could not start: %s", codes.CHILD_NOT_STARTED, exc)
                         self._post(roles.ChildExited(127))
                 case _Stop(graceful=graceful, then=then):
                     self._child.stop(graceful=graceful)
@@ -84,5 +84,5 @@ class ChildControl:
                     return
             code = self._child.poll_exit()
             if code is not None:
-                log.warning("PRIMACY-1104 the child exited with code %d", code)
+                log.warning("%s the child exited with code %d", codes.CHILD_EXITED, code)
                 self._post(roles.ChildExited(code))

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from primacy.supervisor import codes
+
 log = logging.getLogger("primacy.node")
 T = TypeVar("T")
 Job = Callable[[], object | None]
@@ -64,7 +66,7 @@ class LockIoWorker:
             try:
                 event = job()
             except Exception as exc:  # garbage on the share, or a bug: the loop must hear of it
-                log.exception("PRIMACY-1099 lock I/O job failed: %s", exc)
+                log.exception("%s lock I/O job failed: %s", codes.LOCK_JOB_FAILED, exc)
                 event = on_error(exc)
             if event is not None:
                 self._post(event)

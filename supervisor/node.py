@@ -25,7 +25,7 @@ from primacy.api.app import create_app
 from primacy.api.metrics import NodeMetrics
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
-from primacy.supervisor import roles, sdnotify
+from primacy.supervisor import codes, roles, sdnotify
 from primacy.supervisor.admin import NodeAdmin
 from primacy.supervisor.children import become_subreaper
 from primacy.supervisor.config import LIVE_KEYS, NodeConfig
@@ -145,7 +145,8 @@ class Node:
         if self._config_watcher is not None:
             self._config_watcher.start()
         log.info(
-            "PRIMACY-1000 node %s starting: share=%s http=%s priority=%s",
+            "%s node %s starting: share=%s http=%s priority=%s",
+            codes.NODE_STARTED,
             self.config.node_id,
             self.config.share,
             self._api.address,
@@ -154,7 +155,9 @@ class Node:
         try:
             self._loop()
         except Exception:
-            log.exception("PRIMACY-1098 node %s: the role loop failed", self.config.node_id)
+            log.exception(
+                "%s node %s: the role loop failed", codes.ROLE_LOOP_FAILED, self.config.node_id
+            )
             self._exit_code = 1
         finally:
             self._shutdown()
@@ -172,7 +175,8 @@ class Node:
         """A thread of ours died: log it, and stop the node rather than run on without it."""
         name = args.thread.name if args.thread is not None else "?"
         log.error(
-            "PRIMACY-1097 node %s: thread %s died: %r",
+            "%s node %s: thread %s died: %r",
+            codes.THREAD_DIED,
             self.config.node_id,
             name,
             args.exc_value,
@@ -293,7 +297,10 @@ class Node:
                 io.submit(lambda: jobs.revalidate(started_at), _lease_lost("the lease check"))
             case roles.StartServing(epoch=epoch):
                 log.info(
-                    "PRIMACY-1005 node %s serving as master, epoch %d", self.config.node_id, epoch
+                    "%s node %s serving as master, epoch %d",
+                    codes.SERVING,
+                    self.config.node_id,
+                    epoch,
                 )
                 failure = self._serving.start(epoch, self._state.store)
                 if failure is not None:
@@ -316,7 +323,7 @@ class Node:
     def _stop_serving(self, graceful: bool, reason: str) -> None:
         """Close every connection at once; the child's tree dies before the lock is let go."""
         level = logging.INFO if graceful else logging.ERROR
-        code = "PRIMACY-1006" if graceful else "PRIMACY-1003"
+        code = codes.SERVING_STOPPED if graceful else codes.LEASE_LOST
         log.log(level, "%s node %s stops serving: %s", code, self.config.node_id, reason)
         store, self._state.store = self._state.store, None
         jobs, registry = self._jobs, self._registry
@@ -347,7 +354,8 @@ class Node:
             self._snapshot = self._build_snapshot()
         self._role_changed = True
         log.info(
-            "PRIMACY-1001 node %s role %s -> %s epoch=%s: %s",
+            "%s node %s role %s -> %s epoch=%s: %s",
+            codes.ROLE_CHANGED,
             self.config.node_id,
             change.old,
             change.new,
@@ -363,7 +371,8 @@ class Node:
         if read.paused != self._state.paused:
             self._state.paused = read.paused
             log.info(
-                "PRIMACY-1024 node %s sees the group %s",
+                "%s node %s sees the group %s",
+                codes.GROUP_PAUSE_SEEN,
                 self.config.node_id,
                 "paused" if read.paused else "resumed",
             )
@@ -378,8 +387,8 @@ class Node:
         changed = {k for k in type(old).model_fields if getattr(old, k) != getattr(new, k)}
         for key in sorted(changed - LIVE_KEYS):
             log.warning(
-                "PRIMACY-1013 node %s: %s changed in the config file; it takes effect "
-                "after a restart",
+                "%s node %s: %s changed in the config file; it takes effect after a restart",
+                codes.RESTART_NEEDED,
                 self.config.node_id,
                 key,
             )
@@ -392,7 +401,8 @@ class Node:
         # would pair one share's lease with another's journal.
         self.config = old.model_copy(update={key: getattr(new, key) for key in changed & LIVE_KEYS})
         log.info(
-            "PRIMACY-1016 node %s applied the edited config: %s",
+            "%s node %s applied the edited config: %s",
+            codes.CONFIG_APPLIED,
             self.config.node_id,
             ", ".join(sorted(changed & LIVE_KEYS)) or "nothing live changed",
         )
@@ -416,14 +426,17 @@ class Node:
 
     def _shutdown(self) -> None:
         if not self._serving.close(timeout_s=_CLOSE_TIMEOUT_S * 6):
-            log.error("PRIMACY-1103 node %s: the child did not stop", self.config.node_id)
+            log.error(
+                "%s node %s: the child did not stop", codes.CHILD_NOT_KILLED, self.config.node_id
+            )
         store, self._state.store = self._state.store, None
         jobs = self._jobs
         self._io.submit(lambda: jobs.release(store, True, "stopping"))
         released = self._io.close(timeout_s=_CLOSE_TIMEOUT_S)
         if not released:
             log.error(
-                "PRIMACY-1009 node %s: the share did not answer while releasing the lock",
+                "%s node %s: the share did not answer while releasing the lock",
+                codes.RELEASE_UNANSWERED,
                 self.config.node_id,
             )
         if self._config_watcher is not None:
@@ -434,7 +447,7 @@ class Node:
         self._watcher.stop()  # last: joining the observer takes a while and wakes no one
         self._api.stop()
         self._notifier.close()
-        log.info("PRIMACY-1010 node %s stopped", self.config.node_id)
+        log.info("%s node %s stopped", codes.NODE_STOPPED, self.config.node_id)
 
 
 def _lease_lost(what: str) -> Callable[[BaseException], roles.LeaseLost]:

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from primacy.api.snapshot import StatusSnapshot
-from primacy.supervisor import group_control
+from primacy.supervisor import codes, group_control
 from primacy.supervisor.node_events import RegistryRead
 from primacy.supervisor.registry import NodeEntry, NodeRegistry
 from primacy.supervisor.roles import Priority, Role
@@ -100,7 +100,10 @@ class RegistryLoop:
             paused = group_control.is_paused(self._registry.directory.parent)
         except OSError as exc:
             log.warning(
-                "PRIMACY-1008 node %s cannot refresh the node registry: %s", self._node_id, exc
+                "%s node %s cannot refresh the node registry: %s",
+                codes.REGISTRY_NOT_REFRESHED,
+                self._node_id,
+                exc,
             )
             return
         now = time.time()

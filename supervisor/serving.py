@@ -15,7 +15,7 @@ from typing import Any
 
 from primacy.broker.service import BrokerService
 from primacy.store.journal import JournalStore
-from primacy.supervisor import roles
+from primacy.supervisor import codes, roles
 from primacy.supervisor.child_control import ChildControl
 from primacy.supervisor.children import ChildProcess
 from primacy.supervisor.config import NodeConfig, parse_host_port
@@ -58,7 +58,8 @@ class Serving:
                 service.start()
             except OSError as exc:
                 log.error(
-                    "PRIMACY-1015 node %s cannot listen for STOMP on %s (%s); stepping down",
+                    "%s node %s cannot listen for STOMP on %s (%s); stepping down",
+                    codes.SERVING_NOT_STARTED,
                     self._config.node_id,
                     stomp,
                     exc,

@@ -21,7 +21,7 @@ from typing import Any
 from primacy.locker.lease import Lease, LeaseLost
 from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.journal import JournalStore
-from primacy.supervisor import group_control, roles
+from primacy.supervisor import codes, group_control, roles
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.node_events import EpochTaken, JournalReady, LeaseConfirmed, LockAttempted
 
@@ -47,7 +47,9 @@ class ShareJobs:
         try:
             acquired = self.lease.try_acquire() and not self._switchover_holds_us_back()
         except OSError as exc:
-            log.warning("PRIMACY-1007 node %s cannot try the lock: %s", self.node_id, exc)
+            log.warning(
+                "%s node %s cannot try the lock: %s", codes.LOCK_ATTEMPT_FAILED, self.node_id, exc
+            )
             return LockAttempted(False, self._holder(), error=str(exc))
         return LockAttempted(acquired, self._holder())
 
@@ -94,7 +96,7 @@ class ShareJobs:
             if isinstance(record.get(KEEP_ALIVE_TERM), int | float)
             and not isinstance(record.get(KEEP_ALIVE_TERM), bool)
         ]
-        log.info("PRIMACY-1002 node %s claimed epoch %d", self.node_id, epoch)
+        log.info("%s node %s claimed epoch %d", codes.EPOCH_CLAIMED, self.node_id, epoch)
         group_control.clear_switchover(self.share)
         return EpochTaken(
             epoch,
@@ -176,10 +178,11 @@ class ShareJobs:
         if graceful and self.lease.held:
             try:
                 self.lease.release()
-                log.info("PRIMACY-1004 node %s released the lock", self.node_id)
+                log.info("%s node %s released the lock", codes.LOCK_RELEASED, self.node_id)
             except OSError as exc:
                 log.warning(
-                    "PRIMACY-1009 node %s could not mark the lock released (%s); dropping it",
+                    "%s node %s could not mark the lock released (%s); dropping it",
+                    codes.RELEASE_UNANSWERED,
                     self.node_id,
                     exc,
                 )
@@ -214,9 +217,20 @@ def append_role_change(store: JournalStore, node_id: str, old: str, new: str, re
     try:
         store.append_control(event).add_done_callback(_log_control_failure)
     except JournalError as exc:
-        log.warning("PRIMACY-1012 node %s could not journal %s -> %s: %s", node_id, old, new, exc)
+        log.warning(
+            "%s node %s could not journal %s -> %s: %s",
+            codes.ROLE_CHANGE_NOT_JOURNALED,
+            node_id,
+            old,
+            new,
+            exc,
+        )
 
 
 def _log_control_failure(future: Future[int]) -> None:
     if future.exception() is not None:
-        log.warning("PRIMACY-1012 a role change was not journaled: %s", future.exception())
+        log.warning(
+            "%s a role change was not journaled: %s",
+            codes.ROLE_CHANGE_NOT_JOURNALED,
+            future.exception(),
+        )
