@@ -12,11 +12,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from primacy.broker.frames import Frame
 from primacy.client.errors import BrokerRefused, ConnectionLost
 from primacy.client.failover import Failover
 from primacy.client.producer import TRANSIENT_ERROR_CODES
 from primacy.client.url import FailoverUrl
-from primacy.client.wire import Frame, StompSocket
+from primacy.client.wire import StompSocket
 
 SUBSCRIPTION_ID = "primacy-consumer"
 
@@ -61,12 +62,12 @@ class Consumer:
             if frame.command == "MESSAGE":
                 self.received += 1
                 return Message(
-                    frame.headers.get("message-id", ""),
-                    frame.headers.get("destination", self.destination),
-                    frame.headers,
+                    frame.get("message-id") or "",
+                    frame.get("destination") or self.destination,
+                    frame.header_dict(),
                     frame.body,
-                    frame.headers.get("redelivered") == "true",
-                    frame.headers.get("ack"),
+                    frame.get("redelivered") == "true",
+                    frame.get("ack"),
                     self.failover.generation,
                 )
 
@@ -85,7 +86,7 @@ class Consumer:
                 frame = connection.read(self.receipt_timeout_s)
                 if frame is None:
                     raise ConnectionLost(f"no receipt for an ACK within {self.receipt_timeout_s} s")
-                if frame.command == "RECEIPT" and frame.headers.get("receipt-id") == receipt:
+                if frame.command == "RECEIPT" and frame.get("receipt-id") == receipt:
                     return True
                 self._check(frame)
                 self._frames.append(frame)
@@ -124,7 +125,7 @@ class Consumer:
     def _check(self, frame: Frame) -> None:
         if frame.command != "ERROR":
             return
-        message = frame.headers.get("message", "")
+        message = frame.get("message") or ""
         detail = frame.body.decode(errors="replace").strip() or message
         if message.startswith(TRANSIENT_ERROR_CODES):
             raise ConnectionLost(f"ERROR: {detail}")

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from primacy.broker import codes as broker_codes
+from primacy.broker.frames import Frame
 from primacy.client.errors import BrokerRefused, ConnectionLost
 from primacy.client.failover import Failover
 from primacy.client.url import FailoverUrl
-from primacy.client.wire import Frame, StompSocket
+from primacy.client.wire import StompSocket, client_frame
 
 # ERROR codes of a primacy broker that mean "this broker is going away": fail over.
 TRANSIENT_ERROR_CODES = (
@@ -32,10 +33,8 @@ TRANSIENT_ERROR_CODES = (
 @dataclass(frozen=True)
 class PendingSend:
     receipt: str
-    destination: str
     message_id: str
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
+    frame: bytes  # the SEND frame, encoded once, written again after every failover
 
 
 class Producer:
@@ -68,13 +67,20 @@ class Producer:
     ) -> str:
         """Send one message; returns its message id. Blocks while the window is full."""
         number = next(self._numbers)
-        pending = PendingSend(
-            f"{self.client_id}-r{number}",
-            destination,
-            message_id or f"{self.client_id}-{number}",
-            tuple((headers or {}).items()),
+        receipt = f"{self.client_id}-r{number}"
+        message_id = message_id or f"{self.client_id}-{number}"
+        frame = client_frame(
+            "SEND",
+            {
+                **(headers or {}),
+                "destination": destination,
+                "message-id": message_id,
+                "receipt": receipt,
+                "persistent": "true",
+            },
             body,
-        )
+        )  # before the send is counted: a ValueError (a control character) leaves no trace
+        pending = PendingSend(receipt, message_id, frame)
         self.unreceipted[pending.receipt] = pending
         self.sent += 1
         generation = self.failover.generation
@@ -97,16 +103,7 @@ class Producer:
         self.failover.close()
 
     def _write(self, connection: StompSocket, pending: PendingSend) -> None:
-        headers = dict(pending.headers)
-        headers.update(
-            {
-                "destination": pending.destination,
-                "message-id": pending.message_id,
-                "receipt": pending.receipt,
-                "persistent": "true",
-            }
-        )
-        connection.send("SEND", headers, pending.body)
+        connection.send_bytes(pending.frame)
 
     def _resend_all(self, connection: StompSocket) -> None:
         # On the first connection this writes the send that opened it: not a resend.
@@ -126,17 +123,17 @@ class Producer:
         if frame is None:
             self.failover.lost(f"no receipt within {self.receipt_timeout_s} s")
         elif frame.command == "RECEIPT":
-            if self.unreceipted.pop(frame.headers.get("receipt-id", ""), None) is not None:
+            if self.unreceipted.pop(frame.get("receipt-id") or "", None) is not None:
                 self.receipted += 1
         elif frame.command == "ERROR":
             self._on_error(frame)
 
     def _on_error(self, frame: Frame) -> None:
-        message = frame.headers.get("message", "")
+        message = frame.get("message") or ""
         detail = frame.body.decode(errors="replace").strip() or message
         self.failover.lost(f"ERROR: {detail}")  # an ERROR always ends the connection
         if message.startswith(TRANSIENT_ERROR_CODES):
             return
-        refused = self.unreceipted.pop(frame.headers.get("receipt-id", ""), None)
+        refused = self.unreceipted.pop(frame.get("receipt-id") or "", None)
         what = f"message {refused.message_id!r}" if refused else "a send"
         raise BrokerRefused(f"the broker refused {what}: {detail}")

@@ -1,109 +1,36 @@
-"""The client's own small STOMP 1.2 codec and one blocking connection over a socket.
+"""One blocking STOMP connection over a socket, speaking the project's one codec.
 
-``client/`` imports nothing else of primacy, so it does not share the
-broker's codec; this one only needs to write client frames and read what a
-broker sends. The tests check each codec against the other.
+The frames go through ``broker/frames.py``, the codec the broker parses with
+(sans-I/O, so it imports nothing of the broker's I/O); what is the client's
+own is the socket: the handshake, timeouts and the broker's heart-beats.
 """
 
 from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
 
+from primacy.broker.frames import Frame, FrameLimits, FrameParser, StompProtocolError, encode
 from primacy.client.errors import PROTOCOL, ClientError, ConnectionLost
 
-_ESCAPE = str.maketrans({"\\": "\\\\", "\r": "\\r", "\n": "\\n", ":": "\\c"})
-_UNESCAPE = {"\\": "\\", "r": "\r", "n": "\n", "c": ":"}
-_MAX_FRAME_BYTES = 64 * 1024 * 1024
+# What the client accepts from a broker: larger than any frame the broker accepts, so a
+# message a broker stored is always readable, yet bounded against a broker gone wrong.
+BROKER_FRAME_LIMITS = FrameLimits(
+    max_frame_bytes=64 * 1024 * 1024, max_header_bytes=1024 * 1024, max_headers=1024
+)
 _READ_BYTES = 65536
 
 
-@dataclass(frozen=True)
-class Frame:
-    command: str
-    headers: dict[str, str]
-    body: bytes = b""
+def client_frame(command: str, headers: Mapping[str, str], body: bytes = b"") -> bytes:
+    """The wire bytes of a client frame (STOMP 1.2; CONNECT headers are not escaped).
 
-
-def encode(command: str, headers: dict[str, str], body: bytes = b"") -> bytes:
-    """A client frame; CONNECT headers are not escaped (STOMP 1.2), every other frame's are."""
-    escape = command != "CONNECT"
-    lines = [command]
-    for key, value in headers.items():
-        lines.append(
-            f"{key.translate(_ESCAPE)}:{value.translate(_ESCAPE)}" if escape else f"{key}:{value}"
-        )
+    Raises ValueError for headers the broker would refuse (a NUL or control character).
+    """
+    pairs = dict(headers)
     if body:
-        lines.append(f"content-length:{len(body)}")
-    return ("\n".join(lines) + "\n\n").encode() + body + b"\x00"
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    out, chars = [], iter(text)
-    for char in chars:
-        if char == "\\":
-            escaped = next(chars, "")
-            if escaped not in _UNESCAPE:
-                raise ClientError(PROTOCOL, f"undefined escape '\\{escaped}' from the broker")
-            char = _UNESCAPE[escaped]
-        out.append(char)
-    return "".join(out)
-
-
-class FrameReader:
-    """Incremental parser for frames a broker sends (heart-beat EOLs are skipped)."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-
-    def feed(self, data: bytes) -> list[Frame]:
-        self._buffer += data
-        frames = []
-        while (frame := self._next()) is not None:
-            frames.append(frame)
-        if len(self._buffer) > _MAX_FRAME_BYTES:
-            raise ClientError(PROTOCOL, "the broker sent a frame larger than 64 MiB")
-        return frames
-
-    def _next(self) -> Frame | None:
-        buffer = self._buffer
-        start = 0
-        while start < len(buffer) and buffer[start] in b"\r\n":
-            start += 1
-        del buffer[:start]
-        end = buffer.find(b"\n\n")
-        crlf = buffer.find(b"\n\r\n")
-        if crlf >= 0 and (end < 0 or crlf < end):
-            head_end, body_start = crlf, crlf + 3
-        elif end >= 0:
-            head_end, body_start = end, end + 2
-        else:
-            return None
-        try:
-            lines = [line.rstrip("\r") for line in buffer[:head_end].decode().split("\n")]
-        except UnicodeDecodeError:
-            raise ClientError(PROTOCOL, "the broker sent headers that are not UTF-8") from None
-        command, headers = lines[0], dict[str, str]()
-        for line in lines[1:]:
-            key, _, value = line.partition(":")
-            if command != "CONNECTED":
-                key, value = _unescape(key), _unescape(value)
-            headers.setdefault(key, value)
-        length = headers.get("content-length")
-        if length is not None:
-            body_end = body_start + int(length)
-            if len(buffer) <= body_end:
-                return None
-        else:
-            body_end = buffer.find(b"\x00", body_start)
-            if body_end < 0:
-                return None
-        frame = Frame(command, headers, bytes(buffer[body_start:body_end]))
-        del buffer[: body_end + 1]
-        return frame
+        pairs["content-length"] = str(len(body))
+    return encode(Frame.make(command, pairs, body))
 
 
 class StompSocket:
@@ -111,7 +38,7 @@ class StompSocket:
 
     def __init__(self, sock: socket.socket, heart_beat_ms: int) -> None:
         self.sock = sock
-        self.reader = FrameReader()
+        self.parser = FrameParser(BROKER_FRAME_LIMITS)
         self.heart_beat_ms = heart_beat_ms  # the broker's promised interval, 0 if none
         self._frames: list[Frame] = []
 
@@ -133,18 +60,24 @@ class StompSocket:
             )
             reply = connection.read(connect_timeout_s)
             if reply is None or reply.command != "CONNECTED":
-                detail = reply.headers.get("message", reply.command) if reply else "no answer"
+                detail = reply.get("message", reply.command) if reply else "no answer"
                 raise ConnectionLost(f"{host}:{port} did not accept the connection: {detail}")
-            offered = reply.headers.get("heart-beat", "0,0").split(",")[0]
+            offered = (reply.get("heart-beat") or "0,0").partition(",")[0]
+            if not offered.isascii() or not offered.isdigit():
+                raise ClientError(PROTOCOL, f"the broker offered heart-beat {offered[:32]!r}")
             connection.heart_beat_ms = max(int(offered), heart_beat_ms) if int(offered) else 0
         except BaseException:
             connection.close()
             raise
         return connection
 
-    def send(self, command: str, headers: dict[str, str], body: bytes = b"") -> None:
+    def send(self, command: str, headers: Mapping[str, str], body: bytes = b"") -> None:
+        self.send_bytes(client_frame(command, headers, body))
+
+    def send_bytes(self, data: bytes) -> None:
+        """Write frames already encoded (a producer encodes a message once, however often sent)."""
         try:
-            self.sock.sendall(encode(command, headers, body))
+            self.sock.sendall(data)
         except OSError as error:
             raise ConnectionLost(f"sending failed: {error}") from error
 
@@ -172,7 +105,10 @@ class StompSocket:
                 raise ConnectionLost(f"reading failed: {error}") from error
             if not data:
                 raise ConnectionLost("the broker closed the connection")
-            self._frames += self.reader.feed(data)
+            try:
+                self._frames += self.parser.feed(data)
+            except StompProtocolError as error:
+                raise ClientError(PROTOCOL, f"the broker sent a bad frame: {error}") from None
         return self._frames.pop(0)
 
     def close(self) -> None:

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from primacy.broker.frames import Frame as BrokerFrame
-from primacy.broker.frames import FrameParser, encode
+from primacy.broker.frames import FrameParser
 from primacy.cli.localgroup import free_port
 from primacy.client import wire
 from primacy.client.consumer import Consumer
@@ -27,28 +26,29 @@ header_text = st.text(_chars, max_size=20).filter(lambda t: t != "content-length
     st.dictionaries(header_text, st.text(_chars, max_size=20), max_size=5),
     st.binary(max_size=100),
 )
-def test_the_clients_frames_parse_with_the_brokers_codec(
+def test_the_clients_frames_parse_as_the_broker_reads_them(
     command: str, headers: dict[str, str], body: bytes
 ) -> None:
-    [frame] = FrameParser().feed(wire.encode(command, headers, body))
+    [frame] = FrameParser().feed(wire.client_frame(command, headers, body))
     expected = dict(headers)
     if body:
         expected["content-length"] = str(len(body))
     assert (frame.command, frame.header_dict(), frame.body) == (command, expected, body)
 
 
-@given(
-    st.sampled_from(["MESSAGE", "RECEIPT", "ERROR"]),
-    st.dictionaries(header_text, st.text(_chars, max_size=20), max_size=5),
-    st.binary(max_size=100),
-)
-def test_the_brokers_frames_parse_with_the_clients_codec(
-    command: str, headers: dict[str, str], body: bytes
+def test_a_header_the_broker_would_refuse_fails_the_send_and_leaves_nothing_pending(
+    masters: Masters,
 ) -> None:
-    pairs = {**headers, "content-length": str(len(body))}
-    data = b"\n" + encode(BrokerFrame.make(command, pairs, body)) + b"\r\n"
-    [frame] = wire.FrameReader().feed(data)
-    assert (frame.command, frame.headers, frame.body) == (command, pairs, body)
+    master = masters.start()
+    producer = Producer(url_of(master.address[1]))
+    try:
+        with pytest.raises(ValueError, match="control character"):
+            producer.send("/queue/a", b"x", {"trace": "a\x00b"})
+        assert (producer.sent, len(producer.unreceipted)) == (0, 0)
+        message_id = producer.send("/queue/a", b"y")
+        assert stored_send_ids(masters.share) == [message_id]
+    finally:
+        producer.close()
 
 
 def url_of(*ports: int) -> str:
