@@ -20,7 +20,6 @@ from typing import Protocol
 
 from primacy.broker import codes
 from primacy.broker.config import BrokerConfig
-from primacy.broker.dedupe import DedupeWindow, MessageKey
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
@@ -99,21 +98,15 @@ class Broker:
         self.failure: str | None = None
         self.on_fatal: Callable[[str], None] | None = None
         self.on_stop_listening: Callable[[], None] | None = None
-        self._in_flight_sends: dict[MessageKey, asyncio.Future[int]] = {}
-        # Every (destination, id) whose SEND was submitted and whose ACK was not: a resend of
-        # one is dropped even after it left the dedupe window, as the journal's state does
-        # (``JournalState.is_duplicate``), so both agree on what is stored.
-        self._pending_keys: set[MessageKey] = set()
+        # (destination, message id) of each SEND not yet durable: a resend of one is receipted
+        # when the first copy is. Which resends to drop is the journal's one window's call.
+        self._in_flight_sends: dict[tuple[str, str], asyncio.Future[int]] = {}
         self._dispatch_due: set[str] = set()
         self._generated_ids = itertools.count(1)
         state = store.recovery.state
-        self.dedupe = DedupeWindow.recovered(
-            store.config.dedupe_window_messages, state.seen_messages
-        )
         # A failover may have delivered these already: consumers see them as redelivered.
         for messages in state.pending.values():
             for pending in messages.values():
-                self._pending_keys.add((pending.destination, pending.message_id))
                 self.book.add(
                     QueuedMessage(
                         pending.sequence,
@@ -158,7 +151,7 @@ class Broker:
         """Journal a SEND (or recognise a resend); the future completes when it may be receipted."""
         self._require_running()
         key = (destination, message_id)
-        if key in self.dedupe or key in self._pending_keys:
+        if self.store.is_duplicate(destination, message_id):
             self.counters.duplicates_dropped += 1
             original = self._in_flight_sends.get(key)
             if original is not None:
@@ -175,8 +168,6 @@ class Broker:
             self.fail(f"{type(error).__name__}: {error}")
             raise BrokerFailed(str(error)) from None
         written = self._watch(submitted)
-        self.dedupe.add(key)
-        self._pending_keys.add(key)
         message = QueuedMessage(
             next(self._order), destination, message_id, tuple(headers.items()), body
         )
@@ -204,7 +195,6 @@ class Broker:
             except JournalError as error:
                 self.fail(f"{type(error).__name__}: {error}")
                 raise BrokerFailed(str(error)) from None
-            self._pending_keys.discard((message.destination, message.message_id))
             written = self._watch(submitted)
             written.add_done_callback(self._count_ack)
             futures.append(written)

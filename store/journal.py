@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -66,9 +67,15 @@ class JournalStore:
         self.config = config
         self.epoch = epoch
         self.recovery = recovery
+        # The one dedupe window and pending set of this master. Changed only by the writer
+        # thread (as batches commit), read by others (``is_duplicate``, ``stats``) under the
+        # lock; a copy, so ``recovery.state`` stays what was recovered.
         self._state = JournalState.from_json(
             recovery.state.to_json(), config.dedupe_window_messages
-        )  # the writer's own copy, so ``recovery.state`` stays what was recovered
+        )
+        self._state_lock = threading.Lock()
+        # SENDs submitted and not yet in ``_state``: a resend of one is a duplicate too.
+        self._unapplied_sends: set[tuple[str, str]] = set()
         self._positions: dict[str, SegmentPosition] = {
             name: SegmentPosition(name, end, complete=True)
             for name, end in recovery.valid_ends.items()
@@ -138,6 +145,18 @@ class JournalStore:
 
     # ------------------------------------------------------------ appending
 
+    def is_duplicate(self, destination: str, message_id: str) -> bool:
+        """Would a SEND of this id to this destination be a resend the journal drops?
+
+        True while the pair is in the dedupe window, its first copy is pending (not
+        acknowledged), or that copy was submitted and is not yet committed: exactly what
+        a master recovering this journal would decide, so resends are dropped alike
+        before and after a failover.
+        """
+        key = (destination, message_id)
+        with self._state_lock:
+            return key in self._unapplied_sends or self._state.is_duplicate(*key)
+
     def append_send(
         self,
         destination: str,
@@ -145,7 +164,11 @@ class JournalStore:
         payload: bytes,
         headers: dict[str, str] | None = None,
     ) -> Future[int]:
-        """Journal a message; the future gives its sequence once acknowledged per sync policy."""
+        """Journal a message; the future gives its sequence once acknowledged per sync policy.
+
+        The caller drops resends first (``is_duplicate``); a duplicate submitted anyway
+        is written but not counted again (the first copy wins, as in recovery).
+        """
         record = fmt.EncodedRecord(
             fmt.RecordType.SEND,
             time.time_ns(),
@@ -161,7 +184,11 @@ class JournalStore:
             )
             messages.log(logging.WARNING, messages.MESSAGE_TOO_LARGE, detail)
             raise MessageTooLarge(messages.text(messages.MESSAGE_TOO_LARGE, detail))
-        return self._require_writer().submit(record, destination, message_id)
+        with self._state_lock:
+            # Under the lock, so no commit can apply it between the submit and the add.
+            submitted = self._require_writer().submit(record, destination, message_id)
+            self._unapplied_sends.add((destination, message_id))
+        return submitted
 
     def append_ack(self, destination: str, message_id: str) -> Future[int]:
         """Journal that a consumer acknowledged the message: it is no longer pending."""
@@ -222,11 +249,13 @@ class JournalStore:
     def stats(self) -> StoreStats:
         writer = self._writer
         report = self.recovery.report
+        with self._state_lock:
+            last_sequence, pending = self._state.last_sequence, self._state.pending_count()
         return StoreStats(
             epoch=self.epoch,
             sync_policy=self.config.sync_policy,
-            last_sequence=self._state.last_sequence,
-            pending_messages=self._state.pending_count(),
+            last_sequence=last_sequence,
+            pending_messages=pending,
             batches_written=writer.batches_written if writer else 0,
             records_written=writer.records_written if writer else 0,
             bytes_written=writer.bytes_written if writer else 0,
@@ -260,15 +289,19 @@ class JournalStore:
     ) -> None:
         if self.commit_observer is not None:
             self.commit_observer(len(batch), length, commit_s)
-        for queued in batch:
-            self._state.apply(
-                queued.record.record_type,
-                queued.sequence,
-                queued.destination,
-                queued.message_id,
-                segment,
-                offset,
-            )
+        with self._state_lock:
+            for queued in batch:
+                record_type = queued.record.record_type
+                self._state.apply(
+                    record_type,
+                    queued.sequence,
+                    queued.destination,
+                    queued.message_id,
+                    segment,
+                    offset,
+                )
+                if record_type is fmt.RecordType.SEND:
+                    self._unapplied_sends.discard((queued.destination, queued.message_id))
         self._positions[segment] = SegmentPosition(segment, offset + length, complete=False)
         for name, end in self._segment.sealed.items():
             self._positions[name] = SegmentPosition(name, end, complete=True)

@@ -9,6 +9,7 @@ retention could never remove it (found while exposing the window as a setting).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from primacy.store.config import StoreConfig
@@ -88,3 +89,34 @@ def test_the_journal_keeps_the_first_copy_of_a_pending_id(tmp_path: Path) -> Non
     assert sorted(state.pending["/queue/a"]) == ["m1", "m2", "m3"]
     assert sum(state.pending_by_segment.values()) == 3
     assert first < state.pending["/queue/a"]["m1"].sequence
+
+
+def test_a_send_submitted_and_not_yet_committed_is_already_a_duplicate(tmp_path: Path) -> None:
+    # The broker asks the journal before it submits; the journal's window counts a SEND
+    # only once its batch commits, so the sends in between must count too, or a resend
+    # arriving then would be stored twice. The commit is held in its fencing check.
+    checking, go_on = threading.Event(), threading.Event()
+    hold = False
+
+    def fencing_check() -> None:
+        if hold:
+            checking.set()
+            assert go_on.wait(10)
+
+    config = StoreConfig(share=tmp_path, node_id="n", dedupe_window_messages=WINDOW)
+    store = JournalStore.open(config, epoch=1, fencing_check=fencing_check)
+    try:
+        assert not store.is_duplicate("/queue/a", "m1")
+        hold = True
+        written = store.append_send("/queue/a", "m1", b"x")
+        assert checking.wait(10), "the batch never reached its fencing check"
+        assert not written.done() and store.stats().pending_messages == 0
+        assert store.is_duplicate("/queue/a", "m1")
+        assert not store.is_duplicate("/queue/b", "m1")  # ids are per destination
+        go_on.set()
+        written.result(10)
+        assert store.is_duplicate("/queue/a", "m1")
+        assert store.stats().pending_messages == 1
+    finally:
+        go_on.set()
+        store.close()
