@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from primacy.broker import codes
+from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.store import format as fmt
@@ -104,18 +105,22 @@ class Broker:
         self._dispatch_due: set[str] = set()
         self._generated_ids = itertools.count(1)
         state = store.recovery.state
+        self.bodies = BodyLoader(store, loop, self.schedule_dispatch)
         # A failover may have delivered these already: consumers see them as redelivered.
-        for messages in state.pending.values():
-            for pending in messages.values():
-                self.book.add(
-                    QueuedMessage(
-                        pending.sequence,
-                        pending.destination,
-                        pending.message_id,
-                        journal_location=pending,
-                        redelivered=True,
-                    )
-                )
+        recovered = [
+            QueuedMessage(
+                pending.sequence,
+                pending.destination,
+                pending.message_id,
+                journal_location=pending,
+                redelivered=True,
+            )
+            for messages in state.pending.values()
+            for pending in messages.values()
+        ]
+        for message in recovered:
+            self.book.add(message)
+        self.bodies.recovered(recovered)
         self._order = itertools.count(state.last_sequence + 1)
 
     # ---- sending -------------------------------------------------------------
@@ -235,9 +240,10 @@ class Broker:
         if self.failure is not None:
             return
         for destination in due:
-            deliveries = self.book.deliveries(destination, _owner_writable)
+            has_body = self.bodies.has_body
+            deliveries = self.book.deliveries(destination, _owner_writable, has_body)
             for subscription, message, ack_id in deliveries:
-                loaded = self._load(message)
+                loaded = self.bodies.take(message)
                 if loaded is None:
                     if subscription.ack_mode is AckMode.AUTO:
                         subscription.auto_acks_in_flight -= 1
@@ -253,6 +259,8 @@ class Broker:
                     self.counters.redeliveries += 1
                 if subscription.ack_mode is AckMode.AUTO:
                     self._auto_ack(subscription, loaded)
+            if self.book.waits_for(destination, has_body):
+                self.bodies.request(destination)  # dispatched again once the bodies are in
 
     def _journal_delivery(self, message: QueuedMessage) -> None:
         """A DELIVER record for the replay; nobody waits for it, a failure stops the broker."""
@@ -278,32 +286,6 @@ class Broker:
             self.settle([message])[0].add_done_callback(done)
         except BrokerFailed:
             return
-
-    def _load(self, message: QueuedMessage) -> QueuedMessage | None:
-        """The message with its body, read from the journal if it was recovered."""
-        if message.body is not None or message.journal_location is None:
-            return message
-        try:
-            record = self.store.read_message(message.journal_location)
-        except (JournalError, OSError) as error:
-            log.error(
-                "%s: message %r of %s cannot be read from the journal (%s); it stays "
-                "pending in the journal and is not delivered by this master",
-                codes.title(codes.UNREADABLE_MESSAGE),
-                message.message_id,
-                message.destination,
-                error,
-            )
-            return None
-        return QueuedMessage(
-            message.order,
-            message.destination,
-            message.message_id,
-            tuple(record.headers.items()),
-            record.payload,
-            message.journal_location,
-            message.redelivered,
-        )
 
     # ---- peers and failure -----------------------------------------------------
 

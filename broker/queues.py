@@ -100,17 +100,22 @@ class QueueBook:
         return returned
 
     def deliveries(
-        self, destination: str, can_send: Callable[[Subscription], bool]
+        self,
+        destination: str,
+        can_send: Callable[[Subscription], bool],
+        can_deliver: Callable[[QueuedMessage], bool],
     ) -> Iterator[tuple[Subscription, QueuedMessage, str]]:
         """Take ready messages round-robin over subscriptions with room; yields (sub, msg, ack id).
 
         ``can_send`` lets the caller skip a subscription whose connection is
-        not writable right now. The caller must deliver each yielded message.
+        not writable right now; ``can_deliver`` stops at a message the caller
+        cannot deliver yet (its body is still being read), keeping queue order.
+        The caller must deliver each yielded message.
         """
         queue = self.queues.get(destination)
         if queue is None:
             return
-        while queue.ready and queue.subscriptions:
+        while queue.ready and queue.subscriptions and can_deliver(queue.ready[0]):
             chosen = self._next_with_room(queue, can_send)
             if chosen is None:
                 return
@@ -154,6 +159,13 @@ class QueueBook:
         for message in returned:
             self.add(replace(message, redelivered=True))
         return returned
+
+    def waits_for(self, destination: str, can_deliver: Callable[[QueuedMessage], bool]) -> bool:
+        """Would a subscriber of ``destination`` get a message once its head can be delivered?"""
+        queue = self.queues.get(destination)
+        return bool(
+            queue and queue.ready and queue.subscriptions and not can_deliver(queue.ready[0])
+        )
 
     def ready_count(self) -> int:
         return sum(len(queue.ready) for queue in self.queues.values())

@@ -145,6 +145,8 @@ class BrokerService:
             loop.run_until_complete(self._serve(loop, listener, ready))
             loop.run_forever()
         finally:
+            if self._broker is not None:
+                self._broker.bodies.close()
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:

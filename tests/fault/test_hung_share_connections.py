@@ -9,6 +9,7 @@ claiming, and its connections are closed within one more keepalive.
 
 from __future__ import annotations
 
+import signal
 import socket
 import time
 
@@ -80,6 +81,51 @@ def test_demotion_on_a_hung_share_closes_every_connection_within_a_keepalive(
         assert latest < 2.5 * KEEP_ALIVE_MS / 1000, f"closed {latest:.2f} s after the hang"
         assert node.status("/master") == 503
         assert node.status("/health") == 200  # the loop itself answers, child or no child
+    finally:
+        for sock in clients:
+            sock.close()
+        host.heal()
+
+
+def _receipted_send(sock: socket.socket, body: str, receipt: str) -> None:
+    sock.sendall(f"SEND\ndestination:/queue/q\nreceipt:{receipt}\n\n{body}\x00".encode())
+    reply = b""
+    while b"\x00" not in reply:
+        reply += sock.recv(4096)
+    assert reply.startswith(b"RECEIPT"), reply
+
+
+def test_demotion_closes_every_connection_while_a_recovered_body_read_hangs(
+    emulated_hosts: EmulatedHosts,
+) -> None:
+    # A new master reads its recovered messages' bodies from the share when a consumer
+    # comes. On a hung share that read hangs; it must hang on the reader thread, not on
+    # the event loop, or the demotion that follows could not close a single connection.
+    (host,) = emulated_hosts(1, lease_s=60.0)
+    port = free_port()
+    args = ("--stomp", f"127.0.0.1:{port}", "--lock-keep-alive-period-ms", str(KEEP_ALIVE_MS))
+    first = emulated_hosts.start_node(host, "n1", *args)
+    wait_until(first.is_master, 30, "the first node to serve")
+    producer = _connect(port)
+    for number in range(3):
+        _receipted_send(producer, f"m{number}", f"r{number}")
+    producer.close()
+    first.signal(signal.SIGTERM)
+    first.process.wait(30)
+
+    second = emulated_hosts.start_node(host, "n2", *args)
+    wait_until(second.is_master, 30, "the second node to serve the recovered messages")
+    clients = [_connect(port) for _ in range(3)]
+    try:
+        host.partition("hang")
+        hung_at = time.monotonic()
+        clients[0].sendall(b"SUBSCRIBE\nid:s\ndestination:/queue/q\n\n\x00")
+        closed = [_closed_at(sock, give_up_s=10 * KEEP_ALIVE_MS / 1000) for sock in clients]
+        assert None not in closed, f"connections left open on a hung share: {closed}"
+        latest = max(c for c in closed if c is not None) - hung_at
+        assert latest < 2.5 * KEEP_ALIVE_MS / 1000, f"closed {latest:.2f} s after the hang"
+        assert second.status("/master") == 503
+        assert second.status("/health") == 200
     finally:
         for sock in clients:
             sock.close()
