@@ -1,11 +1,9 @@
 """One client connection: STOMP frames in, replies out in order, each only once it is durable.
 
-Every journal write a connection causes joins one ordered reply queue; a
-RECEIPT (or an ERROR, or the close after DISCONNECT) waits there until every
-write submitted before it completed. So a RECEIPT always means: this frame
-and everything this connection sent before it is journaled per the sync
-policy and passed the fencing check. If a write fails, nothing behind it is
-ever sent: the broker aborts the connection.
+The frames' effects go to the broker (``core.py``); their replies go through
+the connection's ``ReplyQueue`` (``replies.py``), which holds a RECEIPT until
+every journal write before it completed. Here: the asyncio protocol, one
+handler per client command, transactions, flow control and heart-beats.
 """
 
 from __future__ import annotations
@@ -13,12 +11,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import cast
 
 from primacy.broker import codes
+from primacy.broker.ack_ids import LegacyAckIds
 from primacy.broker.core import Broker, BrokerFailed, Refused, check_destination
 from primacy.broker.frame_rules import (
     error_frame,
@@ -38,6 +35,8 @@ from primacy.broker.frames import (
     encode,
 )
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
+from primacy.broker.replies import ReplyQueue, Writes
+from primacy.broker.transactions import Transactions
 
 log = logging.getLogger("primacy.broker")
 
@@ -48,20 +47,6 @@ _SET_BY_BROKER = frozenset({"subscription", "message-id", "destination", "ack", 
 # does not read is cut off after this long.
 _CLOSE_GRACE_S = 5.0
 _sessions = itertools.count(1)
-
-Writes = list[asyncio.Future[int]]
-
-
-@dataclass
-class _Reply:
-    waits_for: Writes
-    frame: Frame | None
-    then_close: bool = False
-
-
-@dataclass
-class _Transaction:
-    steps: list[Callable[[], Writes]] = field(default_factory=list)
 
 
 class StompConnection(asyncio.Protocol):
@@ -78,11 +63,10 @@ class StompConnection(asyncio.Protocol):
         self.closing = False  # an ERROR or DISCONNECT is queued: later frames are ignored
         self.version = "1.2"  # until CONNECT says otherwise
         self.subscriptions: dict[str, Subscription] = {}
-        # STOMP 1.0/1.1 acknowledge by (subscription, message-id), not by an ack id.
-        self._ack_ids: dict[tuple[str, str], str] = {}
-        self.transactions: dict[str, _Transaction] = {}
+        self._legacy_ack_ids = LegacyAckIds()  # STOMP 1.0/1.1 acknowledge by message id
+        self.transactions = Transactions()
         self._socket_writable = True
-        self._replies: deque[_Reply] = deque()
+        self._replies = ReplyQueue(self._send_frame, self._close_after_reply)
         self._writes_in_flight = 0
         self._reading_paused = False
         self._last_received_s = self._last_sent_s = self.loop.time()
@@ -147,7 +131,9 @@ class StompConnection(asyncio.Protocol):
         if subscription.ack_mode is not AckMode.AUTO:
             headers.append(("ack", ack_id))
             if self.version != "1.2":
-                self._ack_ids[(subscription.subscription_id, message.message_id)] = ack_id
+                self._legacy_ack_ids.remember(
+                    subscription.subscription_id, message.message_id, ack_id
+                )
         if message.redelivered:
             headers.append(("redelivered", "true"))
         headers.append(("content-length", str(len(body))))
@@ -185,11 +171,11 @@ class StompConnection(asyncio.Protocol):
         if frame.command == "DISCONNECT":
             reply = Frame.make("RECEIPT", {"receipt-id": receipt}) if receipt else None
             self.closing = True
-            self._reply_after(writes, reply, then_close=True)
+            self._replies.after(writes, reply, then_close=True)
         elif receipt is not None:
-            self._reply_after(writes, Frame.make("RECEIPT", {"receipt-id": receipt}))
+            self._replies.after(writes, Frame.make("RECEIPT", {"receipt-id": receipt}))
         elif writes:
-            self._reply_after(writes, None)
+            self._replies.after(writes, None)
 
     def _on_connect(self, frame: Frame) -> Writes:
         if self.connected:
@@ -222,7 +208,7 @@ class StompConnection(asyncio.Protocol):
             "server": self.config.server_name,
             "session": self.session,
         }
-        self._reply_after([], Frame.make("CONNECTED", connected))
+        self._replies.after([], Frame.make("CONNECTED", connected))
         return []
 
     def _on_send(self, frame: Frame) -> Writes:
@@ -237,7 +223,7 @@ class StompConnection(asyncio.Protocol):
         def send() -> Writes:
             return [self._track(self.broker.send(destination, message_id, headers, frame.body))]
 
-        return self._now_or_in_transaction(frame, send)
+        return self.transactions.now_or_on_commit(frame, send)
 
     def _on_subscribe(self, frame: Frame) -> Writes:
         destination = check_destination(frame.get("destination"))
@@ -262,8 +248,7 @@ class StompConnection(asyncio.Protocol):
         if subscription is None:
             raise Refused(codes.BAD_REQUEST, f"no subscription with id {subscription_id!r}")
         self.broker.unsubscribe(subscription)
-        for pending in [key for key in self._ack_ids if key[0] == subscription_id]:
-            del self._ack_ids[pending]
+        self._legacy_ack_ids.forget_subscription(subscription_id)
         return []
 
     def _on_ack(self, frame: Frame) -> Writes:
@@ -274,11 +259,11 @@ class StompConnection(asyncio.Protocol):
             for subscription in self.subscriptions.values():
                 done = self.broker.book.acknowledge(subscription, ack_id)
                 for message in done:
-                    self._ack_ids.pop((subscription.subscription_id, message.message_id), None)
+                    self._legacy_ack_ids.forget(subscription.subscription_id, message.message_id)
                 settled += done
             return [self._track(f) for f in self.broker.settle(settled)]
 
-        return self._now_or_in_transaction(frame, ack)
+        return self.transactions.now_or_on_commit(frame, ack)
 
     def _on_nack(self, frame: Frame) -> Writes:
         ack_id = self._ack_id(frame)
@@ -287,68 +272,33 @@ class StompConnection(asyncio.Protocol):
             for subscription in self.subscriptions.values():
                 rejected = self.broker.book.reject(subscription, ack_id)
                 for message in rejected:
-                    self._ack_ids.pop((subscription.subscription_id, message.message_id), None)
+                    self._legacy_ack_ids.forget(subscription.subscription_id, message.message_id)
                 self.broker.requeue(rejected)
             return []
 
-        return self._now_or_in_transaction(frame, nack)
+        return self.transactions.now_or_on_commit(frame, nack)
 
     def _ack_id(self, frame: Frame) -> str:
-        """Which delivery an ACK or NACK names: STOMP 1.2 by the MESSAGE's ``ack`` header,
-        1.0 and 1.1 by its ``message-id`` (and ``subscription``, which 1.0 may leave out)."""
+        """Which delivery an ACK or NACK names: STOMP 1.2 by the MESSAGE's ``ack`` header."""
         if self.version == "1.2":
             return required(frame, "id")
-        message_id = required(frame, "message-id")
-        wanted = frame.get("subscription")
-        if wanted is not None and (wanted, message_id) in self._ack_ids:
-            return self._ack_ids[(wanted, message_id)]
-        if wanted is None:  # STOMP 1.0: the message id alone (one per destination)
-            for (_, delivered_id), ack_id in self._ack_ids.items():
-                if delivered_id == message_id:
-                    return ack_id
-        # Not delivered on this connection (say, before a failover): ignored, as an unknown
-        # 1.2 ack id is. The message stays pending and is delivered again.
-        return ""
+        return self._legacy_ack_ids.named_by(frame)
 
     def _on_begin(self, frame: Frame) -> Writes:
-        name = required(frame, "transaction")
-        if name in self.transactions:
-            raise Refused(codes.BAD_REQUEST, f"transaction {name!r} is already open")
-        self.transactions[name] = _Transaction()
+        self.transactions.begin(frame)
         return []
 
     def _on_commit(self, frame: Frame) -> Writes:
-        transaction = self._take_transaction(frame)
-        writes: Writes = []
-        for step in transaction.steps:
-            writes += step()
-        return writes
+        return self.transactions.commit(frame)
 
     def _on_abort(self, frame: Frame) -> Writes:
-        self._take_transaction(frame)  # acknowledgements in it are dropped, sends never stored
+        self.transactions.abort(frame)
         return []
 
     def _on_disconnect(self, frame: Frame) -> Writes:
         return []
 
-    def _take_transaction(self, frame: Frame) -> _Transaction:
-        name = required(frame, "transaction")
-        transaction = self.transactions.pop(name, None)
-        if transaction is None:
-            raise Refused(codes.BAD_REQUEST, f"no open transaction {name!r}")
-        return transaction
-
-    def _now_or_in_transaction(self, frame: Frame, step: Callable[[], Writes]) -> Writes:
-        name = frame.get("transaction")
-        if name is None:
-            return step()
-        transaction = self.transactions.get(name)
-        if transaction is None:
-            raise Refused(codes.BAD_REQUEST, f"no open transaction {name!r}")
-        transaction.steps.append(step)
-        return []
-
-    # ---- ordered replies, flow control, timers --------------------------------------
+    # ---- flow control, replies, timers ----------------------------------------------
 
     def _track(self, write: asyncio.Future[int]) -> asyncio.Future[int]:
         """Count a journal write; stop reading while too many are in flight."""
@@ -370,27 +320,13 @@ class StompConnection(asyncio.Protocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
-    def _reply_after(self, writes: Writes, frame: Frame | None, then_close: bool = False) -> None:
-        self._replies.append(_Reply(writes, frame, then_close))
-        for write in writes:
-            if not write.done():
-                write.add_done_callback(lambda _: self._send_ready_replies())
-        self._send_ready_replies()
+    def _send_frame(self, frame: Frame) -> None:
+        self._write(encode(frame, self.version))
 
-    def _send_ready_replies(self) -> None:
-        while self._replies and self.transport is not None:
-            head = self._replies[0]
-            if not all(write.done() for write in head.waits_for):
-                return
-            if any(w.cancelled() or w.exception() is not None for w in head.waits_for):
-                return  # the broker is failing and aborts this connection
-            self._replies.popleft()
-            if head.frame is not None:
-                self._write(encode(head.frame, self.version))
-            if head.then_close:
-                self.transport.close()
-                self.loop.call_later(_CLOSE_GRACE_S, self._abort_transport)
-                return
+    def _close_after_reply(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+            self.loop.call_later(_CLOSE_GRACE_S, self._abort_transport)
 
     def _refuse(self, code: str, detail: str, receipt: str | None) -> None:
         """Send ERROR after the replies already queued, then close (STOMP: ERROR ends it)."""
@@ -400,7 +336,7 @@ class StompConnection(asyncio.Protocol):
         if self.transport is not None and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
-        self._reply_after([], error_frame(code, detail, receipt), then_close=True)
+        self._replies.after([], error_frame(code, detail, receipt), then_close=True)
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
