@@ -194,7 +194,14 @@ def test_higher_priority_node_wins_a_free_lock(group: Group) -> None:
     wait_until(
         lambda: low.status("/slave") == 200 and high.status("/slave") == 200, 20, "two slaves"
     )
-    time.sleep(1.5)  # let every node see the others in the registry
+
+    def low_sees_high() -> bool:  # what low's role loop decides with, from its registry read
+        members = httpx.get(f"http://127.0.0.1:{low.port}/cluster").json()["members"]
+        return any(
+            m["node_id"] == "high" and m["live"] and m["priority"] == "highest" for m in members
+        )
+
+    wait_until(low_sees_high, 20, "the low-priority node to see the high one in the registry")
     holder.signal(signal.SIGKILL)
     assert group.wait_for_master(exclude={"holder"}) is high
 

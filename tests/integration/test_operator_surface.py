@@ -110,7 +110,16 @@ def test_cluster_lists_every_node_from_the_share(group: Group) -> None:
 def test_metrics_parse_and_carry_the_node_figures(group: Group) -> None:
     (node,) = group.start_many(1)
     group.wait_for_master()
-    time.sleep(0.5)  # a few keepalives
+
+    def keepalives_counted() -> bool:
+        families = text_string_to_metric_families(httpx.get(url(node, "/metrics")).text)
+        return any(
+            sample.name == "primacy_keepalive_duration_seconds_count" and sample.value >= 2
+            for family in families
+            for sample in family.samples
+        )
+
+    wait_until(keepalives_counted, 10, "two lease checks in /metrics")
     text = httpx.get(url(node, "/metrics")).text
     families = {family.name: family for family in text_string_to_metric_families(text)}
     for name in (
