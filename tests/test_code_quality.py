@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.packages import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -30,15 +32,14 @@ def test_ruff_format_is_clean() -> None:
 
 # Checked under the names they install as: imports say ``primacy.store``, so mypy must see a
 # ``primacy/`` package (an editable install's import hook is invisible to it).
-TYPED_PACKAGES = ("locker", "supervisor", "store", "broker", "client", "api", "nfs_profiles", "cli")
 
 
-def test_mypy_strict_on_the_cores(tmp_path: Path) -> None:
+def test_mypy_strict_on_every_package(tmp_path: Path) -> None:
     namespace = tmp_path / "primacy"
     namespace.mkdir()
-    for package in TYPED_PACKAGES:
+    for package in PACKAGES:
         (namespace / package).symlink_to(ROOT / package, target_is_directory=True)
-    packages = [arg for package in TYPED_PACKAGES for arg in ("-p", f"primacy.{package}")]
+    packages = [arg for package in PACKAGES for arg in ("-p", f"primacy.{package}")]
     result = subprocess.run(
         [str(BIN / "mypy"), "--config-file", str(ROOT / "pyproject.toml"), *packages],
         cwd=tmp_path,

@@ -18,18 +18,9 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
+from tests.packages import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = (
-    "locker",
-    "store",
-    "supervisor",
-    "broker",
-    "client",
-    "api",
-    "nfs_profiles",
-    "spark",
-    "cli",
-)
 CODE_MODULES = (
     "supervisor/codes.py",
     "store/messages.py",

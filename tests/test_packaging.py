@@ -9,18 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.packages import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = (
-    "locker",
-    "supervisor",
-    "store",
-    "broker",
-    "client",
-    "api",
-    "nfs_profiles",
-    "spark",
-    "cli",
-)
+FOLDERS = PACKAGES
 
 pytestmark = pytest.mark.slow
 
