@@ -59,9 +59,20 @@ class ConfigError(Exception):
 
 def parse_host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ValueError(f"{value!r} is not HOST:PORT (for example 127.0.0.1:8008)")
     return host.strip("[]"), int(port)
+
+
+_EVERY_ADDRESS = frozenset({"", "0.0.0.0", "::", "*"})
+
+
+def _same_listener(first: str, second: str) -> bool:
+    """Would both addresses need the same port on some interface?"""
+    (host_a, port_a), (host_b, port_b) = parse_host_port(first), parse_host_port(second)
+    return port_a == port_b and (
+        host_a == host_b or host_a in _EVERY_ADDRESS or host_b in _EVERY_ADDRESS
+    )
 
 
 # Strict: a TOML ``"250"`` is not an integer, ``1`` is not a boolean, ``inf`` is no window.
@@ -241,6 +252,15 @@ class NodeConfig(BaseModel):
         if isinstance(value, str) and value.strip().lower() == NO_LIMIT:
             return None
         return value
+
+    @model_validator(mode="after")
+    def _stomp_and_http_do_not_share_a_port(self) -> NodeConfig:
+        if self.stomp is not None and _same_listener(self.stomp, self.http):
+            raise ValueError(
+                f"stomp ({self.stomp}) and http ({self.http}) would listen on the same port: "
+                "give each its own"
+            )
+        return self
 
     @model_validator(mode="after")
     def _takeover_delay_covers_keepalive(self) -> NodeConfig:

@@ -72,6 +72,27 @@ def test_exec_without_a_command_exits_2(share: Path) -> None:
     _assert_clean_failure(result, 2, "--exec needs a command")
 
 
+@pytest.mark.parametrize("stomp_host", ["127.0.0.1", "0.0.0.0"])
+def test_stomp_on_the_http_port_exits_2_before_anything_starts(
+    share: Path, stomp_host: str
+) -> None:
+    # Found by trying it: the node claimed about nine epochs a second, unable to serve.
+    port = free_port()
+    result = primacy(
+        "run",
+        "--node-id",
+        "a",
+        "--share",
+        str(share),
+        "--http",
+        f"127.0.0.1:{port}",
+        "--stomp",
+        f"{stomp_host}:{port}",
+    )
+    _assert_clean_failure(result, 2, "would listen on the same port")
+    assert not (share / "epochs").exists() or not any((share / "epochs").iterdir())
+
+
 def test_busy_http_port_exits_4(share: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
