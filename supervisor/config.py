@@ -349,6 +349,9 @@ def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConf
         return NodeConfig(**values)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"]) or "configuration"
+        message = first["msg"].removeprefix("Value error, ")
+        if not first["loc"]:  # a rule between keys; its message names them
+            raise ConfigError(f"conflicting settings: {message}") from exc
+        key = ".".join(str(part) for part in first["loc"])
         hint = f' (or "{NO_LIMIT}" for no limit)' if key in NO_LIMIT_KEYS else ""
-        raise ConfigError(f"bad value for {key!r}: {first['msg']}{hint}") from exc
+        raise ConfigError(f"bad value for {key!r}: {message}{hint}") from exc

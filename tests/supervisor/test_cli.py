@@ -89,7 +89,7 @@ def test_stomp_on_the_http_port_exits_2_before_anything_starts(
         "--stomp",
         f"{stomp_host}:{port}",
     )
-    _assert_clean_failure(result, 2, "would listen on the same port")
+    _assert_clean_failure(result, 2, "conflicting settings: stomp")
     assert not (share / "epochs").exists() or not any((share / "epochs").iterdir())
 
 
