@@ -25,6 +25,7 @@ LOCK_ROUND_TRIP_FAILED = "PRIMACY-3010"
 LOCK_ROUND_TRIP_SLOW = "PRIMACY-3011"
 FSYNC_ROUND_TRIP_FAILED = "PRIMACY-3012"
 FSYNC_ROUND_TRIP_SLOW = "PRIMACY-3013"
+WRITABLE_BY_OTHERS = "PRIMACY-3014"
 
 RUN_SHARE_REFUSED = "PRIMACY-3020"
 RUN_SHARE_FORCED = "PRIMACY-3021"
@@ -54,6 +55,10 @@ TITLES = {
     LOCK_ROUND_TRIP_SLOW: "a lock round trip took more than half a keepalive period (warning)",
     FSYNC_ROUND_TRIP_FAILED: "writing and fsyncing a file on the share failed (refused)",
     FSYNC_ROUND_TRIP_SLOW: "an fsync round trip took more than one keepalive period (warning)",
+    WRITABLE_BY_OTHERS: (
+        "anyone on the host, or a user other than root and primacy's own, can write the share "
+        "or a directory in it (warning)"
+    ),
     RUN_SHARE_REFUSED: "`primacy run` refused to start on a share the doctor refuses",
     RUN_SHARE_FORCED: "`primacy run --force-unsupported-share` started on a refused share anyway",
     RUN_SHARE_WARNINGS: "`primacy run` started on a share with doctor warnings",

@@ -10,6 +10,8 @@ handed in (the CLI passes ``locker.probe.check_share``).
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from primacy.nfs_profiles import codes
@@ -177,6 +179,46 @@ def check_path(path: Path) -> tuple[Finding, ...]:
     return ()
 
 
+# The directories primacy keeps on the share; a file planted in one is read by every node.
+SHARE_DIRECTORIES = (".", "epochs", "nodes", "journal", "journal/checkpoints")
+
+
+def check_who_can_write(path: Path) -> tuple[Finding, ...]:
+    """Flag share directories that users outside the primacy group could write.
+
+    Whoever can write the share can plant files every node reads (epochs, registry
+    entries, segments), and whoever owns a directory can make it writable; so the
+    share and its directories should belong to root or to the user primacy runs
+    as, with write access for that user and the primacy group only.
+    """
+    findings = []
+    for name in SHARE_DIRECTORIES:
+        directory = path / name
+        try:
+            info = os.lstat(directory)
+        except OSError:
+            continue  # not created yet: primacy creates it with its own mode
+        if not stat.S_ISDIR(info.st_mode):
+            continue  # primacy refuses it when it gets there; not a permissions question
+        problems = []
+        if info.st_mode & stat.S_IWOTH:
+            problems.append(f"anyone can write it (mode {stat.S_IMODE(info.st_mode):04o})")
+        if info.st_uid not in (0, os.geteuid()):
+            problems.append(f"it belongs to uid {info.st_uid}, who can change its mode")
+        if problems:
+            findings.append(
+                Finding(
+                    Severity.WARNING,
+                    str(directory),
+                    "; ".join(problems),
+                    codes.WRITABLE_BY_OTHERS,
+                    "a file planted on the share is read by every node",
+                    "chown root:primacy on the share and its directories, then chmod 2770",
+                )
+            )
+    return tuple(findings)
+
+
 def diagnose(
     path: Path,
     *,
@@ -187,6 +229,8 @@ def diagnose(
     """Check ``path`` as a share; round trips run only when asked and the path is usable."""
     path = Path(path)
     findings: list[Finding] = list(check_path(path))
+    if not findings:
+        findings.extend(check_who_can_write(path))
     try:
         mount = mount_of(path, read_mountinfo(mountinfo_path))
     except MountTableError as exc:

@@ -25,7 +25,7 @@ def doctor_on(fs: FakeFilesystem, share_line: str, path: str = SHARE) -> Diagnos
     """Run the doctor on ``path`` in a fake host whose mount table is BASE plus ``share_line``."""
     fs.add_real_directory(PROFILE_DIR)
     fs.create_file("/proc/self/mountinfo", contents=samples.BASE + share_line)
-    fs.create_dir(path)
+    fs.create_dir(path, perm_bits=0o770)  # a share only primacy's group can write
     return diagnose(Path(path))
 
 
@@ -280,3 +280,27 @@ def test_this_machines_mount_table_finds_the_repository() -> None:
     print(f"\nthe repository is on {diagnosis.mount.fs_type} at {diagnosis.mount.mount_point}")
     assert diagnosis.profile is not None
     assert diagnosis.profile.matches_fs_type(diagnosis.mount.fs_type)
+
+
+def test_a_share_anyone_can_write_is_flagged(tmp_path: Path) -> None:
+    share = tmp_path / "share"
+    (share / "epochs").mkdir(parents=True)
+    (share / "nodes").mkdir()
+    os.chmod(share, 0o2770)
+    os.chmod(share / "epochs", 0o1777)  # even sticky: anyone may still plant a new epoch
+    diagnosis = diagnose(share)
+    flagged = {f.subject: f for f in diagnosis.findings if f.code == codes.WRITABLE_BY_OTHERS}
+    assert list(flagged) == [str(share / "epochs")]
+    assert "anyone can write it (mode 1777)" in flagged[str(share / "epochs")].message
+    assert diagnosis.severity >= Severity.WARNING
+    assert codes.WRITABLE_BY_OTHERS in render_text(diagnosis)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
+def test_a_share_owned_by_another_user_is_flagged(tmp_path: Path) -> None:
+    share = tmp_path / "share"
+    share.mkdir(mode=0o755)
+    os.chown(share, 65534, 65534)  # nobody: it can make the share writable to anyone
+    (finding,) = [f for f in diagnose(share).findings if f.code == codes.WRITABLE_BY_OTHERS]
+    assert finding.subject == str(share)
+    assert "belongs to uid 65534" in finding.message
