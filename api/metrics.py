@@ -109,3 +109,29 @@ class _SnapshotCollector(Collector):
             "Messages delivered to consumers",
             value=float(broker.get("messages_out", 0)),
         )
+        refused = CounterMetricFamily(
+            "primacy_limit_refusals",
+            "Frames and connections refused by a broker limit (docs/stomp.md, Limits)",
+            labels=["limit"],
+        )
+        for limit, stat in _LIMIT_REFUSALS.items():
+            refused.add_metric([limit], float(broker.get(stat, 0)))
+        yield refused
+        yield CounterMetricFamily(
+            "primacy_dead_lettered",
+            "Messages moved to their dead-letter queue after max_redeliveries",
+            value=float(broker.get("dead_lettered", 0)),
+        )
+        yield GaugeMetricFamily(
+            "primacy_destinations",
+            "Destinations with messages or subscriptions on this master",
+            value=float(broker.get("destinations", 0)),
+        )
+
+
+# The label of each limit in primacy_limit_refusals, and the broker figure that counts it.
+_LIMIT_REFUSALS = {
+    "max_connections": "connections_refused",
+    "max_subscriptions_per_connection": "subscriptions_refused",
+    "transactions": "transactions_refused",
+}

@@ -31,6 +31,10 @@ SERVICE_STARTED = "PRIMACY-1516"
 SERVICE_STOPPED = "PRIMACY-1517"
 SHUTTING_DOWN = "PRIMACY-1518"
 UNREADABLE_MESSAGE = "PRIMACY-1519"
+CONNECTION_LIMIT = "PRIMACY-1520"
+SUBSCRIPTION_LIMIT = "PRIMACY-1521"
+TRANSACTION_LIMIT = "PRIMACY-1522"
+DEAD_LETTERED = "PRIMACY-1523"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -54,6 +58,14 @@ TITLES = {
     SERVICE_STOPPED: "STOMP connector stopped",
     SHUTTING_DOWN: "broker shutting down",
     UNREADABLE_MESSAGE: "pending message unreadable in the journal",
+    CONNECTION_LIMIT: "too many connections (max_connections)",
+    SUBSCRIPTION_LIMIT: (
+        "too many subscriptions on one connection (max_subscriptions_per_connection)"
+    ),
+    TRANSACTION_LIMIT: (
+        "transaction limit reached (max_transactions_per_connection or max_transaction_bytes)"
+    ),
+    DEAD_LETTERED: "message moved to its dead-letter queue after max_redeliveries",
 }
 
 

@@ -29,6 +29,14 @@ class BrokerConfig:
     # Bytes queued on a socket before the broker stops sending it messages.
     write_buffer_high_bytes: int = 4 * 1024 * 1024
     server_name: str = "primacy"
+    # Limits against one client exhausting the master (docs/operator-guide.md, "Limits").
+    max_connections: int = 1_000
+    max_subscriptions_per_connection: int = 1_000
+    max_transactions_per_connection: int = 100
+    # Bytes of SENDs (body and headers) a connection's open transactions may hold in memory.
+    max_transaction_bytes: int = 16 * 1024 * 1024
+    # A message delivered and not acknowledged this many more times goes to /queue/DLQ.<name>.
+    max_redeliveries: int = 6
 
     def __post_init__(self) -> None:
         if self.heart_beat_send_ms < 0 or self.heart_beat_receive_ms < 0:
@@ -39,3 +47,14 @@ class BrokerConfig:
             raise ValueError("connect_timeout_s and prefetch must be positive")
         if self.max_writes_in_flight_per_connection < 1 or self.write_buffer_high_bytes < 1:
             raise ValueError("flow-control limits must be positive")
+        if (
+            min(
+                self.max_connections,
+                self.max_subscriptions_per_connection,
+                self.max_transactions_per_connection,
+                self.max_transaction_bytes,
+            )
+            < 1
+            or self.max_redeliveries < 0
+        ):
+            raise ValueError("connection, subscription and transaction limits must be positive")

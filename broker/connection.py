@@ -64,7 +64,11 @@ class StompConnection(asyncio.Protocol):
         self.version = "1.2"  # until CONNECT says otherwise
         self.subscriptions: dict[str, Subscription] = {}
         self._legacy_ack_ids = LegacyAckIds()  # STOMP 1.0/1.1 acknowledge by message id
-        self.transactions = Transactions()
+        self.transactions = Transactions(
+            self.config.max_transactions_per_connection,
+            self.config.max_transaction_bytes,
+            broker.counters,
+        )
         self._socket_writable = True
         self._replies = ReplyQueue(self._send_frame, self._close_after_reply)
         self._writes_in_flight = 0
@@ -76,6 +80,14 @@ class StompConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        if len(self.broker.peers) >= self.config.max_connections:
+            self.broker.counters.connections_refused += 1
+            self.closing = True
+            detail = f"this broker serves at most {self.config.max_connections} connections"
+            log.warning("%s: %s", codes.title(codes.CONNECTION_LIMIT), detail)
+            self._write(encode(error_frame(codes.CONNECTION_LIMIT, detail, None), self.version))
+            self.transport.close()
+            return
         self.transport.set_write_buffer_limits(high=self.config.write_buffer_high_bytes)
         self.broker.add_peer(self)
         self._later("connect", self.config.connect_timeout_s, self._connect_deadline)
@@ -230,6 +242,13 @@ class StompConnection(asyncio.Protocol):
         subscription_id = required(frame, "id")
         if subscription_id in self.subscriptions:
             raise Refused(codes.BAD_REQUEST, f"subscription id {subscription_id!r} is in use")
+        if len(self.subscriptions) >= self.config.max_subscriptions_per_connection:
+            self.broker.counters.subscriptions_refused += 1
+            raise Refused(
+                codes.SUBSCRIPTION_LIMIT,
+                f"a connection may hold at most {self.config.max_subscriptions_per_connection} "
+                "subscriptions",
+            )
         try:
             ack_mode = AckMode(frame.get("ack") or "auto")
         except ValueError:

@@ -65,6 +65,25 @@ class Counters:
     messages_acked: int = 0  # ACKs journaled
     connections_total: int = 0
     errors_sent: int = 0
+    # Each limit's refusals (docs/stomp.md, "Limits"), and messages moved to a DLQ.
+    connections_refused: int = 0
+    subscriptions_refused: int = 0
+    transactions_refused: int = 0
+    dead_lettered: int = 0
+
+
+DEAD_LETTER_PREFIX = "/queue/DLQ."
+
+
+def dead_letter_queue(destination: str) -> str:
+    """Where a message of ``destination`` goes after too many redeliveries (ActiveMQ's name)."""
+    return DEAD_LETTER_PREFIX + destination.removeprefix("/queue/")
+
+
+def is_dead_letter_queue(destination: str) -> bool:
+    # Messages of a dead-letter queue are redelivered without limit: there is no further
+    # place to put them, and dropping one would lose an acknowledged message.
+    return destination.startswith(DEAD_LETTER_PREFIX)
 
 
 def check_destination(destination: str | None) -> str:
@@ -212,8 +231,54 @@ class Broker:
             self.counters.messages_acked += 1
 
     def requeue(self, messages: list[QueuedMessage]) -> None:
+        """Messages back from a consumer (NACK, unsubscribe, disconnect): ready again, or
+        moved to their dead-letter queue once they came back ``max_redeliveries`` times."""
+        for message in messages:
+            keep = message.returns < self.config.max_redeliveries
+            if keep or is_dead_letter_queue(message.destination) or not self._dead_letter(message):
+                self.book.requeue(message)
         for destination in {message.destination for message in messages}:
             self.schedule_dispatch(destination)
+
+    def _dead_letter(self, message: QueuedMessage) -> bool:
+        """Store it in ``/queue/DLQ.<name>`` and settle the original; False if it cannot be."""
+        destination = dead_letter_queue(message.destination)
+        cause = (
+            f"came back unacknowledged {message.returns + 1} times "
+            f"(max_redeliveries {self.config.max_redeliveries})"
+        )
+        headers = {
+            **dict(message.headers),
+            "original-destination": message.destination,
+            "dlqDeliveryFailureCause": cause,
+        }
+        try:
+            # Both go to the journal in this order, usually in one batch; if only the first
+            # is stored, the copy and the original are one id apart: the original comes back
+            # and its next dead-lettering is a resend the DLQ drops.
+            self.send(destination, message.message_id, headers, message.body or b"")
+            self.settle([message])
+        except Refused as refusal:  # the copy would be too large: keep redelivering
+            log.error(
+                "%s: message %r of %s stays where it is: %s",
+                codes.title(codes.DEAD_LETTERED),
+                message.message_id,
+                message.destination,
+                refusal,
+            )
+            return False
+        except BrokerFailed:
+            return True  # every connection is being aborted; the journal keeps the original
+        self.counters.dead_lettered += 1
+        log.warning(
+            "%s: message %r of %s moved to %s: %s",
+            codes.title(codes.DEAD_LETTERED),
+            message.message_id,
+            message.destination,
+            destination,
+            cause,
+        )
+        return True
 
     # ---- subscriptions and dispatch -------------------------------------------
 
@@ -222,7 +287,9 @@ class Broker:
         self.schedule_dispatch(subscription.destination)
 
     def unsubscribe(self, subscription: Subscription) -> None:
-        if self.book.unsubscribe(subscription) or subscription.destination in self.book.queues:
+        self.requeue(self.book.unsubscribe(subscription))
+        self.book.forget_if_unused(subscription.destination)
+        if subscription.destination in self.book.queues:
             self.schedule_dispatch(subscription.destination)
 
     def schedule_dispatch(self, destination: str) -> None:

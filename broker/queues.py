@@ -4,8 +4,10 @@ No I/O and no asyncio: the broker decides when to dispatch and journals the
 ACKs; this module only keeps the books. A message leaves ``ready`` when it is
 delivered and lives in its subscription's ``unacked`` until the client
 acknowledges it; when the subscription goes away (UNSUBSCRIBE, disconnect)
-or the client NACKs, it returns to ``ready`` in its original order, marked
-redelivered.
+or the client NACKs, the broker gets it back and either requeues it (in its
+original order, marked redelivered) or, past the redelivery limit, moves it to
+a dead-letter queue. A destination with no message and no subscription is
+forgotten, so names a client used once cost nothing afterwards.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class QueuedMessage:
     body: bytes | None = field(compare=False, default=None)
     journal_location: PendingMessage | None = field(compare=False, default=None)
     redelivered: bool = field(compare=False, default=False)
+    # Times it came back unacknowledged on this master (recovered messages start at 0).
+    returns: int = field(compare=False, default=0)
 
 
 @dataclass(eq=False)
@@ -89,15 +93,22 @@ class QueueBook:
         self.queue(subscription.destination).subscriptions.append(subscription)
 
     def unsubscribe(self, subscription: Subscription) -> list[QueuedMessage]:
-        """Remove it; its unacknowledged messages go back to ready, marked redelivered."""
-        queue = self.queue(subscription.destination)
-        if subscription in queue.subscriptions:
+        """Remove it; its unacknowledged messages are returned (``requeue`` or dead-letter them)."""
+        queue = self.queues.get(subscription.destination)
+        if queue is not None and subscription in queue.subscriptions:
             queue.subscriptions.remove(subscription)
         returned = list(subscription.unacked.values())
         subscription.unacked.clear()
-        for message in returned:
-            self.add(replace(message, redelivered=True))
         return returned
+
+    def requeue(self, message: QueuedMessage) -> None:
+        """A message back from a consumer: ready again in its old place, marked redelivered."""
+        self.add(replace(message, redelivered=True, returns=message.returns + 1))
+
+    def forget_if_unused(self, destination: str) -> None:
+        queue = self.queues.get(destination)
+        if queue is not None and not queue.ready and not queue.subscriptions:
+            del self.queues[destination]
 
     def deliveries(
         self,
@@ -154,11 +165,8 @@ class QueueBook:
         return settled
 
     def reject(self, subscription: Subscription, ack_id: str) -> list[QueuedMessage]:
-        """A NACK: the messages go back to ready, marked redelivered (cumulative in client mode)."""
-        returned = self.acknowledge(subscription, ack_id)
-        for message in returned:
-            self.add(replace(message, redelivered=True))
-        return returned
+        """A NACK: the messages it returns (cumulative in client mode); ``requeue`` them."""
+        return self.acknowledge(subscription, ack_id)
 
     def waits_for(self, destination: str, can_deliver: Callable[[QueuedMessage], bool]) -> bool:
         """Would a subscriber of ``destination`` get a message once its head can be delivered?"""

@@ -129,6 +129,11 @@ class BrokerService:
             "redeliveries": counters.redeliveries,
             "duplicates_dropped": counters.duplicates_dropped,
             "errors_sent": counters.errors_sent,
+            "connections_refused": counters.connections_refused,
+            "subscriptions_refused": counters.subscriptions_refused,
+            "transactions_refused": counters.transactions_refused,
+            "dead_lettered": counters.dead_lettered,
+            "destinations": len(broker.book.queues),
             "messages_ready": broker.book.ready_count(),
         }
 

@@ -3,14 +3,20 @@
 A SEND, ACK or NACK naming a transaction is kept here as a step, not run: a
 send in an aborted transaction is never stored and never acknowledged, and the
 steps of a committed one run in the order they arrived, as if sent then.
+
+What the steps hold stays in memory until COMMIT or ABORT, so a connection may
+have at most ``max_open`` transactions open, holding at most ``max_bytes`` of
+frames together; past either the frame is refused and, as every
+ERROR does, that ends the connection, its transactions dropped, nothing stored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from primacy.broker import codes
-from primacy.broker.core import Refused
+from primacy.broker.core import Counters, Refused
 from primacy.broker.frame_rules import required
 from primacy.broker.frames import Frame
 from primacy.broker.replies import Writes
@@ -18,20 +24,32 @@ from primacy.broker.replies import Writes
 Step = Callable[[], Writes]
 
 
+@dataclass
+class _Transaction:
+    steps: list[Step] = field(default_factory=list)
+    held_bytes: int = 0
+
+
 class Transactions:
-    def __init__(self) -> None:
-        self._open: dict[str, list[Step]] = {}
+    def __init__(self, max_open: int, max_bytes: int, counters: Counters) -> None:
+        self.max_open = max_open
+        self.max_bytes = max_bytes
+        self._counters = counters
+        self._open: dict[str, _Transaction] = {}
+        self._held_bytes = 0  # by every open transaction together
 
     def begin(self, frame: Frame) -> None:
         name = required(frame, "transaction")
         if name in self._open:
             raise Refused(codes.BAD_REQUEST, f"transaction {name!r} is already open")
-        self._open[name] = []
+        if len(self._open) >= self.max_open:
+            self._refuse(f"a connection may have at most {self.max_open} open transactions")
+        self._open[name] = _Transaction()
 
     def commit(self, frame: Frame) -> Writes:
         """Run the transaction's steps; the journal writes they started."""
         writes: Writes = []
-        for step in self._take(frame):
+        for step in self._take(frame).steps:
             writes += step()
         return writes
 
@@ -43,18 +61,36 @@ class Transactions:
         name = frame.get("transaction")
         if name is None:
             return step()
-        steps = self._open.get(name)
-        if steps is None:
+        transaction = self._open.get(name)
+        if transaction is None:
             raise Refused(codes.BAD_REQUEST, f"no open transaction {name!r}")
-        steps.append(step)
+        size = _held_size(frame)
+        if self._held_bytes + size > self.max_bytes:
+            self._refuse(
+                f"open transactions would hold more than {self.max_bytes} bytes; commit sooner"
+            )
+        transaction.steps.append(step)
+        transaction.held_bytes += size
+        self._held_bytes += size
         return []
 
     def clear(self) -> None:
         self._open.clear()
+        self._held_bytes = 0
 
-    def _take(self, frame: Frame) -> list[Step]:
+    def _take(self, frame: Frame) -> _Transaction:
         name = required(frame, "transaction")
-        steps = self._open.pop(name, None)
-        if steps is None:
+        transaction = self._open.pop(name, None)
+        if transaction is None:
             raise Refused(codes.BAD_REQUEST, f"no open transaction {name!r}")
-        return steps
+        self._held_bytes -= transaction.held_bytes
+        return transaction
+
+    def _refuse(self, detail: str) -> None:
+        self._counters.transactions_refused += 1
+        raise Refused(codes.TRANSACTION_LIMIT, detail)
+
+
+def _held_size(frame: Frame) -> int:
+    """What keeping ``frame`` costs: its body and headers, and a little for the step itself."""
+    return 64 + len(frame.body) + sum(len(key) + len(value) for key, value in frame.headers)

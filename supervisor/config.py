@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from primacy.broker.config import BrokerConfig
+from primacy.broker.frames import FrameLimits
 from primacy.locker.lockfile import LockMethod
 from primacy.store.config import MIB, StoreConfig, SyncPolicy
 from primacy.supervisor.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timings
@@ -42,6 +44,7 @@ DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS = 250
 MAX_MESSAGE_SIZE_LIMIT = 1024 * MIB
 # The journal's own defaults, which the node's keys share.
 STORE_DEFAULTS = StoreConfig(share=Path("."), node_id="defaults")
+BROKER_DEFAULTS = BrokerConfig()
 # Written for "no limit" in the TOML file or on the command line, for these keys.
 NO_LIMIT = "none"
 NO_LIMIT_KEYS = ("retention_max_age_s", "retention_max_bytes")
@@ -229,6 +232,43 @@ class NodeConfig(BaseModel):
         ge=0,
         le=10_000_000,
     )
+    # The STOMP connector's limits: defaults from broker.config.BrokerConfig.
+    max_connections: Int = key(
+        BROKER_DEFAULTS.max_connections,
+        "refuse STOMP connections beyond this many at once",
+        metavar="N",
+        ge=1,
+        le=1_000_000,
+    )
+    max_subscriptions_per_connection: Int = key(
+        BROKER_DEFAULTS.max_subscriptions_per_connection,
+        "refuse a SUBSCRIBE beyond this many on one connection",
+        metavar="N",
+        ge=1,
+        le=1_000_000,
+    )
+    max_transactions_per_connection: Int = key(
+        BROKER_DEFAULTS.max_transactions_per_connection,
+        "refuse a BEGIN beyond this many open transactions on one connection",
+        metavar="N",
+        ge=1,
+        le=100_000,
+    )
+    max_transaction_bytes: Int = key(
+        BROKER_DEFAULTS.max_transaction_bytes,
+        "refuse a frame that would make a connection's open transactions hold more than this ",
+        metavar="BYTES",
+        ge=1024,
+        le=2**40,
+    )
+    max_redeliveries: Int = key(
+        BROKER_DEFAULTS.max_redeliveries,
+        "a message that comes back unacknowledged (NACK, unsubscribe, disconnect) this many "
+        "times more moves to /queue/DLQ.<name>",
+        metavar="N",
+        ge=0,
+        le=1_000_000,
+    )
 
     @field_validator("node_id")
     @classmethod
@@ -300,6 +340,16 @@ class NodeConfig(BaseModel):
             crash_loop_hold_off_s=self.crash_loop_hold_off_ms / 1000,
         )
 
+    def broker_config(self) -> BrokerConfig:
+        """The connector's settings: its limits as configured, and frames big enough for the
+        largest message the journal takes plus a full header section."""
+        default = FrameLimits()
+        largest = self.max_message_size + default.max_header_bytes
+        return BrokerConfig(
+            frame_limits=FrameLimits(max_frame_bytes=max(default.max_frame_bytes, largest)),
+            **{name: getattr(self, name) for name in BROKER_KEYS},
+        )
+
     def store_config(self) -> StoreConfig:
         """The journal's settings: every key the two declare alike, and a batch made big enough
         for one message of the maximum size."""
@@ -321,6 +371,7 @@ LIVE_KEYS = frozenset(
 )
 # The keys NodeConfig hands to the journal under the same name.
 JOURNAL_KEYS = tuple(name for name in CONFIG_KEYS if name in StoreConfig.__dataclass_fields__)
+BROKER_KEYS = tuple(name for name in CONFIG_KEYS if name in BrokerConfig.__dataclass_fields__)
 
 
 def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConfig:

@@ -19,7 +19,6 @@ from primacy.supervisor import codes, roles
 from primacy.supervisor.child_control import ChildControl
 from primacy.supervisor.children import ChildProcess
 from primacy.supervisor.config import NodeConfig, parse_host_port
-from primacy.supervisor.status import broker_config
 
 log = logging.getLogger("primacy.node")
 
@@ -50,7 +49,7 @@ class Serving:
         stomp = self._config.stomp
         if stomp is not None and store is not None:
             host, port = parse_host_port(stomp)
-            service = BrokerService(store, host, port, broker_config(store))
+            service = BrokerService(store, host, port, self._config.broker_config())
             service.on_fatal = lambda reason: self._post(
                 roles.LeaseLost(f"the journal failed: {reason}")
             )

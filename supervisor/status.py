@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
-from primacy.broker.config import BrokerConfig
-from primacy.broker.frames import FrameLimits
 from primacy.store.journal import JournalStore
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.roles import RoleMachine
@@ -104,12 +102,3 @@ def journal_figures(store: JournalStore | None) -> dict[str, Any] | None:
             "dedupe_window_messages": store.config.dedupe_window_messages,
         },
     }
-
-
-def broker_config(store: JournalStore) -> BrokerConfig:
-    """Frames big enough for the largest message the journal takes, plus a full header section."""
-    default = FrameLimits()
-    largest = store.config.max_message_size + default.max_header_bytes
-    return BrokerConfig(
-        frame_limits=FrameLimits(max_frame_bytes=max(default.max_frame_bytes, largest))
-    )
