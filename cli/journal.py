@@ -13,6 +13,7 @@ from typing import Any
 from primacy.cli import codes
 from primacy.store import tools
 from primacy.store.errors import JournalError
+from primacy.store.segments import Damage
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -86,15 +87,27 @@ def run_dump(args: argparse.Namespace) -> int:
                 f"{record.get('message_id', '')}"
             )
 
+    undecodable: list[Damage] = []
     try:
-        tools.dump(args.share, emit, args.from_sequence)
+        report = tools.dump(args.share, emit, args.from_sequence, undecodable.append)
     except BrokenPipeError:  # `| head` is a normal way to read a dump
         sys.stderr.close()
-    return 0
+        return 0
+    damaged = [*report.damaged, *undecodable]
+    for damage in damaged:
+        print(
+            f"primacy journal: damaged {damage.kind.value} in {damage.segment} at byte "
+            f"{damage.offset} ({damage.length} bytes), not dumped: {damage.reason}",
+            file=sys.stderr,
+        )
+    return 1 if damaged else 0
 
 
 def run_stats(args: argparse.Namespace) -> int:
     figures = tools.stats(args.share)
     for key, value in asdict(figures).items():
         print(f"{key}: {value}")
+    if figures.damaged_batches:
+        print("damaged batches: `primacy journal verify` says where and why", file=sys.stderr)
+        return 1
     return 0

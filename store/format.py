@@ -309,6 +309,10 @@ def iter_records(batch: bytes | memoryview, *, keys_only: bool = False) -> Itera
     """Yield the records of one checked batch (``batch`` starts at its header).
 
     ``keys_only`` leaves headers and payload empty, which is all recovery needs.
+    A batch whose CRC holds but whose records we never wrote (a record type we do
+    not know, lengths that do not add up, text that is not UTF-8, sequences or
+    epochs other than the batch's) raises FormatError: the CRC proves the bytes
+    are whole, not that they are ours.
     """
     view = memoryview(batch)
     header = batch_header_at(view)
@@ -321,8 +325,14 @@ def iter_records(batch: bytes | memoryview, *, keys_only: bool = False) -> Itera
     for field in (5, 6, 8, 9):  # destination, message id, headers, payload lengths
         heap_starts.append(cursor)
         cursor += sum(slot[field] for slot in slots)
+    if cursor - BATCH_HEADER_LEN - header.record_count * RECORD_HEADER_LEN != header.heap_len:
+        raise FormatError("the records' lengths do not add up to the batch's heap")
     dest_at, id_at, headers_at, payload_at = heap_starts
-    for seq, epoch, ts, rtype, _, dlen, mlen, _, hlen, plen in slots:
+    for index, (seq, epoch, ts, rtype, _, dlen, mlen, _, hlen, plen) in enumerate(slots):
+        if seq != header.first_sequence + index or epoch != header.epoch:
+            raise FormatError(f"record {index} has sequence {seq} and epoch {epoch}")
+        if rtype not in _RECORD_TYPES:
+            raise FormatError(f"record {seq} has unknown type {rtype}")
         headers = (
             decode_headers(view[headers_at : headers_at + hlen]) if hlen and not keys_only else {}
         )
@@ -331,8 +341,8 @@ def iter_records(batch: bytes | memoryview, *, keys_only: bool = False) -> Itera
             epoch=epoch,
             timestamp_unix_ns=ts,
             record_type=RecordType(rtype),
-            destination=str(view[dest_at : dest_at + dlen], "utf-8"),
-            message_id=str(view[id_at : id_at + mlen], "utf-8"),
+            destination=_text(view[dest_at : dest_at + dlen], "destination"),
+            message_id=_text(view[id_at : id_at + mlen], "message id"),
             headers=headers,
             payload=b"" if keys_only else bytes(view[payload_at : payload_at + plen]),
         )
@@ -341,32 +351,60 @@ def iter_records(batch: bytes | memoryview, *, keys_only: bool = False) -> Itera
         )  # fmt: skip
 
 
+_RECORD_TYPES = frozenset(int(t) for t in RecordType)
+
+
+def _text(data: memoryview, what: str) -> str:
+    try:
+        return str(data, "utf-8")
+    except UnicodeDecodeError:
+        raise FormatError(f"a record's {what} is not UTF-8") from None
+
+
 def decode_headers(data: bytes | memoryview) -> dict[str, str]:
+    """A SEND's headers; FormatError if the bytes are not a headers blob we wrote."""
     headers: dict[str, str] = {}
     view, at = memoryview(data), 0
-    while at < len(view):
-        (key_len,) = _HEADER_KEY_LEN.unpack_from(view, at)
-        at += _HEADER_KEY_LEN.size
-        key = str(view[at : at + key_len], "utf-8")
-        at += key_len
-        (value_len,) = _HEADER_VALUE_LEN.unpack_from(view, at)
-        at += _HEADER_VALUE_LEN.size
-        headers[key] = str(view[at : at + value_len], "utf-8")
-        at += value_len
+    try:
+        while at < len(view):
+            (key_len,) = _HEADER_KEY_LEN.unpack_from(view, at)
+            at += _HEADER_KEY_LEN.size
+            key = _text(view[at : at + key_len], "header name")
+            at += key_len
+            (value_len,) = _HEADER_VALUE_LEN.unpack_from(view, at)
+            at += _HEADER_VALUE_LEN.size
+            if at + value_len > len(view):
+                raise FormatError("a header value runs past the headers")
+            headers[key] = _text(view[at : at + value_len], "header value")
+            at += value_len
+    except struct.error:
+        raise FormatError("the headers are cut short") from None
+    if at != len(view):
+        raise FormatError("a header name runs past the headers")
     return headers
 
 
 def decode_fence(payload: bytes) -> list[FenceEntry]:
     """The segments a FENCE record lists, in stored order."""
-    count, _ = _FENCE_COUNT.unpack_from(payload, 0)
-    return [
-        FenceEntry(*_FENCE_ENTRY.unpack_from(payload, _FENCE_COUNT.size + i * _FENCE_ENTRY.size))
-        for i in range(count)
-    ]
+    try:
+        count, _ = _FENCE_COUNT.unpack_from(payload, 0)
+        if _FENCE_COUNT.size + count * _FENCE_ENTRY.size != len(payload):
+            raise FormatError(f"a FENCE record of {len(payload)} bytes cannot list {count}")
+        return [
+            FenceEntry(
+                *_FENCE_ENTRY.unpack_from(payload, _FENCE_COUNT.size + i * _FENCE_ENTRY.size)
+            )
+            for i in range(count)
+        ]
+    except struct.error:
+        raise FormatError("a FENCE record is cut short") from None
 
 
 def decode_control(payload: bytes) -> dict[str, Any]:
-    event = json.loads(payload.decode())
+    try:
+        event = json.loads(payload.decode())
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FormatError(f"a CONTROL record's payload is not JSON: {exc}") from None
     if not isinstance(event, dict):
         raise FormatError("a CONTROL record's payload is not a JSON object")
     return event

@@ -241,9 +241,14 @@ class JournalStore:
             raise JournalError(
                 f"the batch at {message.segment}:{message.batch_offset} is {status.value}"
             )
-        for record in fmt.iter_records(data):
-            if record.sequence == message.sequence:
-                return record
+        try:
+            for record in fmt.iter_records(data):
+                if record.sequence == message.sequence:
+                    return record
+        except fmt.FormatError as exc:  # whole, but not written by us: its headers, say
+            raise JournalError(
+                f"the batch at {message.segment}:{message.batch_offset} is not ours: {exc}"
+            ) from None
         raise JournalError(f"sequence {message.sequence} is not in its batch")
 
     def stats(self) -> StoreStats:

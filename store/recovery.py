@@ -166,10 +166,20 @@ def recover(
                 )
             )
         for batch, view in iter_batches(data, scan):
+            try:
+                records = list(fmt.iter_records(view, keys_only=True))
+            except fmt.FormatError as exc:  # whole (its CRC holds) but not written by us
+                damage = Damage(
+                    DamageKind.DAMAGED_BATCH, segment.name, batch.offset, len(view), str(exc)
+                )
+                damaged.append(damage)
+                if quarantine:
+                    _quarantine(journal_dir, segment, damage, data)
+                continue
             counts["batches"] += 1
             if visit is not None:
                 visit(segment, batch, view)
-            for record in fmt.iter_records(view, keys_only=True):
+            for record in records:
                 counts["records"] += 1
                 state.apply(
                     record.record_type,
@@ -295,9 +305,12 @@ def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntr
     if status is not fmt.BatchStatus.OK or batch is None:
         return None
     view = memoryview(head)[header.header_len : header.header_len + batch.batch_len]
-    for record in fmt.iter_records(view):
-        if record.record_type is fmt.RecordType.FENCE:
-            return record.epoch, fmt.decode_fence(record.payload)
+    try:
+        for record in fmt.iter_records(view):
+            if record.record_type is fmt.RecordType.FENCE:
+                return record.epoch, fmt.decode_fence(record.payload)
+    except fmt.FormatError:
+        return None  # not a batch we wrote; the scan reports it as damage
     return None
 
 

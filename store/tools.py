@@ -10,7 +10,7 @@ from typing import Any
 
 from primacy.store import format as fmt
 from primacy.store.recovery import RecoveryReport, recover
-from primacy.store.segments import BatchAt, SegmentRef
+from primacy.store.segments import BatchAt, Damage, DamageKind, SegmentRef
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,24 @@ def journal_dir(share: Path) -> Path:
 
 
 def verify(share: Path) -> VerifyResult:
-    """Check every batch, and that recovering from the checkpoint equals a full scan."""
-    full = recover(journal_dir(share), use_checkpoint=False, log=False)
+    """Check every batch (each record read in full), and that recovering from the checkpoint
+    equals a full scan."""
+    undecodable: list[Damage] = []
+
+    def read_in_full(segment: SegmentRef, batch: BatchAt, view: memoryview) -> None:
+        try:
+            for record in fmt.iter_records(view):
+                record_as_dict(record, segment.name, batch.offset)
+        except fmt.FormatError as exc:
+            undecodable.append(
+                Damage(DamageKind.DAMAGED_BATCH, segment.name, batch.offset, len(view), str(exc))
+            )
+
+    full = recover(journal_dir(share), use_checkpoint=False, visit=read_in_full, log=False)
     quick = recover(journal_dir(share), use_checkpoint=True, log=False)
     problems = [
         f"{d.kind.value} in {d.segment} at byte {d.offset} ({d.length} bytes): {d.reason}"
-        for d in full.report.damaged
+        for d in (*full.report.damaged, *undecodable)
     ]
     if full.state.summary() != quick.state.summary():
         problems.append(
@@ -79,16 +91,36 @@ def stats(share: Path) -> JournalStats:
 
 
 def dump(
-    share: Path, emit: Callable[[dict[str, Any]], None], from_sequence: int = 0
+    share: Path,
+    emit: Callable[[dict[str, Any]], None],
+    from_sequence: int = 0,
+    on_undecodable: Callable[[Damage], None] | None = None,
 ) -> RecoveryReport:
-    """Call ``emit`` with every valid, unfenced record from ``from_sequence`` on, in order."""
+    """Call ``emit`` with every valid, unfenced record from ``from_sequence`` on, in order.
+
+    The report lists the damage recovery found; a batch whose headers or payloads turn
+    out not to be ours only when read in full goes to ``on_undecodable``, not dumped.
+    """
 
     def visit(segment: SegmentRef, batch: BatchAt, view: memoryview) -> None:
         if batch.header.last_sequence < from_sequence:
             return
-        for record in fmt.iter_records(view):
-            if record.sequence >= from_sequence:
-                emit(record_as_dict(record, segment.name, batch.offset))
+        try:
+            rows = [
+                record_as_dict(record, segment.name, batch.offset)
+                for record in fmt.iter_records(view)
+                if record.sequence >= from_sequence
+            ]
+        except fmt.FormatError as exc:
+            if on_undecodable is not None:
+                on_undecodable(
+                    Damage(
+                        DamageKind.DAMAGED_BATCH, segment.name, batch.offset, len(view), str(exc)
+                    )
+                )
+            return
+        for row in rows:
+            emit(row)
 
     return recover(journal_dir(share), use_checkpoint=False, visit=visit, log=False).report
 
