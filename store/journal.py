@@ -31,7 +31,12 @@ from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.errors import JournalError, MessageTooLarge, StaleEpoch
 from primacy.store.recovery import RecoveryResult, recover
 from primacy.store.retention import SegmentFacts, segments_to_remove
-from primacy.store.segments import CHECKPOINT_DIR_NAME, SegmentRef, list_segments
+from primacy.store.segments import (
+    CHECKPOINT_DIR_NAME,
+    SegmentRef,
+    has_own_header,
+    list_segments,
+)
 from primacy.store.state import JournalState, PendingMessage
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
@@ -96,7 +101,12 @@ class JournalStore:
         """Recover, fence every earlier epoch, start the writer. Call after claiming ``epoch``."""
         journal_dir = config.journal_dir
         journal_dir.mkdir(parents=True, exist_ok=True)
-        newer = [s.name for s in list_segments(journal_dir) if s.epoch >= epoch]
+        # Only a segment a master wrote counts: a planted name of a later epoch, without a
+        # header of its own, would otherwise keep every new master from opening (found by
+        # tests/integration/test_random_planting.py). Recovery reports it as damage.
+        newer = [
+            s.name for s in list_segments(journal_dir) if s.epoch >= epoch and has_own_header(s)
+        ]
         if newer:
             raise StaleEpoch(
                 f"the journal already has segments of epoch {epoch} or later ({newer[0]}); "

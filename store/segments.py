@@ -149,6 +149,20 @@ def open_journal_file(path: Path) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
+def has_own_header(segment: SegmentRef) -> bool:
+    """Does the file start with an intact segment header of the epoch its name says?
+
+    A master writes the header before any batch, so a file without one holds nothing
+    a master wrote: a planted name, or a segment torn at its creation.
+    """
+    try:
+        with open_journal_file(segment.path) as handle:
+            head = handle.read(2**16)  # the header length is a u16
+        return fmt.decode_segment_header(head).epoch == segment.epoch
+    except (OSError, fmt.FormatError):
+        return False
+
+
 def read_segment(segment: SegmentRef) -> bytes:
     with open_journal_file(segment.path) as handle:
         return handle.read()

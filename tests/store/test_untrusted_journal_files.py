@@ -59,3 +59,17 @@ def test_fifos_named_like_journal_files_are_not_opened(share: Path) -> None:
     os.mkfifo(config.journal_dir / CHECKPOINT_DIR_NAME / checkpoint_name(10**7, 1))
     with _open_within(config, epoch=2) as store:
         assert store.stats().pending_messages == 1
+
+
+def test_a_planted_segment_name_of_a_later_epoch_does_not_block_opening(share: Path) -> None:
+    # Found by tests/integration/test_random_planting.py: every new master refused to open
+    # ("the journal already has segments of epoch N or later") and the group had none.
+    config = StoreConfig(share=share, node_id="a")
+    with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
+        store.append_send("/queue/q", "m1", b"kept", {}).result()
+    planted = segment_name(804_549_931_977, 733_687_251_514_855)
+    (config.journal_dir / planted).write_bytes(b'{"role": "master"}')
+    with _open_within(config, epoch=2) as store:
+        assert store.stats().pending_messages == 1
+        report = store.recovery.report  # reported: as a torn tail (too short for a header)
+        assert planted in {d.segment for d in (*report.damaged, *report.torn_tails)}
