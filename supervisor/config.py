@@ -164,8 +164,9 @@ class NodeConfig(BaseModel):
     )
     crash_loop_hold_off_ms: Int = key(
         10_000,
-        "after giving the lock up for a crash-looping child, a journal that failed to open or "
-        "a STOMP port that cannot be bound, wait this long before trying the lock again",
+        "after giving the lock up for a crash-looping child, a journal that failed to open, an "
+        "epoch the share would not record or a STOMP port that cannot be bound, wait this long "
+        "before trying the lock again",
         metavar="MS",
         ge=0,
         le=3_600_000,

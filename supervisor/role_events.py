@@ -72,6 +72,17 @@ class EpochClaimed:
 
 
 @dataclass(frozen=True)
+class ClaimFailed:
+    """The lock is ours but the epoch record could not be written (a full share, say).
+
+    Not a lost lease: nobody else holds the lock. Retrying at once would burn an
+    epoch a try, so the node gives the lock back and holds off, as for a journal
+    that cannot open."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class JournalOpened:
     """Recovery finished and the new epoch's fence is durable."""
 
@@ -156,6 +167,7 @@ Event = (
     Tick
     | LockResult
     | EpochClaimed
+    | ClaimFailed
     | JournalOpened
     | JournalFailed
     | RevalidationPassed

@@ -21,6 +21,7 @@ from primacy.supervisor.role_events import (
     Action,
     ChildExited,
     ClaimEpoch,
+    ClaimFailed,
     EpochClaimed,
     Event,
     Exit,
@@ -71,6 +72,7 @@ TRANSITIONS: dict[Role, dict[str, Role]] = {
         "epoch_claimed": S.ACQUIRED,
         "journal_opened": S.ACQUIRED,
         "journal_failed": S.DEMOTING,
+        "claim_failed": S.DEMOTING,
         "revalidated": S.ACQUIRED,
         "takeover_ready": S.MASTER,
         "lease_lost": S.DEMOTING,
@@ -201,6 +203,11 @@ class RoleMachine:
                         graceful=True,
                         trigger="journal_failed",
                     )
+            case ClaimFailed(reason=reason):
+                self._io_done()
+                if self.role is Role.ACQUIRED:
+                    self._hold_off_until = now + self.timings.crash_loop_hold_off_s
+                    self._demote(now, actions, reason, graceful=True, trigger="claim_failed")
             case RevalidationPassed(started_at=started_at):
                 self._io_done()
                 self._on_revalidated(started_at, now, actions)

@@ -82,14 +82,18 @@ class ShareJobs:
 
     # ---- taking over -------------------------------------------------------
 
-    def claim_epoch(self, keep_alive_period_ms: int) -> EpochTaken | roles.LeaseLost:
+    def claim_epoch(
+        self, keep_alive_period_ms: int
+    ) -> EpochTaken | roles.LeaseLost | roles.ClaimFailed:
         try:
             epoch = self.lease.claim_epoch({KEEP_ALIVE_TERM: keep_alive_period_ms})
             # Every earlier master that may still claim the role: the previous one, and
             # before it any whose successor stopped during its takeover wait.
             earlier = self.lease.terms_to_outlast()
-        except (OSError, LeaseLost) as exc:
+        except LeaseLost as exc:
             return roles.LeaseLost(f"claiming an epoch failed: {exc}")
+        except OSError as exc:  # the lock is still ours; the share would not take the record
+            return roles.ClaimFailed(f"claiming an epoch failed: {exc}")
         periods = [
             float(record[KEEP_ALIVE_TERM])
             for record in earlier

@@ -8,6 +8,7 @@ from primacy.supervisor import roles
 from primacy.supervisor.roles import (
     TRANSITIONS,
     ClaimEpoch,
+    ClaimFailed,
     EpochClaimed,
     Exit,
     JournalFailed,
@@ -326,6 +327,21 @@ def test_a_journal_that_cannot_open_gives_the_lock_up_and_holds_off() -> None:
     d.at(0.04, ServingStopped())
     assert d.machine.role is Role.SLAVE
     assert d.kinds(d.at(1.0)) == []  # holding off
+
+
+def test_an_epoch_that_cannot_be_claimed_gives_the_lock_up_and_holds_off() -> None:
+    # A full share refuses the epoch record: retrying at once burned an epoch a try (over a
+    # hundred in one chaos trial). Nobody else holds the lock, so it is given back gracefully.
+    d = Driver()
+    d.at(0.0)
+    assert ClaimEpoch in d.kinds(d.at(0.01, LockResult(True)))
+    actions = d.at(0.02, ClaimFailed("claiming an epoch failed: [Errno 28] No space left"))
+    assert d.kinds(actions) == [StopServing]
+    assert actions[-1].graceful  # type: ignore[union-attr]
+    d.at(0.03, ServingStopped())
+    assert d.machine.role is Role.SLAVE
+    assert d.kinds(d.at(1.0)) == []  # holding off: no TryLock
+    assert TryLock in d.kinds(d.at(0.03 + TIMINGS.crash_loop_hold_off_s + 0.01))
 
 
 def _serving_starts_at(previous_keep_alive_s: float, *, handed_over: bool = False) -> float:
