@@ -20,6 +20,7 @@ from primacy.api.metrics import NodeMetrics
 from primacy.api.snapshot import StatusSnapshot
 
 SnapshotSource = Callable[[], StatusSnapshot]
+Handler = Callable[[], Response]
 PRIORITIES = ("never", "normal", "high", "highest")
 
 
@@ -47,38 +48,47 @@ def create_app(
     """Build the status application; admin routes exist only with both ``admin`` and a token."""
     app = FastAPI(title="primacy node status", docs_url=None, redoc_url=None)
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
+    def probe(*paths: str) -> Callable[[Handler], Handler]:
+        """GET and HEAD on each path (load balancers use either); HEAD stays out of the schema,
+        which otherwise lists one operation id twice."""
+
+        def register(handler: Handler) -> Handler:
+            for path in paths:
+                app.get(path)(handler)
+                app.head(path, include_in_schema=False)(handler)
+            return handler
+
+        return register
+
+    @probe("/health")
     def health() -> Response:
         return _answer(True, snapshot(), time.monotonic())
 
-    @app.api_route("/liveness", methods=["GET", "HEAD"])
+    @probe("/liveness")
     def liveness() -> Response:
         current, now = snapshot(), time.monotonic()
         return _answer(current.is_live(now), current, now)
 
-    @app.api_route("/readiness", methods=["GET", "HEAD"])
+    @probe("/readiness")
     def readiness() -> Response:
         current = snapshot()
         return _answer(current.is_ready(), current, time.monotonic())
 
-    @app.api_route("/master", methods=["GET", "HEAD"])
-    @app.api_route("/primary", methods=["GET", "HEAD"])
+    @probe("/master", "/primary")
     def master() -> Response:
         current, now = snapshot(), time.monotonic()
         return _answer(current.is_serving_master(now), current, now)
 
-    @app.api_route("/slave", methods=["GET", "HEAD"])
-    @app.api_route("/standby", methods=["GET", "HEAD"])
-    @app.api_route("/replica", methods=["GET", "HEAD"])
+    @probe("/slave", "/standby", "/replica")
     def slave() -> Response:
         current, now = snapshot(), time.monotonic()
         return _answer(current.is_healthy_slave() and current.is_live(now), current, now)
 
-    @app.api_route("/status", methods=["GET", "HEAD"])
+    @probe("/status")
     def status() -> Response:
         return JSONResponse(snapshot().to_json())
 
-    @app.api_route("/cluster", methods=["GET", "HEAD"])
+    @probe("/cluster")
     def cluster() -> Response:
         current = snapshot()
         return JSONResponse({"node": current.node, "members": current.extra.get("cluster", [])})
