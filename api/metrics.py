@@ -123,6 +123,11 @@ class _SnapshotCollector(Collector):
             value=float(broker.get("dead_lettered", 0)),
         )
         yield GaugeMetricFamily(
+            "primacy_body_memory_bytes",
+            "Bodies of unacknowledged messages held in memory (max_body_memory_bytes)",
+            value=float(broker.get("body_memory_bytes", 0)),
+        )
+        yield GaugeMetricFamily(
             "primacy_destinations",
             "Destinations with messages or subscriptions on this master",
             value=float(broker.get("destinations", 0)),

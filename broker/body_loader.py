@@ -56,7 +56,12 @@ class BodyLoader:
     def recovered(self, messages: Iterable[QueuedMessage]) -> None:
         """Messages whose bodies are in the journal, each destination's in queue order."""
         for message in sorted(messages):
-            self._unread.setdefault(message.destination, deque()).append(message)
+            self.in_journal(message)
+
+    def in_journal(self, message: QueuedMessage) -> None:
+        """One more message whose body is read back when its turn comes; it must come after
+        every message of its destination handed over before (queue order)."""
+        self._unread.setdefault(message.destination, deque()).append(message)
 
     def has_body(self, message: QueuedMessage) -> bool:
         return message.body is not None or message.order in self._bodies

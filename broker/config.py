@@ -37,6 +37,9 @@ class BrokerConfig:
     max_transaction_bytes: int = 16 * 1024 * 1024
     # A message delivered and not acknowledged this many more times goes to /queue/DLQ.<name>.
     max_redeliveries: int = 6
+    # Bodies of stored, unacknowledged messages kept in memory; past this, a new message's
+    # body stays in the journal only and is read back when its turn comes (a store cursor).
+    max_body_memory_bytes: int = 128 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.heart_beat_send_ms < 0 or self.heart_beat_receive_ms < 0:
@@ -53,6 +56,7 @@ class BrokerConfig:
                 self.max_subscriptions_per_connection,
                 self.max_transactions_per_connection,
                 self.max_transaction_bytes,
+                self.max_body_memory_bytes,
             )
             < 1
             or self.max_redeliveries < 0

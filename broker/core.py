@@ -121,6 +121,9 @@ class Broker:
         # (destination, message id) of each SEND not yet durable: a resend of one is receipted
         # when the first copy is. Which resends to drop is the journal's one window's call.
         self._in_flight_sends: dict[tuple[str, str], asyncio.Future[int]] = {}
+        # Bytes of bodies held for stored messages until acknowledged (read-back ones aside:
+        # those are a batch per destination at most, see body_loader.py).
+        self.body_memory_bytes = 0
         self._dispatch_due: set[str] = set()
         self._generated_ids = itertools.count(1)
         state = store.recovery.state
@@ -204,6 +207,19 @@ class Broker:
         if future.cancelled() or future.exception() is not None:
             return  # _watch already failed the broker
         self.counters.messages_in += 1
+        size = len(message.body or b"")
+        location = None
+        if self.body_memory_bytes + size > self.config.max_body_memory_bytes:
+            # Over the limit: keep where it lies in the journal, not its body. (None under
+            # no_sync, where the receipt may come before the commit: then it stays in memory.)
+            location = self.store.location_of(message.destination, message.message_id)
+        if location is None:
+            self.body_memory_bytes += size
+        else:
+            message = QueuedMessage(
+                message.order, message.destination, message.message_id, journal_location=location
+            )
+            self.bodies.in_journal(message)
         self.book.add(message)
         self.schedule_dispatch(message.destination)
 
@@ -219,6 +235,8 @@ class Broker:
             except JournalError as error:
                 self.fail(f"{type(error).__name__}: {error}")
                 raise BrokerFailed(str(error)) from None
+            if message.journal_location is None:  # its body was counted when it was stored
+                self.body_memory_bytes -= len(message.body or b"")
             written = self._watch(submitted)
             written.add_done_callback(self._count_ack)
             futures.append(written)

@@ -134,6 +134,7 @@ class BrokerService:
             "transactions_refused": counters.transactions_refused,
             "dead_lettered": counters.dead_lettered,
             "destinations": len(broker.book.queues),
+            "body_memory_bytes": broker.body_memory_bytes,
             "messages_ready": broker.book.ready_count(),
         }
 

@@ -167,6 +167,11 @@ class JournalStore:
         with self._state_lock:
             return key in self._unapplied_sends or self._state.is_duplicate(*key)
 
+    def location_of(self, destination: str, message_id: str) -> PendingMessage | None:
+        """Where a committed, unacknowledged SEND lies (for ``read_message``); None otherwise."""
+        with self._state_lock:
+            return self._state.pending.get(destination, {}).get(message_id)
+
     def append_send(
         self,
         destination: str,

@@ -262,6 +262,14 @@ class NodeConfig(BaseModel):
         ge=1024,
         le=2**40,
     )
+    max_body_memory_bytes: Int = key(
+        BROKER_DEFAULTS.max_body_memory_bytes,
+        "bodies of unacknowledged messages the master keeps in memory; past this, new bodies "
+        "stay in the journal and are read back when their turn comes",
+        metavar="BYTES",
+        ge=1,
+        le=2**44,
+    )
     max_redeliveries: Int = key(
         BROKER_DEFAULTS.max_redeliveries,
         "a message that comes back unacknowledged (NACK, unsubscribe, disconnect) this many "
