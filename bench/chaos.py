@@ -50,9 +50,19 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, _interrupt)
 
 
-def _trial_in_worker(seed: int, workdir: Path) -> TrialResult:
+def _trial_in_worker(seed: int, workdir: Path, keep_logs: Path | None = None) -> TrialResult:
     try:
-        return run_trial(seed, workdir)
+        result = run_trial(seed, workdir)
+        if result.violations and keep_logs is not None:
+            # The nodes' and the emulated hosts' logs: a timing-dependent failure may not
+            # come back when its seed is replayed.
+            kept = keep_logs / f"seed-{seed}"
+            for log in workdir.rglob("*.log"):  # run_trial has unmounted every share by now
+                target = kept / log.relative_to(workdir)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(log, target)
+            print(f"  logs of seed {seed} kept in {kept}", flush=True)
+        return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -87,7 +97,10 @@ def _run_trials(args: argparse.Namespace, workdir: Path, totals: Totals, started
                 if number is None:
                     break
                 future = pool.submit(
-                    _trial_in_worker, args.seed + number, workdir / f"trial-{number}"
+                    _trial_in_worker,
+                    args.seed + number,
+                    workdir / f"trial-{number}",
+                    args.keep_logs,
                 )
                 running[future] = number
             if not running:
@@ -118,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="trials run at once, each in its own process"
+    )
+    parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="copy the logs of every trial with a violation into DIR/seed-N",
     )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.trials < 0:
@@ -169,7 +189,9 @@ def _run_trials_here(
             print(f"stopping: {args.max_minutes} min budget spent")
             return
         try:
-            result = _trial_in_worker(args.seed + number, workdir / f"trial-{number}")
+            result = _trial_in_worker(
+                args.seed + number, workdir / f"trial-{number}", args.keep_logs
+            )
         except KeyboardInterrupt:
             print("interrupted: the unfinished trial is not counted")
             return
