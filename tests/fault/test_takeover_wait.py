@@ -54,9 +54,23 @@ def test_a_master_killed_in_its_takeover_wait_passes_the_wait_on(
         replace_lock_file(host_b)
         replaced_at = time.monotonic()
         wait_until(lambda: "claimed epoch 2" in b.log(), 5, "b to claim epoch 2")
-        b.signal(signal.SIGKILL)  # in its 20 s wait: epoch 2 never outlasted epoch 1
-        c = emulated_hosts.start_node(host_c, "c", *SHORT)
+        # c waits as a slave before b dies, with a priority a defers to once its registry
+        # shows c, so it is c that takes the freed lock. Started after b's death, c raced
+        # a, which retries as soon as its next check sees epoch 2 (on a loaded machine a
+        # won, and the test waited in vain for c).
+        c = emulated_hosts.start_node(host_c, "c", *SHORT, "--priority", "highest")
         poller.add(c)
+        wait_until(lambda: c.status("/slave") == 200, 30, "c to wait as a slave")
+
+        def a_defers_to_c() -> bool:
+            members = httpx.get(f"http://127.0.0.1:{a.port}/cluster", timeout=2).json()
+            return any(
+                m["node_id"] == "c" and m["live"] and m["priority"] == "highest"
+                for m in members["members"]
+            )
+
+        wait_until(a_defers_to_c, 10, "a's registry to show c")
+        b.signal(signal.SIGKILL)  # in its 20 s wait: epoch 2 never outlasted epoch 1
         wait_until(c.is_master, 30, "c to serve")
         served_after_s = time.monotonic() - replaced_at
         time.sleep(0.3)

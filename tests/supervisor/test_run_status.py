@@ -173,7 +173,8 @@ def test_status_shows_the_warnings_of_a_tmpfs_share(tmp_path: Path) -> None:
     port = free_port()
     log_path = tmp_path / "node.log"
     # The tmpfs exists only in the node's own mount namespace and goes with it.
-    script = 'mount -t tmpfs primacy-tmpfs "$0" && exec "$@"'
+    # mode=0750: a tmpfs root is 1777 by default, which the doctor flags too (PRIMACY-3014).
+    script = 'mount -t tmpfs -o mode=0750 primacy-tmpfs "$0" && exec "$@"'
     command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(share)]
     command += [sys.executable, "-m", "primacy.cli", "run", "--node-id", "t1"]
     command += ["--share", str(share), "--http", f"127.0.0.1:{port}"]
