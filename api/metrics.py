@@ -127,6 +127,21 @@ class _SnapshotCollector(Collector):
             "Bodies of unacknowledged messages held in memory (max_body_memory_bytes)",
             value=float(broker.get("body_memory_bytes", 0)),
         )
+        yield CounterMetricFamily(
+            "primacy_sends_held",
+            "SENDs that waited for room (max_destination_messages, max_pending_messages)",
+            value=float(broker.get("sends_held", 0)),
+        )
+        yield GaugeMetricFamily(
+            "primacy_sends_waiting",
+            "Connections whose SEND waits for room now",
+            value=float(broker.get("sends_waiting", 0)),
+        )
+        yield GaugeMetricFamily(
+            "primacy_messages_unacknowledged",
+            "Messages stored and not yet acknowledged on this master (max_pending_messages)",
+            value=float(broker.get("messages_unacknowledged", 0)),
+        )
         yield GaugeMetricFamily(
             "primacy_destinations",
             "Destinations with messages or subscriptions on this master",
@@ -139,4 +154,5 @@ _LIMIT_REFUSALS = {
     "max_connections": "connections_refused",
     "max_subscriptions_per_connection": "subscriptions_refused",
     "transactions": "transactions_refused",
+    "flow_control": "sends_refused_full",
 }

@@ -35,6 +35,7 @@ CONNECTION_LIMIT = "PRIMACY-1520"
 SUBSCRIPTION_LIMIT = "PRIMACY-1521"
 TRANSACTION_LIMIT = "PRIMACY-1522"
 DEAD_LETTERED = "PRIMACY-1523"
+DESTINATION_FULL = "PRIMACY-1524"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -66,6 +67,9 @@ TITLES = {
         "transaction limit reached (max_transactions_per_connection or max_transaction_bytes)"
     ),
     DEAD_LETTERED: "message moved to its dead-letter queue after max_redeliveries",
+    DESTINATION_FULL: (
+        "no room for the message (max_destination_messages or max_pending_messages)"
+    ),
 }
 
 

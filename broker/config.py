@@ -40,6 +40,11 @@ class BrokerConfig:
     # Bodies of stored, unacknowledged messages kept in memory; past this, a new message's
     # body stays in the journal only and is read back when its turn comes (a store cursor).
     max_body_memory_bytes: int = 128 * 1024 * 1024
+    # Producer flow control (flow_control.py): a SEND waits while its destination holds this
+    # many unacknowledged messages, or the broker this many in all; after the timeout, ERROR.
+    max_destination_messages: int = 200_000
+    max_pending_messages: int = 1_000_000
+    flow_control_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.heart_beat_send_ms < 0 or self.heart_beat_receive_ms < 0:
@@ -57,8 +62,12 @@ class BrokerConfig:
                 self.max_transactions_per_connection,
                 self.max_transaction_bytes,
                 self.max_body_memory_bytes,
+                self.max_destination_messages,
+                self.max_pending_messages,
             )
             < 1
             or self.max_redeliveries < 0
         ):
             raise ValueError("connection, subscription and transaction limits must be positive")
+        if self.flow_control_timeout_s <= 0:
+            raise ValueError("flow_control_timeout_s must be positive")

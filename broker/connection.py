@@ -17,6 +17,13 @@ from typing import cast
 from primacy.broker import codes
 from primacy.broker.ack_ids import LegacyAckIds
 from primacy.broker.core import Broker, BrokerFailed, Refused, check_destination
+from primacy.broker.flow_control import (
+    IF_FULL_ERROR,
+    IF_FULL_HEADER,
+    IF_FULL_WAIT,
+    Full,
+    HeldFrames,
+)
 from primacy.broker.frame_rules import (
     error_frame,
     heart_beat,
@@ -41,7 +48,9 @@ from primacy.broker.transactions import Transactions
 log = logging.getLogger("primacy.broker")
 
 # Transport headers: meaningful for one frame, never stored with the message.
-_NOT_STORED = frozenset({"destination", "message-id", "receipt", "transaction", "content-length"})
+_NOT_STORED = frozenset(
+    {"destination", "message-id", "receipt", "transaction", "content-length", IF_FULL_HEADER}
+)
 _SET_BY_BROKER = frozenset({"subscription", "message-id", "destination", "ack", "redelivered"})
 # After an ERROR the socket is closed once the frame is flushed; a client that
 # does not read is cut off after this long.
@@ -73,6 +82,10 @@ class StompConnection(asyncio.Protocol):
         self._replies = ReplyQueue(self._send_frame, self._close_after_reply)
         self._writes_in_flight = 0
         self._reading_paused = False
+        # Frames held behind a SEND that waits for room (flow_control.py), oldest first.
+        self._held = HeldFrames(
+            self, broker.backlog, broker.counters, self.config.flow_control_timeout_s
+        )
         self._last_received_s = self._last_sent_s = self.loop.time()
         self._timers: dict[str, asyncio.TimerHandle] = {}
 
@@ -99,12 +112,15 @@ class StompConnection(asyncio.Protocol):
         try:
             frames = self.parser.feed(data)
         except StompProtocolError as error:
-            self._refuse(error.code, str(error), None)
+            self.refuse(error.code, str(error), None)
             return
         for frame in frames:
             if self.closing:
                 break
-            self._handle(frame)
+            if self._held:
+                self._held.append(frame)  # behind the waiting SEND, in order
+            else:
+                self.handle(frame)
 
     def eof_received(self) -> bool:
         return False  # the client closed its side: close ours
@@ -114,6 +130,7 @@ class StompConnection(asyncio.Protocol):
             timer.cancel()
         self._timers.clear()
         self.closing = True
+        self._held.clear()
         self.broker.remove_peer(self, list(self.subscriptions.values()))
         self.subscriptions.clear()
         self.transactions.clear()
@@ -164,7 +181,7 @@ class StompConnection(asyncio.Protocol):
 
     # ---- frames ------------------------------------------------------------------
 
-    def _handle(self, frame: Frame) -> None:
+    def handle(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
         handler = _HANDLERS.get(frame.command)
         try:
@@ -176,10 +193,13 @@ class StompConnection(asyncio.Protocol):
                 raise Refused(codes.NOT_CONNECTED, "send CONNECT (or STOMP) first")
             writes = handler(self, frame)
         except Refused as refusal:
-            self._refuse(refusal.code, str(refusal), receipt)
+            self.refuse(refusal.code, str(refusal), receipt)
             return
         except BrokerFailed:
             return  # the broker aborted every connection, this one included
+        except Full as full:
+            self._held.hold(frame, full)
+            return
         if frame.command == "DISCONNECT":
             reply = Frame.make("RECEIPT", {"receipt-id": receipt}) if receipt else None
             self.closing = True
@@ -231,6 +251,7 @@ class StompConnection(asyncio.Protocol):
             if key not in _NOT_STORED:
                 headers.setdefault(key, value)
         self.broker.check_size(destination, message_id, headers, frame.body)
+        self._check_room(destination, frame)
 
         def send() -> Writes:
             return [self._track(self.broker.send(destination, message_id, headers, frame.body))]
@@ -319,24 +340,48 @@ class StompConnection(asyncio.Protocol):
 
     # ---- flow control, replies, timers ----------------------------------------------
 
+    def _check_room(self, destination: str, frame: Frame) -> None:
+        """Refused or Full when ``destination`` has no room for one more message."""
+        reason = self.broker.backlog.full(destination)
+        if reason is None:
+            return
+        if_full = frame.get(IF_FULL_HEADER) or IF_FULL_WAIT
+        if if_full not in (IF_FULL_WAIT, IF_FULL_ERROR):
+            raise Refused(codes.BAD_REQUEST, f"{IF_FULL_HEADER} must be wait or error")
+        if if_full == IF_FULL_ERROR:
+            self.broker.counters.sends_refused_full += 1
+            raise Refused(codes.DESTINATION_FULL, f"{reason}; nothing was stored")
+        raise Full(destination, reason)
+
     def _track(self, write: asyncio.Future[int]) -> asyncio.Future[int]:
         """Count a journal write; stop reading while too many are in flight."""
         self._writes_in_flight += 1
-        if (
-            self._writes_in_flight >= self.config.max_writes_in_flight_per_connection
-            and self.transport is not None
-            and not self._reading_paused
-        ):
-            self._reading_paused = True
-            self.transport.pause_reading()
+        if self._writes_in_flight >= self.config.max_writes_in_flight_per_connection:
+            self.pause_reading()
         write.add_done_callback(self._write_done)
         return write
 
     def _write_done(self, _: asyncio.Future[int]) -> None:
         self._writes_in_flight -= 1
+        self.resume_reading_if_due()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def resume_reading_if_due(self) -> None:
+        """Read again once neither a waiting SEND nor too many journal writes hold it back."""
         low = self.config.max_writes_in_flight_per_connection // 2
-        if self._reading_paused and self._writes_in_flight <= low and self.transport is not None:
+        if (
+            self._reading_paused
+            and not self.closing
+            and not self._held
+            and self._writes_in_flight <= low
+            and self.transport is not None
+        ):
             self._reading_paused = False
+            self._last_received_s = self.loop.time()  # silence while paused was ours
             self.transport.resume_reading()
 
     def _send_frame(self, frame: Frame) -> None:
@@ -347,14 +392,12 @@ class StompConnection(asyncio.Protocol):
             self.transport.close()
             self.loop.call_later(_CLOSE_GRACE_S, self._abort_transport)
 
-    def _refuse(self, code: str, detail: str, receipt: str | None) -> None:
+    def refuse(self, code: str, detail: str, receipt: str | None) -> None:
         """Send ERROR after the replies already queued, then close (STOMP: ERROR ends it)."""
         log.warning("%s: session %s: %s", codes.title(code), self.session, detail)
         self.broker.counters.errors_sent += 1
         self.closing = True
-        if self.transport is not None and not self._reading_paused:
-            self._reading_paused = True
-            self.transport.pause_reading()
+        self.pause_reading()
         self._replies.after([], error_frame(code, detail, receipt), then_close=True)
 
     def _write(self, data: bytes) -> None:
@@ -381,13 +424,15 @@ class StompConnection(asyncio.Protocol):
     def _connect_deadline(self) -> None:
         if not self.connected and not self.closing:
             detail = f"no CONNECT frame within {self.config.connect_timeout_s} s"
-            self._refuse(codes.CONNECT_TIMEOUT, detail, None)
+            self.refuse(codes.CONNECT_TIMEOUT, detail, None)
 
     def _send_heartbeat(self, send_ms: int) -> None:
         if self.loop.time() - self._last_sent_s >= send_ms / 2000:
             self._write(HEARTBEAT)
 
     def _check_heartbeat(self, expect_ms: int) -> None:
+        if self._reading_paused:
+            return  # the client's heart-beats wait unread in the socket, as its frames do
         silent_s = self.loop.time() - self._last_received_s
         if silent_s > expect_ms / 1000 * self.config.heart_beat_grace_factor:
             detail = (

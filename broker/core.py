@@ -21,6 +21,7 @@ from typing import Protocol
 from primacy.broker import codes
 from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
+from primacy.broker.flow_control import Backlog
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
@@ -70,6 +71,9 @@ class Counters:
     subscriptions_refused: int = 0
     transactions_refused: int = 0
     dead_lettered: int = 0
+    # Producer flow control: SENDs that waited for room, and those refused for want of it.
+    sends_held: int = 0
+    sends_refused_full: int = 0
 
 
 DEAD_LETTER_PREFIX = "/queue/DLQ."
@@ -126,6 +130,8 @@ class Broker:
         self.body_memory_bytes = 0
         self._dispatch_due: set[str] = set()
         self._generated_ids = itertools.count(1)
+        # Unacknowledged messages, counted from the SEND's submission to its ACK's.
+        self.backlog = Backlog(config.max_destination_messages, config.max_pending_messages, loop)
         state = store.recovery.state
         self.bodies = BodyLoader(store, loop, self.schedule_dispatch)
         # A failover may have delivered these already: consumers see them as redelivered.
@@ -142,6 +148,7 @@ class Broker:
         ]
         for message in recovered:
             self.book.add(message)
+            self.backlog.added(message.destination)
         self.bodies.recovered(recovered)
         self._order = itertools.count(state.last_sequence + 1)
 
@@ -195,6 +202,7 @@ class Broker:
             self.fail(f"{type(error).__name__}: {error}")
             raise BrokerFailed(str(error)) from None
         written = self._watch(submitted)
+        self.backlog.added(destination)
         message = QueuedMessage(
             next(self._order), destination, message_id, tuple(headers.items()), body
         )
@@ -237,6 +245,7 @@ class Broker:
                 raise BrokerFailed(str(error)) from None
             if message.journal_location is None:  # its body was counted when it was stored
                 self.body_memory_bytes -= len(message.body or b"")
+            self.backlog.removed(message.destination)
             written = self._watch(submitted)
             written.add_done_callback(self._count_ack)
             futures.append(written)

@@ -270,6 +270,28 @@ class NodeConfig(BaseModel):
         ge=1,
         le=2**44,
     )
+    max_destination_messages: Int = key(
+        BROKER_DEFAULTS.max_destination_messages,
+        "a SEND to a destination holding this many unacknowledged messages waits for room "
+        "(or gets an ERROR with if-full:error)",
+        metavar="N",
+        ge=1,
+        le=10**9,
+    )
+    max_pending_messages: Int = key(
+        BROKER_DEFAULTS.max_pending_messages,
+        "a SEND waits for room while the broker holds this many unacknowledged messages in all",
+        metavar="N",
+        ge=1,
+        le=10**9,
+    )
+    flow_control_timeout_s: Float = key(
+        BROKER_DEFAULTS.flow_control_timeout_s,
+        "a SEND that waited this long for room gets an ERROR; nothing is stored",
+        metavar="SECONDS",
+        gt=0,
+        le=86_400,
+    )
     max_redeliveries: Int = key(
         BROKER_DEFAULTS.max_redeliveries,
         "a message that comes back unacknowledged (NACK, unsubscribe, disconnect) this many "
