@@ -205,6 +205,7 @@ def scan_segment(
     offset = max(start_offset, scan.header.header_len)
     scan.valid_end = offset
     limit = len(data) if fence_limit is None else min(fence_limit, len(data))
+    budget = _ResyncBudget(2 * len(data) + _RESYNC_SLACK_BYTES)
     while offset < len(data):
         status, header = fmt.check_batch(data, offset)
         if status is fmt.BatchStatus.OK and header is not None:
@@ -216,13 +217,16 @@ def scan_segment(
             continue
         if offset >= limit:
             break
-        next_valid = _next_valid_batch(data, offset, header)
+        next_valid = _next_valid_batch(data, offset, header, budget)
+        reason = status.value
         if next_valid is None:
             kind = DamageKind.TORN_TAIL if is_epoch_tail else DamageKind.DAMAGED_BATCH
             end = limit
+            if budget.spent:
+                reason += f"; not searched further (over {budget.allowed} bytes of checks)"
         else:
             kind, end = DamageKind.DAMAGED_BATCH, min(next_valid, limit)
-        scan.damage.append(Damage(kind, segment.name, offset, end - offset, status.value))
+        scan.damage.append(Damage(kind, segment.name, offset, end - offset, reason))
         if next_valid is None or next_valid >= limit:
             offset = end
             break
@@ -238,23 +242,57 @@ def _looks_torn(data: bytes) -> bool:
     return len(data) < fmt.SEGMENT_HEADER_FIXED_LEN or not data.startswith(fmt.SEGMENT_MAGIC)
 
 
-def _next_valid_batch(data: bytes, offset: int, header: fmt.BatchHeader | None) -> int | None:
-    """The offset of the next valid batch after a bad one, or None if none follows."""
+# Candidate checks allowed beyond twice the segment's size when searching past damage.
+_RESYNC_SLACK_BYTES = 1 << 20
+
+
+class _ResyncBudget:
+    """Bytes of CRC a scan may spend checking candidate batches after damage.
+
+    Each candidate costs the length its header claims, so a crafted region of
+    headers that each claim to run to the end of the segment would make the
+    search quadratic. Honest damage costs about the valid batch that follows
+    it, so twice the segment's size is never reached by it; past that the rest
+    of the segment is reported damaged unsearched: whoever can write such a
+    region could as well have overwritten the batches behind it.
+    """
+
+    def __init__(self, allowed: int) -> None:
+        self.allowed = allowed
+        self.left = allowed
+
+    @property
+    def spent(self) -> bool:
+        return self.left <= 0
+
+    def check(self, data: bytes, offset: int) -> bool:
+        """Whether a valid batch starts at ``offset``; False once the budget is spent."""
+        if self.spent:
+            return False
+        status, header = fmt.check_batch(data, offset)
+        if header is not None and status in (fmt.BatchStatus.OK, fmt.BatchStatus.BAD_CRC):
+            self.left -= header.batch_len  # what the CRC ran over
+        return status is fmt.BatchStatus.OK
+
+
+def _next_valid_batch(
+    data: bytes, offset: int, header: fmt.BatchHeader | None, budget: _ResyncBudget
+) -> int | None:
+    """The offset of the next valid batch after a bad one, or None if none follows (or the
+    budget ran out before one was found)."""
     if header is not None and header.batch_len > 0 and offset + header.batch_len < len(data):
         candidate = offset + header.batch_len
-        if fmt.check_batch(data, candidate)[0] is fmt.BatchStatus.OK:
+        if budget.check(data, candidate):
             return candidate
     position = offset + 1
-    while True:
+    while not budget.spent:
         position = data.find(fmt.BATCH_MAGIC, position)
         if position < 0:
             return None
-        if (
-            position % fmt.ALIGNMENT == 0
-            and fmt.check_batch(data, position)[0] is fmt.BatchStatus.OK
-        ):
+        if position % fmt.ALIGNMENT == 0 and budget.check(data, position):
             return position
         position += 1
+    return None
 
 
 def _count_fenced(scan: SegmentScan, data: bytes, offset: int) -> None:

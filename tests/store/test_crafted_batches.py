@@ -109,3 +109,70 @@ def test_the_journal_tools_name_each_crafted_batch_and_exit_1(
         assert reason in line and "at byte" in line, line
     if command == "dump":
         assert "real" in result.stdout  # the real record is still dumped
+
+
+def _overlapping_claims(region_len: int) -> bytes:
+    """A damaged region crafted to make a resync quadratic: a batch header every 48 bytes,
+    each well-formed and claiming to run to the region's end, none with a valid CRC."""
+    assert region_len % 48 == 0
+    region = bytearray(region_len)
+    for offset in range(0, region_len, 48):
+        batch_len = region_len - offset
+        heap_len = batch_len - fmt.BATCH_HEADER_LEN - fmt.RECORD_HEADER_LEN
+        if heap_len < 0:
+            break  # the last few: too short to claim anything
+        region[offset : offset + 48] = fmt._BATCH_HEADER.pack(
+            fmt.BATCH_MAGIC, 0, batch_len, 1, PLANTED_EPOCH, 1, 0, heap_len,
+            fmt.RECORD_HEADER_LEN, 0,
+        )  # fmt: skip
+    return bytes(region)
+
+
+def test_a_crafted_region_costs_the_scan_linear_work_and_is_reported(
+    share: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by trying: such a region of 4 MB kept ``journal verify`` busy for hours, every
+    header's claim CRC-checked to the end. The search past damage now stops after twice the
+    segment's size of checks and says so; the CRC work is counted with the real function."""
+    config = StoreConfig(share=share, node_id="a")
+    with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
+        store.append_send("/queue/q", "real", b"kept", {}).result()
+    name = segment_name(PLANTED_EPOCH, 2)
+    header = fmt.encode_segment_header(
+        fmt.SegmentHeader(PLANTED_EPOCH, 2, "planter", time.time_ns())
+    )
+    region = _overlapping_claims(48 * 20_000)  # ~1 MB; a full check of every claim: ~19 GB
+    segment = header + region
+    (share / "journal" / name).write_bytes(segment)
+    # A later segment: the crafted one is sealed, its damage no torn tail.
+    _plant(share / "journal", 3, fmt.EncodedRecord(fmt.RecordType.SEND, 0, b"/queue/q", b"after"))
+
+    checked = [0]
+    real_crc = fmt.crc32c.crc32c
+
+    def counting_crc(data: bytes | memoryview, value: int = 0) -> int:
+        checked[0] += len(data)
+        return real_crc(data, value)
+
+    monkeypatch.setattr(fmt.crc32c, "crc32c", counting_crc)
+    from primacy.store.recovery import recover
+
+    report = recover(share / "journal", use_checkpoint=False, log=False).report
+    damage = [d for d in report.damaged if d.segment == name]
+    assert damage and "not searched further" in damage[-1].reason
+    assert damage[0].offset == len(header)
+    # The region's first claim (1x), the first-batch fence read (1x), the search (a budget of
+    # 2x + 1 MiB, and the claim that overran it, 1x): linear. Checking every claim: ~19 GB.
+    assert checked[0] <= 5 * len(segment) + (1 << 20) + 10_000
+    monkeypatch.undo()
+    assert sorted(recover_pending(share)) == ["after", "real"]
+    verified = _journal("verify", str(share))
+    assert verified.returncode == 1 and "Traceback" not in verified.stderr
+    assert name in verified.stdout + verified.stderr
+
+
+def recover_pending(share: Path) -> list[str]:
+    from primacy.store.recovery import recover
+
+    state = recover(share / "journal", log=False).state
+    return [message_id for messages in state.pending.values() for message_id in messages]
