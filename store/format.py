@@ -38,7 +38,7 @@ _SEGMENT_CRC_OFFSET = 44
 # commit_unix_ns, heap_len, record_header_len, flags.
 _BATCH_HEADER = struct.Struct("<4sIIIQQqIHH")
 BATCH_HEADER_LEN = _BATCH_HEADER.size  # 48
-_BATCH_CRC_START = 8
+BATCH_CRC_START = 8
 
 # Record header: sequence, epoch, timestamp_unix_ns, type, flags,
 # destination_len, message_id_len, reserved, headers_len, payload_len.
@@ -238,7 +238,7 @@ def encode_batch(
     tail = _BATCH_HEADER.pack(
         BATCH_MAGIC, 0, batch_len, len(records), epoch, first_sequence, commit_unix_ns,
         heap_len, RECORD_HEADER_LEN, 0,
-    )[_BATCH_CRC_START:]  # fmt: skip
+    )[BATCH_CRC_START:]  # fmt: skip
     padding = b"\0" * (batch_len - unpadded)
     crc = crc32c.crc32c(padding, crc32c.crc32c(body, crc32c.crc32c(tail)))
     return BATCH_MAGIC + struct.pack("<I", crc) + tail + body + padding
@@ -277,8 +277,22 @@ def decode_segment_header(data: bytes | memoryview) -> SegmentHeader:
 
 def check_batch(data: bytes | memoryview, offset: int) -> tuple[BatchStatus, BatchHeader | None]:
     """Check the batch starting at ``offset``: magic, lengths, structure, CRC32C."""
-    available = len(data) - offset
-    if available < BATCH_HEADER_LEN:
+    status, header = check_batch_header(data, offset, len(data) - offset)
+    if status is not BatchStatus.OK or header is None:
+        return status, header
+    view = memoryview(data)[offset + BATCH_CRC_START : offset + header.batch_len]
+    if crc32c.crc32c(view) != header.crc32c:
+        return BatchStatus.BAD_CRC, header
+    return BatchStatus.OK, header
+
+
+def check_batch_header(
+    data: bytes | memoryview, offset: int, available: int
+) -> tuple[BatchStatus, BatchHeader | None]:
+    """Everything ``check_batch`` checks but the CRC, from the header at ``offset`` alone;
+    ``available`` is how many bytes the file holds from ``offset`` on. OK means: the CRC
+    over ``[offset + BATCH_CRC_START, offset + batch_len)`` is all that is left to check."""
+    if available < BATCH_HEADER_LEN or len(data) - offset < BATCH_HEADER_LEN:
         return BatchStatus.INCOMPLETE, None
     magic, crc, batch_len, count, epoch, first, commit, heap_len, slot_len, _ = (
         _BATCH_HEADER.unpack_from(data, offset)
@@ -296,9 +310,6 @@ def check_batch(data: bytes | memoryview, offset: int) -> tuple[BatchStatus, Bat
         return BatchStatus.BAD_HEADER, header
     if batch_len > available:
         return BatchStatus.INCOMPLETE, header
-    view = memoryview(data)[offset + _BATCH_CRC_START : offset + batch_len]
-    if crc32c.crc32c(view) != crc:
-        return BatchStatus.BAD_CRC, header
     return BatchStatus.OK, header
 
 

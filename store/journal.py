@@ -34,8 +34,10 @@ from primacy.store.retention import SegmentFacts, segments_to_remove
 from primacy.store.segments import (
     CHECKPOINT_DIR_NAME,
     SegmentRef,
+    check_batch_at,
     has_own_header,
     list_segments,
+    open_segment,
 )
 from primacy.store.state import JournalState, PendingMessage
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
@@ -243,19 +245,15 @@ class JournalStore:
 
     def read_message(self, message: PendingMessage) -> fmt.Record:
         """Read back the full SEND record of a pending message (the broker's queue rebuild)."""
-        path = self.config.journal_dir / message.segment
-        with open(path, "rb") as handle:
-            handle.seek(message.batch_offset)
-            _, header = fmt.check_batch(handle.read(fmt.BATCH_HEADER_LEN), 0)
-            if header is None:
-                raise JournalError(f"no batch at {message.segment}:{message.batch_offset}")
-            handle.seek(message.batch_offset)
-            data = handle.read(header.batch_len)
-        status, header = fmt.check_batch(data, 0)
-        if status is not fmt.BatchStatus.OK:
-            raise JournalError(
-                f"the batch at {message.segment}:{message.batch_offset} is {status.value}"
-            )
+        with open_segment(
+            self.config.journal_dir / message.segment
+        ) as source:  # no symlink followed, no FIFO opened
+            status, header = check_batch_at(source, message.batch_offset)
+            if status is not fmt.BatchStatus.OK or header is None:
+                raise JournalError(
+                    f"the batch at {message.segment}:{message.batch_offset} is {status.value}"
+                )
+            data = source.read(message.batch_offset, header.batch_len)
         try:
             for record in fmt.iter_records(data):
                 if record.sequence == message.sequence:

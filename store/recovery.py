@@ -30,16 +30,20 @@ from primacy.store.fences import FenceTable
 from primacy.store.segments import (
     CHECKPOINT_DIR_NAME,
     QUARANTINE_DIR_NAME,
+    SCAN_CHUNK_BYTES,
+    SEGMENT_HEADER_MAX_BYTES,
     BatchAt,
     Damage,
     DamageKind,
     SegmentRef,
     SegmentScan,
+    SegmentSource,
+    check_batch_at,
     epoch_tails,
     iter_batches,
     list_segments,
     open_journal_file,
-    read_segment,
+    open_segment,
     scan_segment,
 )
 from primacy.store.state import JournalState
@@ -139,56 +143,56 @@ def recover(
             continue
         # A covered segment that grew since has bytes written after its epoch was
         # fenced (a stale master): scan them so they are reported, never applied.
-        data = read_segment(segment)
-        scan = scan_segment(
-            segment,
-            data,
-            start_offset=position.offset if position else 0,
-            fence_limit=fences.limit_for(segment.epoch, segment.first_sequence),
-            is_epoch_tail=segment.name in tails,
-        )
-        _refuse_unknown_versions(scan)
-        counts["segments"] += 1
-        counts["bytes"] += len(data)
-        valid_ends[segment.name] = scan.valid_end if scan.header else 0
-        for damage in scan.damage:
-            (torn if damage.kind is DamageKind.TORN_TAIL else damaged).append(damage)
-            if quarantine and damage.kind is not DamageKind.TORN_TAIL:
-                _quarantine(journal_dir, segment, damage, data)
-        if scan.fenced_offset is not None:
-            fenced.append(
-                FencedWrite(
-                    segment.name,
-                    scan.fenced_offset,
-                    len(data) - scan.fenced_offset,
-                    scan.fenced_batches,
-                    scan.fenced_records,
-                )
+        with open_segment(segment.path) as source:
+            scan = scan_segment(
+                segment,
+                source,
+                start_offset=position.offset if position else 0,
+                fence_limit=fences.limit_for(segment.epoch, segment.first_sequence),
+                is_epoch_tail=segment.name in tails,
             )
-        for batch, view in iter_batches(data, scan):
-            try:
-                records = list(fmt.iter_records(view, keys_only=True))
-            except fmt.FormatError as exc:  # whole (its CRC holds) but not written by us
-                damage = Damage(
-                    DamageKind.DAMAGED_BATCH, segment.name, batch.offset, len(view), str(exc)
+            _refuse_unknown_versions(scan)
+            counts["segments"] += 1
+            counts["bytes"] += source.size
+            valid_ends[segment.name] = scan.valid_end if scan.header else 0
+            for damage in scan.damage:
+                (torn if damage.kind is DamageKind.TORN_TAIL else damaged).append(damage)
+                if quarantine and damage.kind is not DamageKind.TORN_TAIL:
+                    _quarantine(journal_dir, segment, damage, source)
+            if scan.fenced_offset is not None:
+                fenced.append(
+                    FencedWrite(
+                        segment.name,
+                        scan.fenced_offset,
+                        source.size - scan.fenced_offset,
+                        scan.fenced_batches,
+                        scan.fenced_records,
+                    )
                 )
-                damaged.append(damage)
-                if quarantine:
-                    _quarantine(journal_dir, segment, damage, data)
-                continue
-            counts["batches"] += 1
-            if visit is not None:
-                visit(segment, batch, view)
-            for record in records:
-                counts["records"] += 1
-                state.apply(
-                    record.record_type,
-                    record.sequence,
-                    record.destination,
-                    record.message_id,
-                    segment.name,
-                    batch.offset,
-                )
+            for batch, view in iter_batches(source, scan):
+                try:
+                    records = list(fmt.iter_records(view, keys_only=True))
+                except fmt.FormatError as exc:  # whole (its CRC holds) but not written by us
+                    damage = Damage(
+                        DamageKind.DAMAGED_BATCH, segment.name, batch.offset, len(view), str(exc)
+                    )
+                    damaged.append(damage)
+                    if quarantine:
+                        _quarantine(journal_dir, segment, damage, source)
+                    continue
+                counts["batches"] += 1
+                if visit is not None:
+                    visit(segment, batch, view)
+                for record in records:
+                    counts["records"] += 1
+                    state.apply(
+                        record.record_type,
+                        record.sequence,
+                        record.destination,
+                        record.message_id,
+                        segment.name,
+                        batch.offset,
+                    )
     report = RecoveryReport(
         segments=len(segments),
         segments_read=counts["segments"],
@@ -292,19 +296,14 @@ def _grew(segment: SegmentRef, position: SegmentPosition) -> bool:
 def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntry]] | None:
     """The fence an epoch's first segment opens with, if this segment has one."""
     try:
-        with open_journal_file(segment.path) as handle:
-            head = handle.read(64 * 1024)
-            header = fmt.decode_segment_header(head)
-            status, batch = fmt.check_batch(head, header.header_len)
-            if status is fmt.BatchStatus.INCOMPLETE and batch is not None:
-                handle.seek(0)
-                head = handle.read(header.header_len + batch.batch_len)
-                status, batch = fmt.check_batch(head, header.header_len)
+        with open_segment(segment.path) as source:
+            header = fmt.decode_segment_header(source.read(0, SEGMENT_HEADER_MAX_BYTES))
+            status, batch = check_batch_at(source, header.header_len)
+            if status is not fmt.BatchStatus.OK or batch is None:
+                return None
+            view = memoryview(source.read(header.header_len, batch.batch_len))
     except (OSError, fmt.FormatError):
         return None
-    if status is not fmt.BatchStatus.OK or batch is None:
-        return None
-    view = memoryview(head)[header.header_len : header.header_len + batch.batch_len]
     try:
         for record in fmt.iter_records(view):
             if record.record_type is fmt.RecordType.FENCE:
@@ -314,12 +313,17 @@ def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntr
     return None
 
 
-def _quarantine(journal_dir: Path, segment: SegmentRef, damage: Damage, data: bytes) -> None:
+def _quarantine(
+    journal_dir: Path, segment: SegmentRef, damage: Damage, source: SegmentSource
+) -> None:
     """Keep a copy of damaged bytes for inspection; the segment itself is never rewritten."""
     directory = journal_dir / QUARANTINE_DIR_NAME
     directory.mkdir(exist_ok=True)
     target = directory / f"{segment.name}.{damage.offset}.{damage.kind.value}"
     if not target.exists():
         temporary = target.with_suffix(target.suffix + ".tmp")
-        temporary.write_bytes(data[damage.offset : damage.offset + damage.length])
+        with temporary.open("wb") as copy:
+            end = damage.offset + damage.length
+            for start in range(damage.offset, end, SCAN_CHUNK_BYTES):
+                copy.write(source.read(start, min(SCAN_CHUNK_BYTES, end - start)))
         shutil.move(temporary, target)

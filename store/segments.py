@@ -13,9 +13,12 @@ import os
 import re
 import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
+
+import crc32c
 
 from primacy.store import format as fmt
 
@@ -164,13 +167,92 @@ def has_own_header(segment: SegmentRef) -> bool:
 
 
 def read_segment(segment: SegmentRef) -> bytes:
+    """A whole segment in memory (the replay decodes it at once; recovery reads a piece at
+    a time through ``open_segment``)."""
     with open_journal_file(segment.path) as handle:
         return handle.read()
 
 
+# What a scan holds in memory at most besides one batch: CRCs and searches go a chunk at a time.
+SCAN_CHUNK_BYTES = 1 << 20
+# A segment header is its fixed part and the node id (a u16 length) padded to 8.
+SEGMENT_HEADER_MAX_BYTES = fmt.SEGMENT_HEADER_FIXED_LEN + 0xFFFF + fmt.ALIGNMENT
+
+
+class SegmentSource(Protocol):
+    """A segment's bytes, read a range at a time."""
+
+    @property
+    def size(self) -> int: ...
+
+    def read(self, offset: int, length: int) -> bytes | memoryview:
+        """Up to ``length`` bytes from ``offset`` (fewer at the end of the segment)."""
+        ...
+
+
+class BytesSource:
+    """A segment already in memory (the replay's, and tests')."""
+
+    def __init__(self, data: bytes) -> None:
+        self._view = memoryview(data)
+        self.size = len(data)
+
+    def read(self, offset: int, length: int) -> memoryview:
+        return self._view[offset : offset + length]
+
+
+class FileSource:
+    """A segment on the share, read with ``pread`` a window at a time: never whole in memory,
+    and no system call per small read. Its size is the file's when opened; what a live
+    writer appends after that is not seen."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._fd = handle.fileno()
+        self.size = os.fstat(self._fd).st_size
+        self._window = b""
+        self._window_start = 0
+
+    def read(self, offset: int, length: int) -> bytes | memoryview:
+        length = max(0, min(length, self.size - offset))
+        start = offset - self._window_start
+        if start >= 0 and start + length <= len(self._window):
+            return memoryview(self._window)[start : start + length]
+        if length > SCAN_CHUNK_BYTES:
+            return os.pread(self._fd, length, offset)  # a big batch: read once, not kept
+        self._window = os.pread(self._fd, max(length, 4 * SCAN_CHUNK_BYTES), offset)
+        self._window_start = offset
+        return memoryview(self._window)[:length]
+
+
+@contextmanager
+def open_segment(path: Path) -> Iterator[FileSource]:
+    with open_journal_file(path) as handle:
+        yield FileSource(handle)
+
+
+def check_batch_at(
+    source: SegmentSource, offset: int
+) -> tuple[fmt.BatchStatus, fmt.BatchHeader | None]:
+    """``fmt.check_batch`` on a source: the header, then the CRC a chunk at a time, so a
+    header claiming any length costs no more memory than a chunk."""
+    head = source.read(offset, fmt.BATCH_HEADER_LEN)
+    status, header = fmt.check_batch_header(head, 0, source.size - offset)
+    if status is not fmt.BatchStatus.OK or header is None:
+        return status, header
+    crc = 0
+    position, end = offset + fmt.BATCH_CRC_START, offset + header.batch_len
+    while position < end:
+        piece = source.read(position, min(SCAN_CHUNK_BYTES, end - position))
+        if not piece:
+            return fmt.BatchStatus.INCOMPLETE, header  # cut short under us
+        crc = crc32c.crc32c(piece, crc)
+        position += len(piece)
+    return (fmt.BatchStatus.OK if crc == header.crc32c else fmt.BatchStatus.BAD_CRC), header
+
+
 def scan_segment(
     segment: SegmentRef,
-    data: bytes,
+    data: bytes | SegmentSource,
     *,
     start_offset: int = 0,
     fence_limit: int | None = None,
@@ -180,34 +262,39 @@ def scan_segment(
 
     ``fence_limit`` is the length a later epoch's fence allows (0: the whole
     segment is fenced); batches that do not end within it are fenced writes.
+    Linear in the segment's size, whatever its bytes, and holding a chunk of it
+    at a time.
     """
-    scan = SegmentScan(segment, None, len(data))
+    source = BytesSource(data) if isinstance(data, bytes) else data
+    size = source.size
+    scan = SegmentScan(segment, None, size)
+    head = source.read(0, min(size, SEGMENT_HEADER_MAX_BYTES))
     try:
-        scan.header = fmt.decode_segment_header(data)
+        scan.header = fmt.decode_segment_header(head)
     except fmt.UnsupportedFormatVersion as exc:
         if fence_limit == 0:
             scan.fenced_offset = 0
         else:
             scan.damage.append(
-                Damage(DamageKind.UNSUPPORTED_VERSION, segment.name, 0, len(data), str(exc))
+                Damage(DamageKind.UNSUPPORTED_VERSION, segment.name, 0, size, str(exc))
             )
         return scan
     except fmt.FormatError as exc:
         if fence_limit == 0:
             scan.fenced_offset = 0
-        elif is_epoch_tail and _looks_torn(data):
-            scan.damage.append(Damage(DamageKind.TORN_TAIL, segment.name, 0, len(data), str(exc)))
+        elif is_epoch_tail and _looks_torn(head):
+            scan.damage.append(Damage(DamageKind.TORN_TAIL, segment.name, 0, size, str(exc)))
         else:
             scan.damage.append(
-                Damage(DamageKind.BAD_SEGMENT_HEADER, segment.name, 0, len(data), str(exc))
+                Damage(DamageKind.BAD_SEGMENT_HEADER, segment.name, 0, size, str(exc))
             )
         return scan
     offset = max(start_offset, scan.header.header_len)
     scan.valid_end = offset
-    limit = len(data) if fence_limit is None else min(fence_limit, len(data))
-    budget = _ResyncBudget(2 * len(data) + _RESYNC_SLACK_BYTES)
-    while offset < len(data):
-        status, header = fmt.check_batch(data, offset)
+    limit = size if fence_limit is None else min(fence_limit, size)
+    budget = _ResyncBudget(2 * size + _RESYNC_SLACK_BYTES)
+    while offset < size:
+        status, header = check_batch_at(source, offset)
         if status is fmt.BatchStatus.OK and header is not None:
             if offset + header.batch_len > limit:
                 break
@@ -217,7 +304,7 @@ def scan_segment(
             continue
         if offset >= limit:
             break
-        next_valid = _next_valid_batch(data, offset, header, budget)
+        next_valid = _next_valid_batch(source, offset, header, budget)
         reason = status.value
         if next_valid is None:
             kind = DamageKind.TORN_TAIL if is_epoch_tail else DamageKind.DAMAGED_BATCH
@@ -231,15 +318,15 @@ def scan_segment(
             offset = end
             break
         offset = next_valid
-    if offset < len(data) and fence_limit is not None:
+    if offset < size and fence_limit is not None:
         scan.fenced_offset = offset
-        _count_fenced(scan, data, offset)
+        _count_fenced(scan, source, offset)
     return scan
 
 
-def _looks_torn(data: bytes) -> bool:
+def _looks_torn(head: bytes | memoryview) -> bool:
     """A header cut short by a crash: shorter than a full header, or zeros where bytes were due."""
-    return len(data) < fmt.SEGMENT_HEADER_FIXED_LEN or not data.startswith(fmt.SEGMENT_MAGIC)
+    return len(head) < fmt.SEGMENT_HEADER_FIXED_LEN or bytes(head[:8]) != fmt.SEGMENT_MAGIC
 
 
 # Candidate checks allowed beyond twice the segment's size when searching past damage.
@@ -265,40 +352,44 @@ class _ResyncBudget:
     def spent(self) -> bool:
         return self.left <= 0
 
-    def check(self, data: bytes, offset: int) -> bool:
+    def check(self, source: SegmentSource, offset: int) -> bool:
         """Whether a valid batch starts at ``offset``; False once the budget is spent."""
         if self.spent:
             return False
-        status, header = fmt.check_batch(data, offset)
+        status, header = check_batch_at(source, offset)
         if header is not None and status in (fmt.BatchStatus.OK, fmt.BatchStatus.BAD_CRC):
             self.left -= header.batch_len  # what the CRC ran over
         return status is fmt.BatchStatus.OK
 
 
 def _next_valid_batch(
-    data: bytes, offset: int, header: fmt.BatchHeader | None, budget: _ResyncBudget
+    source: SegmentSource, offset: int, header: fmt.BatchHeader | None, budget: _ResyncBudget
 ) -> int | None:
     """The offset of the next valid batch after a bad one, or None if none follows (or the
-    budget ran out before one was found)."""
-    if header is not None and header.batch_len > 0 and offset + header.batch_len < len(data):
+    budget ran out before one was found). Searched a chunk at a time."""
+    if header is not None and header.batch_len > 0 and offset + header.batch_len < source.size:
         candidate = offset + header.batch_len
-        if budget.check(data, candidate):
+        if budget.check(source, candidate):
             return candidate
-    position = offset + 1
-    while not budget.spent:
-        position = data.find(fmt.BATCH_MAGIC, position)
-        if position < 0:
-            return None
-        if position % fmt.ALIGNMENT == 0 and budget.check(data, position):
-            return position
-        position += 1
+    magic = fmt.BATCH_MAGIC
+    window_start = offset + 1
+    while window_start < source.size and not budget.spent:
+        # Overlapping by the magic's length less one, so no magic is cut in two.
+        window = bytes(source.read(window_start, SCAN_CHUNK_BYTES + len(magic) - 1))
+        found = window.find(magic)
+        while found >= 0 and not budget.spent:
+            position = window_start + found
+            if position % fmt.ALIGNMENT == 0 and budget.check(source, position):
+                return position
+            found = window.find(magic, found + 1)
+        window_start += SCAN_CHUNK_BYTES
     return None
 
 
-def _count_fenced(scan: SegmentScan, data: bytes, offset: int) -> None:
+def _count_fenced(scan: SegmentScan, source: SegmentSource, offset: int) -> None:
     """Count the complete batches past the fence, for the loss-averted report."""
-    while offset < len(data):
-        status, header = fmt.check_batch(data, offset)
+    while offset < source.size:
+        status, header = check_batch_at(source, offset)
         if status is not fmt.BatchStatus.OK or header is None:
             return
         scan.fenced_batches += 1
@@ -306,8 +397,10 @@ def _count_fenced(scan: SegmentScan, data: bytes, offset: int) -> None:
         offset += header.batch_len
 
 
-def iter_batches(data: bytes, scan: SegmentScan) -> Iterator[tuple[BatchAt, memoryview]]:
-    """The valid batches of a scan with their bytes (a view, no copy)."""
-    view = memoryview(data)
+def iter_batches(
+    data: bytes | SegmentSource, scan: SegmentScan
+) -> Iterator[tuple[BatchAt, memoryview]]:
+    """The valid batches of a scan with their bytes, read one batch at a time."""
+    source = BytesSource(data) if isinstance(data, bytes) else data
     for batch in scan.batches:
-        yield batch, view[batch.offset : batch.offset + batch.header.batch_len]
+        yield batch, memoryview(source.read(batch.offset, batch.header.batch_len))
