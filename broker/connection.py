@@ -16,14 +16,9 @@ from typing import cast
 
 from primacy.broker import codes
 from primacy.broker.ack_ids import LegacyAckIds
+from primacy.broker.backlog import Full
 from primacy.broker.core import Broker, BrokerFailed, Refused, check_destination
-from primacy.broker.flow_control import (
-    IF_FULL_ERROR,
-    IF_FULL_HEADER,
-    IF_FULL_WAIT,
-    Full,
-    HeldFrames,
-)
+from primacy.broker.flow_control import IF_FULL_HEADER, HeldFrames, check_room
 from primacy.broker.frame_rules import (
     error_frame,
     heart_beat,
@@ -34,13 +29,13 @@ from primacy.broker.frame_rules import (
 )
 from primacy.broker.frames import (
     CONTROL_CHARACTERS,
-    HEARTBEAT,
     VERSIONS,
     Frame,
     FrameParser,
     StompProtocolError,
     encode,
 )
+from primacy.broker.heartbeats import ConnectionTimers
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 from primacy.broker.replies import ReplyQueue, Writes
 from primacy.broker.transactions import Transactions
@@ -86,8 +81,13 @@ class StompConnection(asyncio.Protocol):
         self._held = HeldFrames(
             self, broker.backlog, broker.counters, self.config.flow_control_timeout_s
         )
-        self._last_received_s = self._last_sent_s = self.loop.time()
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timers = ConnectionTimers(
+            self.loop,
+            self.config.heart_beat_grace_factor,
+            self._write,
+            lambda: self._reading_paused,
+            self._silent_too_long,
+        )
 
     # ---- asyncio callbacks -----------------------------------------------------
 
@@ -103,10 +103,10 @@ class StompConnection(asyncio.Protocol):
             return
         self.transport.set_write_buffer_limits(high=self.config.write_buffer_high_bytes)
         self.broker.add_peer(self)
-        self._later("connect", self.config.connect_timeout_s, self._connect_deadline)
+        self._timers.later("connect", self.config.connect_timeout_s, self._connect_deadline)
 
     def data_received(self, data: bytes) -> None:
-        self._last_received_s = self.loop.time()
+        self._timers.received()
         if self.closing:
             return
         try:
@@ -126,9 +126,7 @@ class StompConnection(asyncio.Protocol):
         return False  # the client closed its side: close ours
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
+        self._timers.stop()
         self.closing = True
         self._held.clear()
         self.broker.remove_peer(self, list(self.subscriptions.values()))
@@ -224,16 +222,11 @@ class StompConnection(asyncio.Protocol):
         beats = frame.get("heart-beat") if version != "1.0" else None
         client_send_ms, client_receive_ms = heart_beat(beats or "0,0")
         self.connected = True
-        timer = self._timers.pop("connect", None)
-        if timer is not None:
-            timer.cancel()
-        send_ms = negotiated(self.config.heart_beat_send_ms, client_receive_ms)
-        expect_ms = negotiated(self.config.heart_beat_receive_ms, client_send_ms)
-        if send_ms:
-            self._every("heart-beat-send", send_ms / 2000, lambda: self._send_heartbeat(send_ms))
-        if expect_ms:
-            check_s = expect_ms / 1000
-            self._every("heart-beat-check", check_s, lambda: self._check_heartbeat(expect_ms))
+        self._timers.cancel("connect")
+        self._timers.start_heart_beats(
+            negotiated(self.config.heart_beat_send_ms, client_receive_ms),
+            negotiated(self.config.heart_beat_receive_ms, client_send_ms),
+        )
         connected = {
             "version": version,
             "heart-beat": f"{self.config.heart_beat_send_ms},{self.config.heart_beat_receive_ms}",
@@ -251,7 +244,7 @@ class StompConnection(asyncio.Protocol):
             if key not in _NOT_STORED:
                 headers.setdefault(key, value)
         self.broker.check_size(destination, message_id, headers, frame.body)
-        self._check_room(destination, frame)
+        check_room(self.broker.backlog, self.broker.counters, destination, frame)
 
         def send() -> Writes:
             return [self._track(self.broker.send(destination, message_id, headers, frame.body))]
@@ -340,19 +333,6 @@ class StompConnection(asyncio.Protocol):
 
     # ---- flow control, replies, timers ----------------------------------------------
 
-    def _check_room(self, destination: str, frame: Frame) -> None:
-        """Refused or Full when ``destination`` has no room for one more message."""
-        reason = self.broker.backlog.full(destination)
-        if reason is None:
-            return
-        if_full = frame.get(IF_FULL_HEADER) or IF_FULL_WAIT
-        if if_full not in (IF_FULL_WAIT, IF_FULL_ERROR):
-            raise Refused(codes.BAD_REQUEST, f"{IF_FULL_HEADER} must be wait or error")
-        if if_full == IF_FULL_ERROR:
-            self.broker.counters.sends_refused_full += 1
-            raise Refused(codes.DESTINATION_FULL, f"{reason}; nothing was stored")
-        raise Full(destination, reason)
-
     def _track(self, write: asyncio.Future[int]) -> asyncio.Future[int]:
         """Count a journal write; stop reading while too many are in flight."""
         self._writes_in_flight += 1
@@ -381,7 +361,7 @@ class StompConnection(asyncio.Protocol):
             and self.transport is not None
         ):
             self._reading_paused = False
-            self._last_received_s = self.loop.time()  # silence while paused was ours
+            self._timers.received()  # silence while paused was ours
             self.transport.resume_reading()
 
     def _send_frame(self, frame: Frame) -> None:
@@ -403,46 +383,23 @@ class StompConnection(asyncio.Protocol):
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
-            self._last_sent_s = self.loop.time()
+            self._timers.sent()
 
     def _abort_transport(self) -> None:
         if self.transport is not None:
             self.transport.abort()
-
-    def _later(self, name: str, delay_s: float, callback: Callable[[], None]) -> None:
-        self._timers[name] = self.loop.call_later(delay_s, callback)
-
-    def _every(self, name: str, interval_s: float, callback: Callable[[], None]) -> None:
-        def tick() -> None:
-            if self.transport is None:
-                return
-            callback()
-            self._later(name, interval_s, tick)
-
-        self._later(name, interval_s, tick)
 
     def _connect_deadline(self) -> None:
         if not self.connected and not self.closing:
             detail = f"no CONNECT frame within {self.config.connect_timeout_s} s"
             self.refuse(codes.CONNECT_TIMEOUT, detail, None)
 
-    def _send_heartbeat(self, send_ms: int) -> None:
-        if self.loop.time() - self._last_sent_s >= send_ms / 2000:
-            self._write(HEARTBEAT)
-
-    def _check_heartbeat(self, expect_ms: int) -> None:
-        if self._reading_paused:
-            return  # the client's heart-beats wait unread in the socket, as its frames do
-        silent_s = self.loop.time() - self._last_received_s
-        if silent_s > expect_ms / 1000 * self.config.heart_beat_grace_factor:
-            detail = (
-                f"nothing received for {silent_s:.1f} s; heart-beats were due every {expect_ms} ms"
-            )
-            log.warning(
-                "%s: session %s: %s", codes.title(codes.HEARTBEAT_TIMEOUT), self.session, detail
-            )
-            self.broker.counters.errors_sent += 1
-            self.abort(codes.HEARTBEAT_TIMEOUT, detail)
+    def _silent_too_long(self, detail: str) -> None:
+        log.warning(
+            "%s: session %s: %s", codes.title(codes.HEARTBEAT_TIMEOUT), self.session, detail
+        )
+        self.broker.counters.errors_sent += 1
+        self.abort(codes.HEARTBEAT_TIMEOUT, detail)
 
 
 _HANDLERS: dict[str, Callable[[StompConnection, Frame], Writes]] = {

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from primacy.broker import codes
+from primacy.broker.backlog import Backlog
 from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
-from primacy.broker.flow_control import Backlog
+from primacy.broker.dead_letter import dead_letter_headers, dead_letter_queue, is_dead_letter_queue
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
@@ -74,20 +75,6 @@ class Counters:
     # Producer flow control: SENDs that waited for room, and those refused for want of it.
     sends_held: int = 0
     sends_refused_full: int = 0
-
-
-DEAD_LETTER_PREFIX = "/queue/DLQ."
-
-
-def dead_letter_queue(destination: str) -> str:
-    """Where a message of ``destination`` goes after too many redeliveries (ActiveMQ's name)."""
-    return DEAD_LETTER_PREFIX + destination.removeprefix("/queue/")
-
-
-def is_dead_letter_queue(destination: str) -> bool:
-    # Messages of a dead-letter queue are redelivered without limit: there is no further
-    # place to put them, and dropping one would lose an acknowledged message.
-    return destination.startswith(DEAD_LETTER_PREFIX)
 
 
 def check_destination(destination: str | None) -> str:
@@ -270,15 +257,7 @@ class Broker:
     def _dead_letter(self, message: QueuedMessage) -> bool:
         """Store it in ``/queue/DLQ.<name>`` and settle the original; False if it cannot be."""
         destination = dead_letter_queue(message.destination)
-        cause = (
-            f"came back unacknowledged {message.returns + 1} times "
-            f"(max_redeliveries {self.config.max_redeliveries})"
-        )
-        headers = {
-            **dict(message.headers),
-            "original-destination": message.destination,
-            "dlqDeliveryFailureCause": cause,
-        }
+        headers = dead_letter_headers(message, self.config.max_redeliveries)
         try:
             # Both go to the journal in this order, usually in one batch; if only the first
             # is stored, the copy and the original are one id apart: the original comes back
@@ -303,7 +282,7 @@ class Broker:
             message.message_id,
             message.destination,
             destination,
-            cause,
+            headers["dlqDeliveryFailureCause"],
         )
         return True
 
