@@ -30,7 +30,8 @@ IF_FULL_ERROR = "error"
 
 
 def check_room(backlog: Backlog, counters: Counters, destination: str, frame: Frame) -> None:
-    """Refused (PRIMACY-1524) or Full when ``destination`` has no room for the SEND ``frame``."""
+    """Refused (``codes.DESTINATION_FULL``) or Full when ``destination`` has no room for the SEND
+    ``frame``."""
     reason = backlog.full(destination)
     if reason is None:
         return

@@ -10,14 +10,13 @@ listing might be answered from cache, so listings are only ever a hint).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from primacy.locker.untrusted import read_small_file
+from primacy.locker.untrusted import create_new_file, read_small_file, real_directory
 
 EPOCH_DIR_NAME = "epochs"
 # Epochs are u64 wherever they are written (journal headers); past this a share is refused.
@@ -45,7 +44,7 @@ class EpochRegistry:
         self.directory = Path(share) / EPOCH_DIR_NAME
 
     def ensure_directory(self) -> None:
-        self.directory.mkdir(exist_ok=True)
+        real_directory(self.directory)
 
     def latest_hint(self) -> int:
         """The highest epoch a listing shows (0 if none). A hint: listings may be cached."""
@@ -130,10 +129,7 @@ class EpochRegistry:
         path = self.directory / str(epoch)
         os.lstat(path)  # the epoch must already be ours: never create it here
         temporary = self.directory / f".{epoch}.{os.getpid()}.tmp"  # not a digit name
-        # A planted temporary name (a symlink out of the share, say) is removed, never followed.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fd = create_new_file(temporary)  # a planted symlink there is removed, never followed
         try:
             data = (json.dumps({**record, "epoch": epoch}, sort_keys=True) + "\n").encode()
             os.write(fd, data)

@@ -9,6 +9,7 @@ import struct
 from pathlib import Path
 
 from primacy.locker.lockfile import LockMethod
+from primacy.locker.untrusted import create_new_file
 
 
 class ShareUnusable(Exception):
@@ -37,7 +38,7 @@ def check_share(share: Path, method: LockMethod) -> None:
         raise ShareUnusable(f"the share {share} is not a directory")
     probe = share / f".primacy-probe-{os.uname().nodename}-{os.getpid()}"
     try:
-        first = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        first = create_new_file(probe, os.O_RDWR, 0o600)  # a planted symlink is not followed
     except PermissionError:
         raise ShareUnusable(
             f"the share {share} is not writable by this user (uid {os.getuid()}); "
@@ -47,7 +48,7 @@ def check_share(share: Path, method: LockMethod) -> None:
         raise ShareUnusable(f"cannot create a file in the share {share}: {exc.strerror}") from exc
     second = -1
     try:
-        second = os.open(probe, os.O_RDWR)
+        second = os.open(probe, os.O_RDWR | os.O_NOFOLLOW)
         _probe_exclusion(first, second, method, share)
     finally:
         for fd in (first, second):

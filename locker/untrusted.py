@@ -1,11 +1,34 @@
-"""Reading small files from the share, which is untrusted input: bounded, and never a trap."""
+"""Files and directories on the share, which is untrusted input: reads bounded, never a trap;
+names written never followed out of the share."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from pathlib import Path
+
+
+def real_directory(path: Path) -> Path:
+    """``path``, created if missing, as a directory of its own; OSError if a symlink (or any
+    other kind of file) has its name: following it would read and write outside the share."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o755)
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        raise OSError(
+            errno.ENOTDIR,
+            f"{path} is not a directory of its own (a symlink or a file has its name)",
+        )
+    return path
+
+
+def create_new_file(path: Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
+    """A descriptor of a new, empty file at ``path``, whatever was planted under that name
+    (a symlink out of the share is removed, never followed): for names only we write."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
 def read_small_file(path: Path, limit: int) -> bytes:

@@ -26,6 +26,7 @@ LOCK_ROUND_TRIP_SLOW = "PRIMACY-3011"
 FSYNC_ROUND_TRIP_FAILED = "PRIMACY-3012"
 FSYNC_ROUND_TRIP_SLOW = "PRIMACY-3013"
 WRITABLE_BY_OTHERS = "PRIMACY-3014"
+NOT_A_DIRECTORY = "PRIMACY-3015"
 
 RUN_SHARE_REFUSED = "PRIMACY-3020"
 RUN_SHARE_FORCED = "PRIMACY-3021"
@@ -58,6 +59,9 @@ TITLES = {
     WRITABLE_BY_OTHERS: (
         "anyone on the host, or a user other than root and primacy's own, can write the share "
         "or a directory in it (warning)"
+    ),
+    NOT_A_DIRECTORY: (
+        "a directory primacy keeps on the share is a symlink or another kind of file (refused)"
     ),
     RUN_SHARE_REFUSED: "`primacy run` refused to start on a share the doctor refuses",
     RUN_SHARE_FORCED: "`primacy run --force-unsupported-share` started on a refused share anyway",

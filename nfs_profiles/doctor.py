@@ -199,7 +199,17 @@ def check_who_can_write(path: Path) -> tuple[Finding, ...]:
         except OSError:
             continue  # not created yet: primacy creates it with its own mode
         if not stat.S_ISDIR(info.st_mode):
-            continue  # primacy refuses it when it gets there; not a permissions question
+            findings.append(
+                Finding(
+                    Severity.REFUSED,
+                    str(directory),
+                    "a symlink or another kind of file has the name of a directory primacy keeps",
+                    codes.NOT_A_DIRECTORY,
+                    "nodes refuse to follow it: claims, the registry or the journal fail there",
+                    f"move it away; primacy creates {name} as a directory of its own",
+                )
+            )
+            continue
         problems = []
         if info.st_mode & stat.S_IWOTH:
             problems.append(f"anyone can write it (mode {stat.S_IMODE(info.st_mode):04o})")

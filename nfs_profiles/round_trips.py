@@ -62,7 +62,10 @@ def time_fsync_round_trip(share: Path, profile: Profile, tries: int = FSYNC_TRIE
     try:
         for _ in range(tries):
             started = time.perf_counter()
-            fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # A planted symlink at the name is removed, never followed (no O_TRUNC through it).
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(scratch)
+            fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             try:
                 os.write(fd, _FSYNC_PAYLOAD)
                 os.fsync(fd)

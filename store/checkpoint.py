@@ -19,7 +19,7 @@ from typing import Any
 import crc32c
 
 from primacy.store.fences import FenceTable
-from primacy.store.segments import is_regular_file
+from primacy.store.segments import create_new_file, is_regular_file, real_directory
 from primacy.store.state import JournalState
 
 CHECKPOINT_MAGIC = b"PRIMCKPT"
@@ -117,11 +117,10 @@ def list_checkpoints(directory: Path) -> list[Path]:
 
 def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> Path:
     """Write atomically: temporary file, fsync, rename, fsync the directory."""
-    directory.mkdir(parents=True, exist_ok=True)
+    real_directory(directory)
     final = directory / checkpoint_name(checkpoint.state.last_sequence, checkpoint.epoch)
     temporary = directory / f".{final.name}.{os.getpid()}.tmp"
-    temporary.unlink(missing_ok=True)  # a planted symlink there is removed, never followed
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = create_new_file(temporary)  # a planted symlink there is removed, never followed
     try:
         data = checkpoint.to_bytes()
         written = 0

@@ -38,6 +38,7 @@ from primacy.store.segments import (
     has_own_header,
     list_segments,
     open_segment,
+    real_directory,
 )
 from primacy.store.state import JournalState, PendingMessage
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
@@ -102,7 +103,8 @@ class JournalStore:
     ) -> JournalStore:
         """Recover, fence every earlier epoch, start the writer. Call after claiming ``epoch``."""
         journal_dir = config.journal_dir
-        journal_dir.mkdir(parents=True, exist_ok=True)
+        journal_dir.parent.mkdir(parents=True, exist_ok=True)  # the share: the operator's path
+        real_directory(journal_dir)  # never a symlink out of the share
         # Only a segment a master wrote counts: a planted name of a later epoch, without a
         # header of its own, would otherwise keep every new master from opening (found by
         # tests/integration/test_random_planting.py). Recovery reports it as damage.

@@ -11,7 +11,7 @@ acknowledged messages (``UnsupportedJournal``).
 from __future__ import annotations
 
 import logging
-import shutil
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,11 +39,13 @@ from primacy.store.segments import (
     SegmentScan,
     SegmentSource,
     check_batch_at,
+    create_new_file,
     epoch_tails,
     iter_batches,
     list_segments,
     open_journal_file,
     open_segment,
+    real_directory,
     scan_segment,
 )
 from primacy.store.state import JournalState
@@ -316,14 +318,22 @@ def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntr
 def _quarantine(
     journal_dir: Path, segment: SegmentRef, damage: Damage, source: SegmentSource
 ) -> None:
-    """Keep a copy of damaged bytes for inspection; the segment itself is never rewritten."""
-    directory = journal_dir / QUARANTINE_DIR_NAME
-    directory.mkdir(exist_ok=True)
-    target = directory / f"{segment.name}.{damage.offset}.{damage.kind.value}"
-    if not target.exists():
+    """Keep a copy of damaged bytes for inspection; the segment itself is never rewritten.
+    A copy that cannot be made (a symlink planted as ``quarantine/``, a full share) is
+    logged and skipped: it is for inspection only, and must not keep a master from opening."""
+    target = (
+        journal_dir / QUARANTINE_DIR_NAME / f"{segment.name}.{damage.offset}.{damage.kind.value}"
+    )
+    try:
+        real_directory(target.parent)
+        if os.path.lexists(target):
+            return
         temporary = target.with_suffix(target.suffix + ".tmp")
-        with temporary.open("wb") as copy:
+        with os.fdopen(create_new_file(temporary), "wb") as copy:
             end = damage.offset + damage.length
             for start in range(damage.offset, end, SCAN_CHUNK_BYTES):
                 copy.write(source.read(start, min(SCAN_CHUNK_BYTES, end - start)))
-        shutil.move(temporary, target)
+        os.replace(temporary, target)
+    except OSError as exc:
+        detail = f"{segment.name} at {damage.offset}: no copy kept ({exc})"
+        messages.log(logging.WARNING, messages.DAMAGED_BATCH_QUARANTINED, detail)

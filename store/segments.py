@@ -7,6 +7,7 @@ journal tools decide what to do with that.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import os
@@ -150,6 +151,30 @@ def open_journal_file(path: Path) -> BinaryIO:
         os.close(fd)
         raise OSError(errno.EINVAL, f"{path} is not a regular file")
     return os.fdopen(fd, "rb")
+
+
+# The two helpers below are locker/untrusted.py's, repeated: the store imports nothing of ours.
+
+
+def real_directory(path: Path) -> Path:
+    """``path``, created if missing, as a directory of its own; OSError if a symlink (or any
+    other kind of file) has its name: following it would read and write outside the share."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o755)
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        raise OSError(
+            errno.ENOTDIR,
+            f"{path} is not a directory of its own (a symlink or a file has its name)",
+        )
+    return path
+
+
+def create_new_file(path: Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
+    """A descriptor of a new, empty file at ``path``, whatever was planted under that name
+    (a symlink out of the share is removed, never followed): for names only we write."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
 def has_own_header(segment: SegmentRef) -> bool:

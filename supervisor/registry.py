@@ -12,6 +12,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from primacy.locker.untrusted import real_directory
 from primacy.supervisor.share_files import MAX_CLOCK_SKEW_S, read_json, write_json_atomically
 
 NODES_DIR_NAME = "nodes"
@@ -44,7 +45,7 @@ class NodeRegistry:
         self.directory = Path(share) / NODES_DIR_NAME
 
     def publish(self, entry: NodeEntry) -> None:
-        self.directory.mkdir(exist_ok=True)
+        real_directory(self.directory)
         # Rewritten every refresh: losing one to a crash is harmless, so no fsync.
         write_json_atomically(
             self.directory / f"{entry.node_id}.json", asdict(entry), durable=False

@@ -23,6 +23,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.locker.untrusted import real_directory
 from primacy.supervisor import codes
 from primacy.supervisor.group_control import PAUSED_FILE_NAME
 from primacy.supervisor.registry import NODES_DIR_NAME
@@ -99,7 +100,7 @@ class ShareWatcher:
         self._observer.daemon = True
         handler = _Handler(own_node_id, on_master_left, on_pause_changed)
         nodes = Path(share) / NODES_DIR_NAME
-        nodes.mkdir(exist_ok=True)
+        real_directory(nodes)
         self._observer.schedule(handler, str(share), recursive=False)
         self._observer.schedule(handler, str(nodes), recursive=False)
 

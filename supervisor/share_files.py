@@ -6,14 +6,13 @@ block on a FIFO, and refuse nesting deeper than a record of ours can have.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
-from primacy.locker.untrusted import read_small_file
+from primacy.locker.untrusted import create_new_file, read_small_file
 
 # A JSON file of ours is a flat record of a few hundred bytes.
 MAX_JSON_BYTES = 64 * 1024
@@ -29,10 +28,7 @@ def write_json_atomically(path: Path, content: dict[str, Any], *, durable: bool)
     survive a crash (not for entries rewritten every second anyway).
     """
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    # The name is predictable, so a planted symlink there is removed, never followed.
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(temporary)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = create_new_file(temporary)  # a predictable name: whatever is planted there goes
     with open(fd, "w") as handle:
         handle.write(json.dumps(content, sort_keys=True) + "\n")
         if durable:

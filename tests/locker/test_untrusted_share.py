@@ -111,3 +111,43 @@ def test_segments_and_checkpoints_of_epochs_past_ten_digits_are_found(tmp_path: 
         checkpoint_name(7, 10_000_000_000),
         checkpoint_name(1, 9_999_999_999),
     ]
+
+
+def test_the_start_up_probe_and_doctor_scratch_file_do_not_follow_a_planted_symlink(
+    share: Path, tmp_path: Path
+) -> None:
+    """Found by trying: the share probe opened its name with O_TRUNC through a planted symlink,
+    emptying a file outside the share at every ``primacy run`` and ``primacy doctor``."""
+    from primacy.locker.lockfile import LockMethod
+    from primacy.locker.probe import check_share
+    from primacy.nfs_profiles.profiles import load_profile
+    from primacy.nfs_profiles.round_trips import time_fsync_round_trip
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    host, pid = os.uname().nodename, os.getpid()
+    (share / f".primacy-probe-{host}-{pid}").symlink_to(outside)
+    (share / f".primacy-doctor-{host}-{pid}").symlink_to(outside)
+    check_share(share, LockMethod.POSIX)
+    time_fsync_round_trip(share, load_profile("local"))
+    assert outside.read_text() == "precious\n"
+    assert not any(p.name.startswith(".primacy-") for p in share.iterdir())
+
+
+@pytest.mark.parametrize("directory", ["epochs", "nodes"])
+def test_a_symlink_in_place_of_a_share_directory_is_refused_not_followed(
+    share: Path, tmp_path: Path, directory: str
+) -> None:
+    from primacy.supervisor.registry import NodeEntry, NodeRegistry
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (share / directory).symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(OSError, match="not a directory of its own"):
+        if directory == "epochs":
+            EpochRegistry(share).ensure_directory()
+        else:
+            NodeRegistry(share).publish(
+                NodeEntry("a", "h", 1, "127.0.0.1:1", "normal", "slave", None, 0)
+            )
+    assert list(elsewhere.iterdir()) == []

@@ -304,3 +304,29 @@ def test_a_share_owned_by_another_user_is_flagged(tmp_path: Path) -> None:
     (finding,) = [f for f in diagnose(share).findings if f.code == codes.WRITABLE_BY_OTHERS]
     assert finding.subject == str(share)
     assert "belongs to uid 65534" in finding.message
+
+
+def test_primacy_doctor_refuses_a_symlinked_share_directory_and_flags_a_0777_share(
+    tmp_path: Path,
+) -> None:
+    """Through the command an operator runs: a share directory that is a symlink is refused
+    (nodes would not follow it), a share anyone can write is flagged."""
+    import subprocess
+    import sys
+
+    share = tmp_path / "share"
+    share.mkdir()
+    os.chmod(share, 0o777)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (share / "epochs").symlink_to(elsewhere, target_is_directory=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "primacy.cli", "doctor", str(share)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == int(Severity.REFUSED), output
+    assert codes.NOT_A_DIRECTORY in output and str(share / "epochs") in output
+    assert codes.WRITABLE_BY_OTHERS in output and "mode 0777" in output
