@@ -9,6 +9,8 @@ import time
 import uvicorn
 from fastapi import FastAPI
 
+from primacy.api.http_protocol import GuardedH11Protocol
+
 MAX_CONNECTIONS = 64
 
 
@@ -30,6 +32,9 @@ class ApiServer:
             # A flood of connections gets 503s beyond this, not the process's descriptors.
             limit_concurrency=MAX_CONNECTIONS,
             timeout_keep_alive=5,
+            # A deadline for each request's head and a cap per source address
+            # (http_protocol.py): slow clients cannot hold every slot.
+            http=GuardedH11Protocol,
         )
         self._server = uvicorn.Server(config)
         self._host, self._port = host, port

@@ -122,3 +122,44 @@ def test_the_public_schema_does_not_list_the_admin_routes(served: tuple[int, Rec
     paths = set(httpx.get(f"http://127.0.0.1:{port}/openapi.json").json()["paths"])
     assert "/master" in paths
     assert not paths & guard.ADMIN_PATHS
+
+
+def _closed_by_server(sock: socket.socket, timeout_s: float) -> bool:
+    sock.settimeout(timeout_s)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_slow_request_heads_from_one_host_cannot_take_the_health_check_away(
+    served: tuple[int, Recorder],
+) -> None:
+    """Found by trying: 70 connections that each sent half a request head held every one of
+    uvicorn's 64 slots, and health checks got 503 for as long as they stayed open. Now one
+    source holds at most MAX_CONNECTIONS_PER_SOURCE connections, and a head that does not
+    arrive within HEAD_TIMEOUT_S ends its connection. The attacker is 127.0.0.2 here; the
+    health checker, 127.0.0.1, is another host to the server."""
+    from primacy.api.http_protocol import HEAD_TIMEOUT_S, MAX_CONNECTIONS_PER_SOURCE
+    from primacy.api.server import MAX_CONNECTIONS
+
+    port, _ = served
+    slow = []
+    for _ in range(70):
+        sock = socket.socket()
+        sock.bind(("127.0.0.2", 0))
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET /master HTTP/1.1\r\nHost: x\r\n")
+        slow.append(sock)
+    try:
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+        # Every slow connection ends: those past the per-source cap at once, the rest at
+        # their head deadline. (Old code: every one stayed open, and the check got 503.)
+        for sock in slow:
+            assert _closed_by_server(sock, HEAD_TIMEOUT_S * 4)
+        assert MAX_CONNECTIONS_PER_SOURCE < MAX_CONNECTIONS
+    finally:
+        for sock in slow:
+            sock.close()
