@@ -17,6 +17,7 @@ CANNOT_LISTEN = "PRIMACY-2003"
 STATUS_UNREADABLE = "PRIMACY-2004"
 TOKEN_FILE_REFUSED = "PRIMACY-2005"
 ADMIN_COMMAND_FAILED = "PRIMACY-2007"
+DESCRIPTORS_LOW = "PRIMACY-2008"
 REPLAY_NEEDS_SPARK = "PRIMACY-2701"
 REPLAY_NEEDS_JAVA = "PRIMACY-2702"
 REPLAY_BAD_ARGUMENT = "PRIMACY-2703"
@@ -30,6 +31,9 @@ TITLES = {
     STATUS_UNREADABLE: "`primacy status` cannot read the node or the share",
     TOKEN_FILE_REFUSED: "the admin token file is refused (exit 2)",
     ADMIN_COMMAND_FAILED: "an admin command failed (switchover, pause, resume)",
+    DESCRIPTORS_LOW: (
+        "the open-file limit is below what max_connections needs; max_connections is lowered"
+    ),
     REPLAY_NEEDS_SPARK: "the replay needs the spark extra (exit 1)",
     REPLAY_NEEDS_JAVA: "the replay needs Java 17 (exit 1)",
     REPLAY_BAD_ARGUMENT: "a replay argument is invalid (exit 2); Spark did not start",

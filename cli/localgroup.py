@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +80,7 @@ class Group:
         *extra: str,
         exec_command: Sequence[str] | None = None,
         env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> NodeProcess:
         port = free_port()
         log_path = self.log_dir / f"{node_id}.log"
@@ -106,6 +107,7 @@ class Group:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **(env or {})},
+                preexec_fn=preexec_fn,  # e.g. a resource limit the node must live with
             )
         node = NodeProcess(node_id, port, process, log_path)
         self.nodes[node_id] = node

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import types
 import typing
 from enum import Enum
@@ -141,6 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return fail(EXIT_USAGE, f"{codes.BAD_USAGE} {exc}")
     setup_logging(config.log_level)
+    config = fit_descriptor_limit(config)
     verdict = check_for_run(config.share)
     refusal = _judge_mount(verdict, config.share, config.force_unsupported_share)
     if refusal:
@@ -167,6 +169,40 @@ def cmd_run(args: argparse.Namespace) -> int:
         return node.run()
     except ApiServerError as exc:
         return fail(EXIT_CANNOT_LISTEN, f"{codes.CANNOT_LISTEN} {exc}")
+
+
+# Descriptors a node needs besides its STOMP connections: journal segments and checkpoints,
+# the HTTP endpoint's 64 connections and its listener, file watchers, the lock, the log.
+_DESCRIPTORS_RESERVED = 256
+
+
+def fit_descriptor_limit(config: NodeConfig) -> NodeConfig:
+    """Raise the soft open-file limit to what ``max_connections`` needs (up to the hard
+    limit); where the hard limit is lower, lower ``max_connections`` under it. A master
+    whose connections take its last descriptors cannot open its next segment: it demotes,
+    and the next master meets the same clients (found by trying, under ``ulimit -n 48``)."""
+    if config.stomp is None:
+        return config
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = config.max_connections + _DESCRIPTORS_RESERVED
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return config
+    lowered = max(1, soft - min(_DESCRIPTORS_RESERVED, soft // 2))
+    logging.getLogger("primacy.cli").warning(
+        "%s the open-file limit is %d (hard %d): max_connections %d lowered to %d; raise "
+        "LimitNOFILE= (or ulimit -n) to %d to serve them all",
+        codes.DESCRIPTORS_LOW,
+        soft,
+        hard,
+        config.max_connections,
+        lowered,
+        needed,
+    )
+    return config.model_copy(update={"max_connections": lowered})
 
 
 def _judge_mount(verdict: Diagnosis, share: Path, force: bool) -> str | None:
