@@ -116,16 +116,24 @@ def _named_master(urls: list[str]) -> str:
         members: list[dict[str, Any]] = _request(urls[0], "GET", "/cluster")["members"]
     except RequestFailed:
         members = []
-    registered = next((m for m in members if m["live"] and m["role"] == "master"), None)
-    if registered is None:
+    registered = [m for m in members if m["live"] and m["role"] == "master"]
+    if not registered:
         raise RequestFailed(
             f"none of {', '.join(urls)} serves as master and no live master is registered; "
             "nothing to switch over"
         )
+    if len(registered) > 1:  # one at most is real: the registry is written by whoever can
+        claims = ", ".join(f"{m['node_id']} at http://{m['http']}" for m in registered)
+        raise RequestFailed(
+            f"none of {', '.join(urls)} serves as master, and the share's registry lists "
+            f"{len(registered)} masters ({claims}): at most one is real, so check the share "
+            "for planted entries and name your master's address with --url"
+        )
+    (master,) = registered
     raise RequestFailed(
         f"none of {', '.join(urls)} serves as master; the share's registry says "
-        f"{registered['node_id']} at http://{registered['http']} is: the token goes only to "
-        f"addresses you name, so add --url http://{registered['http']} if that is your node"
+        f"{master['node_id']} at http://{master['http']} is: the token goes only to "
+        f"addresses you name, so add --url http://{master['http']} if that is your node"
     )
 
 

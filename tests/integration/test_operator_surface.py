@@ -417,6 +417,75 @@ def test_cli_cluster_switchover_pause_resume(group: Group, share: Path, token_fi
     assert denied.returncode == 1 and "403" in denied.stderr and "wrong token" in denied.stderr
 
 
+def test_a_planted_registry_entry_never_gets_the_token(
+    group: Group, share: Path, token_file: Path
+) -> None:
+    """Found by trying: a planted ``nodes/aaa.json`` (role master, fresh, an address of the
+    planter's) received ``Authorization: Bearer <token>`` from ``primacy switchover``. The
+    token now goes only to addresses the operator names: here a listener at the planted
+    address must hear nothing at all, whatever the operator's commands."""
+    import json
+    import socket
+    import threading
+
+    heard: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def listen() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    heard.append(conn.recv(65536))
+                except OSError:
+                    heard.append(b"")
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    try:
+        nodes = group.start_many(2, "--admin-token-file", str(token_file))
+        old = group.wait_for_master()
+        other = next(node for node in nodes if node is not old)
+        planted = {
+            "node_id": "aaa", "host": "elsewhere", "pid": 1,
+            "http": f"127.0.0.1:{listener.getsockname()[1]}", "priority": "highest",
+            "role": "master", "epoch": 99, "updated_unix_s": time.time() + 3600,
+        }  # fmt: skip
+        (share / "nodes" / "aaa.json").write_text(json.dumps(planted))
+        # Within the clock-skew allowance: live for the next 40 s, as a real entry would be.
+        fresh = {**planted, "node_id": "aab", "updated_unix_s": time.time() + 30}
+        (share / "nodes" / "aab.json").write_text(json.dumps(fresh))
+        wait_until(
+            lambda: any(
+                m["node_id"] == "aab" for m in httpx.get(url(other, "/cluster")).json()["members"]
+            ),
+            10,
+            "the planted entry to be read",
+        )
+        refused = _primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
+        assert refused.returncode == 1 and "lists 2 masters" in refused.stderr, refused.stderr
+        for args in (
+            ("switchover", "--url", url(other, "")),
+            ("switchover", "--url", url(other, ""), "--url", url(old, ""), "--to", "aaa"),
+            ("pause", "--url", url(other, "")),
+            ("resume", "--url", url(other, "")),
+        ):
+            _primacy(*args, "--token-file", str(token_file))
+        members = httpx.get(url(old, "/cluster")).json()["members"]
+        assert not [m for m in members if m["node_id"] == "aaa" and m["live"]]  # from the future
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+    assert heard == [], heard
+
+
 def test_switchover_right_after_a_takeover_waits_for_the_nodes_view(
     group: Group, token_file: Path
 ) -> None:
