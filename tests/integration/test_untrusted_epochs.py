@@ -50,6 +50,37 @@ def test_an_empty_planted_epoch_far_ahead_costs_no_acknowledged_message(
     assert "10000000001" in stats.stdout
 
 
+def test_fifos_at_the_next_epoch_and_in_nodes_neither_hang_nor_stop_a_takeover(
+    group: Group, share: Path
+) -> None:
+    """FIFOs where the next claimant writes its epoch record and where nodes read the
+    registry: opened blocking, either would hang the node that meets it. The master is
+    killed; the other node must take over past the FIFO and serve every message."""
+    import os
+
+    ports = {"a": free_port(), "b": free_port()}
+    first = group.start("a", "--stomp", f"127.0.0.1:{ports['a']}")
+    wait_until(first.is_master, 30, "a to serve")
+    second = group.start("b", "--stomp", f"127.0.0.1:{ports['b']}")
+    wait_until(lambda: second.status("/health") == 200, 30, "b to wait as a slave")
+    producer = StompPy(("127.0.0.1", ports["a"]))
+    for index in range(5):
+        assert producer.send("/queue/q", f"m{index}", **{"message-id": f"id-{index}"})
+    producer.close()
+    latest = EpochRegistry(share).latest()
+    os.mkfifo(share / "epochs" / str(latest + 1))
+    os.mkfifo(share / "nodes" / "zzz.json")
+    first.signal(signal.SIGKILL)
+    first.process.wait(10)
+    wait_until(second.is_master, 30, "b to take over past the FIFOs")
+    assert EpochRegistry(share).latest() > latest + 1  # the FIFO's number was skipped
+    consumer = StompPy(("127.0.0.1", ports["b"]))
+    consumer.subscribe("/queue/q", "s1")
+    assert sorted(consumer.message().body for _ in range(5)) == [f"m{i}" for i in range(5)]
+    consumer.close()
+    assert "Traceback" not in second.log()
+
+
 def test_claimed_before_jumps_a_planted_gap_instead_of_counting_down(share: Path) -> None:
     registry = EpochRegistry(share)
     for _ in range(3):

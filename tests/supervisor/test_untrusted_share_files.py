@@ -50,3 +50,33 @@ def test_a_switchover_marker_cannot_hold_the_group_back_past_its_timeout(share: 
     assert group_control.read_switchover(share) is None
     marker.write_text("[" * 100_000)
     assert group_control.read_switchover(share) is None
+
+
+def test_a_lock_job_that_raises_drops_the_lock_and_tells_the_role_loop(share: Path) -> None:
+    """A lock attempt can take the lock and then meet garbage (a switchover marker it cannot
+    parse, say). Before, the worker logged PRIMACY-1099 and posted nothing: the node held a
+    lock its role loop did not know of, and the group had no master. Real lock, real files."""
+    import queue
+
+    from primacy.locker.lease import Lease
+    from primacy.supervisor.config import NodeConfig
+    from primacy.supervisor.lock_io import LockIoWorker
+    from primacy.supervisor.node_events import LockAttempted
+    from primacy.supervisor.share_jobs import ShareJobs
+
+    jobs = ShareJobs(NodeConfig(node_id="a", share=share, http="127.0.0.1:1"), clock=lambda: 0.0)
+    posted: queue.Queue[object] = queue.Queue()
+    worker = LockIoWorker(posted.put)
+
+    def takes_the_lock_then_fails() -> None:
+        assert jobs.lease.try_acquire()
+        raise ValueError("garbage on the share")
+
+    worker.submit(takes_the_lock_then_fails, jobs.lock_attempt_failed)
+    event = posted.get(timeout=10)
+    assert isinstance(event, LockAttempted) and not event.acquired
+    assert event.error is not None and "garbage on the share" in event.error
+    other = Lease(share, "b")
+    assert other.try_acquire(), "the failed attempt kept the lock"
+    other.abandon()
+    assert worker.close(5)
