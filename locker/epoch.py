@@ -127,6 +127,7 @@ class EpochRegistry:
         of the next epoch reads it to learn how long to wait).
         """
         path = self.directory / str(epoch)
+        self.ensure_directory()  # checked before each write: never a symlink out of the share
         os.lstat(path)  # the epoch must already be ours: never create it here
         temporary = self.directory / f".{epoch}.{os.getpid()}.tmp"  # not a digit name
         fd = create_new_file(temporary)  # a planted symlink there is removed, never followed

@@ -69,3 +69,21 @@ def test_a_symlinked_journal_directory_is_refused_with_the_reason(
     with pytest.raises(OSError, match="not a directory of its own"):
         open_store()
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_journal_directory_swapped_for_a_symlink_while_open_fails_the_next_segment(
+    open_store: Callable[..., JournalStore], tmp_path: Path
+) -> None:
+    """Checked before every new segment: a swap while a master writes stops its journal
+    (it demotes and says why) instead of writing segments through the symlink."""
+    store = open_store(segment_max_bytes=4096)
+    store.append_send("q", "m0", b"x" * 100).result(timeout=5)
+    journal = tmp_path / "share" / "journal"
+    journal.rename(tmp_path / "share" / "journal.moved")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    journal.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(Exception, match="not a directory of its own"):
+        for number in range(1, 100):  # past segment_max_bytes: a rollover creates a file
+            store.append_send("q", f"m{number}", b"x" * 100).result(timeout=5)
+    assert list(elsewhere.iterdir()) == []
