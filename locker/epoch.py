@@ -10,13 +10,23 @@ listing might be answered from cache, so listings are only ever a hint).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from primacy.locker.untrusted import create_new_file, read_small_file, real_directory
+from primacy.locker.untrusted import read_small_file
+from primacy.store.share_io import (
+    create_exclusive,
+    create_new_file,
+    exists_in,
+    fsync_directory,
+    names_in,
+    real_directory,
+    replace_within,
+)
 
 EPOCH_DIR_NAME = "epochs"
 # Epochs are u64 wherever they are written (journal headers); past this a share is refused.
@@ -78,18 +88,11 @@ class EpochRegistry:
             candidate = next((e for e in listed if e < candidate), 0)
 
     def _listed(self) -> list[int]:
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
+        names = names_in(self.directory)
         return [epoch for name in names if (epoch := parse_epoch_name(name)) is not None]
 
     def exists(self, epoch: int) -> bool:
-        try:
-            os.lstat(self.directory / str(epoch))
-        except FileNotFoundError:
-            return False
-        return True
+        return exists_in(self.directory / str(epoch))
 
     def is_current(self, epoch: int) -> bool:
         """True while no later epoch has been claimed. I/O errors propagate (they count as loss)."""
@@ -104,8 +107,7 @@ class EpochRegistry:
                 raise OSError(f"no epoch left to claim in {self.directory} (past {MAX_EPOCH})")
             path = self.directory / str(epoch)
             try:
-                # O_EXCL never follows a symlink; O_NOFOLLOW says so for every reader too.
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                fd = create_exclusive(path)  # taken by anything at all: the next number
             except FileExistsError:
                 epoch += 1
                 continue
@@ -116,7 +118,7 @@ class EpochRegistry:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
             return epoch
 
     def rewrite(self, epoch: int, record: dict[str, Any]) -> None:
@@ -127,8 +129,8 @@ class EpochRegistry:
         of the next epoch reads it to learn how long to wait).
         """
         path = self.directory / str(epoch)
-        self.ensure_directory()  # checked before each write: never a symlink out of the share
-        os.lstat(path)  # the epoch must already be ours: never create it here
+        if not exists_in(path):  # the epoch must already be ours: never create it here
+            raise FileNotFoundError(errno.ENOENT, f"epoch {epoch} was never claimed", str(path))
         temporary = self.directory / f".{epoch}.{os.getpid()}.tmp"  # not a digit name
         fd = create_new_file(temporary)  # a planted symlink there is removed, never followed
         try:
@@ -137,8 +139,8 @@ class EpochRegistry:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temporary, path)
-        _fsync_directory(self.directory)
+        replace_within(temporary, path)
+        fsync_directory(self.directory)
 
     def read(self, epoch: int) -> dict[str, Any] | None:
         """The record written by whoever claimed ``epoch`` (None if absent or unreadable)."""
@@ -148,11 +150,3 @@ class EpochRegistry:
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             return None
         return record if isinstance(record, dict) else None
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

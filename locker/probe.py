@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -9,7 +10,7 @@ import struct
 from pathlib import Path
 
 from primacy.locker.lockfile import LockMethod
-from primacy.locker.untrusted import create_new_file
+from primacy.store.share_io import create_new_file, remove
 
 
 class ShareUnusable(Exception):
@@ -38,7 +39,8 @@ def check_share(share: Path, method: LockMethod) -> None:
         raise ShareUnusable(f"the share {share} is not a directory")
     probe = share / f".primacy-probe-{os.uname().nodename}-{os.getpid()}"
     try:
-        first = create_new_file(probe, os.O_RDWR, 0o600)  # a planted symlink is not followed
+        # A planted symlink at the name is removed, never followed.
+        first = create_new_file(probe, os.O_RDWR, 0o600, share_root=True)
     except PermissionError:
         raise ShareUnusable(
             f"the share {share} is not writable by this user (uid {os.getuid()}); "
@@ -54,10 +56,8 @@ def check_share(share: Path, method: LockMethod) -> None:
         for fd in (first, second):
             if fd >= 0:
                 os.close(fd)
-        try:
-            os.unlink(probe)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            remove(probe, share_root=True)
 
 
 def _probe_exclusion(first: int, second: int, method: LockMethod, share: Path) -> None:

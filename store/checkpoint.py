@@ -19,7 +19,14 @@ from typing import Any
 import crc32c
 
 from primacy.store.fences import FenceTable
-from primacy.store.segments import create_new_file, is_regular_file, real_directory
+from primacy.store.share_io import (
+    create_new_file,
+    fsync_directory,
+    real_directory,
+    regular_files_in,
+    remove,
+    replace_within,
+)
 from primacy.store.state import JournalState
 
 CHECKPOINT_MAGIC = b"PRIMCKPT"
@@ -101,16 +108,10 @@ def checkpoint_name(last_sequence: int, epoch: int) -> str:
 
 def list_checkpoints(directory: Path) -> list[Path]:
     """Checkpoint files, newest (highest last sequence, then epoch) first."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
     found = [
         (int(m[1]), int(m[2]), name)
-        for name in names
-        if (m := _NAME.fullmatch(name))
-        and checkpoint_name(int(m[1]), int(m[2])) == name
-        and is_regular_file(directory / name)
+        for name in regular_files_in(directory)
+        if (m := _NAME.fullmatch(name)) and checkpoint_name(int(m[1]), int(m[2])) == name
     ]
     return [directory / name for _, _, name in sorted(found, reverse=True)]
 
@@ -129,7 +130,7 @@ def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> Path:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(temporary, final)
+    replace_within(temporary, final)
     fsync_directory(directory)
     return final
 
@@ -140,12 +141,4 @@ def prune_checkpoints(directory: Path, keep: int) -> None:
     Temporary files are left alone: one may belong to another process mid-write.
     """
     for old in list_checkpoints(directory)[keep:]:
-        old.unlink(missing_ok=True)
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        remove(old)

@@ -9,7 +9,6 @@ writer thread that ``close()`` stops.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from primacy.store import messages
 from primacy.store.checkpoint import (
     Checkpoint,
     SegmentPosition,
-    fsync_directory,
     prune_checkpoints,
     write_checkpoint,
 )
@@ -38,8 +36,8 @@ from primacy.store.segments import (
     has_own_header,
     list_segments,
     open_segment,
-    real_directory,
 )
+from primacy.store.share_io import fsync_directory, real_directory, remove
 from primacy.store.state import JournalState, PendingMessage
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
@@ -369,7 +367,7 @@ class JournalStore:
             current_segment=self._segment.name,
         )
         for segment in removed:
-            os.unlink(segment.path)
+            remove(segment.path)
             messages.log(logging.INFO, messages.SEGMENT_RETIRED, segment.name)
         if removed:
             fsync_directory(self.config.journal_dir)

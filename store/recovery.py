@@ -39,15 +39,14 @@ from primacy.store.segments import (
     SegmentScan,
     SegmentSource,
     check_batch_at,
-    create_new_file,
     epoch_tails,
     iter_batches,
     list_segments,
     open_journal_file,
     open_segment,
-    real_directory,
     scan_segment,
 )
+from primacy.store.share_io import create_new_file, exists_in, real_directory, replace_within
 from primacy.store.state import JournalState
 
 BatchVisitor = Callable[[SegmentRef, BatchAt, memoryview], None]
@@ -326,14 +325,14 @@ def _quarantine(
     )
     try:
         real_directory(target.parent)
-        if os.path.lexists(target):
+        if exists_in(target):
             return
         temporary = target.with_suffix(target.suffix + ".tmp")
         with os.fdopen(create_new_file(temporary), "wb") as copy:
             end = damage.offset + damage.length
             for start in range(damage.offset, end, SCAN_CHUNK_BYTES):
                 copy.write(source.read(start, min(SCAN_CHUNK_BYTES, end - start)))
-        os.replace(temporary, target)
+        replace_within(temporary, target)
     except OSError as exc:
         detail = f"{segment.name} at {damage.offset}: no copy kept ({exc})"
         messages.log(logging.WARNING, messages.DAMAGED_BATCH_QUARANTINED, detail)

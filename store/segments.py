@@ -7,12 +7,9 @@ journal tools decide what to do with that.
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import errno
 import os
 import re
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +19,7 @@ from typing import BinaryIO, Protocol
 import crc32c
 
 from primacy.store import format as fmt
+from primacy.store.share_io import open_regular, regular_files_in
 
 SEGMENT_SUFFIX = ".seg"
 # Epochs and sequences are u64 in every header. A name carries them zero-padded to 10 and
@@ -68,14 +66,10 @@ def parse_segment_name(name: str) -> tuple[int, int] | None:
 
 def list_segments(journal_dir: Path) -> list[SegmentRef]:
     """Every segment file in the journal directory, oldest epoch and sequence first."""
-    try:
-        names = os.listdir(journal_dir)
-    except FileNotFoundError:
-        return []
     found = []
-    for name in names:
+    for name in regular_files_in(journal_dir):
         parsed = parse_segment_name(name)
-        if parsed is not None and is_regular_file(journal_dir / name):
+        if parsed is not None:
             found.append(SegmentRef(*parsed, journal_dir / name))
     return sorted(found)
 
@@ -132,49 +126,13 @@ class SegmentScan:
     valid_end: int = 0  # end of the last valid, unfenced batch (or of the header)
 
 
-def is_regular_file(path: Path) -> bool:
-    """A regular file, not a symlink, FIFO, device or directory that merely has the name."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def open_journal_file(path: Path) -> BinaryIO:
     """Open a segment or checkpoint for reading; the share is untrusted input.
 
     A symlink is never followed and a FIFO or device is refused (``OSError``),
     so a planted entry with a journal file's name cannot hang recovery.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, f"{path} is not a regular file")
-    return os.fdopen(fd, "rb")
-
-
-# The two helpers below are locker/untrusted.py's, repeated: the store imports nothing of ours.
-
-
-def real_directory(path: Path) -> Path:
-    """``path``, created if missing, as a directory of its own; OSError if a symlink (or any
-    other kind of file) has its name: following it would read and write outside the share."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o755)
-    if not stat.S_ISDIR(os.lstat(path).st_mode):
-        raise OSError(
-            errno.ENOTDIR,
-            f"{path} is not a directory of its own (a symlink or a file has its name)",
-        )
-    return path
-
-
-def create_new_file(path: Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
-    """A descriptor of a new, empty file at ``path``, whatever was planted under that name
-    (a symlink out of the share is removed, never followed): for names only we write."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    return os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    return os.fdopen(open_regular(path), "rb")
 
 
 def has_own_header(segment: SegmentRef) -> bool:

@@ -22,10 +22,10 @@ from typing import Any
 
 from primacy.store import format as fmt
 from primacy.store import messages
-from primacy.store.checkpoint import fsync_directory
 from primacy.store.config import SyncPolicy
 from primacy.store.errors import JournalClosed, JournalError, JournalFenced, JournalWriteFailed
-from primacy.store.segments import real_directory, segment_name
+from primacy.store.segments import segment_name
+from primacy.store.share_io import create_exclusive, fsync_directory
 
 
 @dataclass(frozen=True)
@@ -89,10 +89,8 @@ class SegmentFile:
         header = fmt.encode_segment_header(
             fmt.SegmentHeader(self.epoch, first_sequence, self.node_id, time.time_ns())
         )
-        real_directory(self.journal_dir)  # checked before each new segment, as every write
-        fd = os.open(
-            self.journal_dir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644
-        )
+        # In the journal directory itself, never through a symlink put in its place.
+        fd = create_exclusive(self.journal_dir / name, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, header)
             os.fdatasync(fd)

@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from primacy.store.share_io import remove
 from primacy.supervisor.share_files import MAX_CLOCK_SKEW_S, read_json, write_json_atomically
 
 PAUSED_FILE_NAME = "paused"
@@ -39,12 +40,15 @@ class Switchover:
 
 def pause(share: Path, by_node: str) -> None:
     write_json_atomically(
-        Path(share) / PAUSED_FILE_NAME, {"by": by_node, "at_unix_s": time.time()}, durable=True
+        Path(share) / PAUSED_FILE_NAME,
+        {"by": by_node, "at_unix_s": time.time()},
+        durable=True,
+        share_root=True,
     )
 
 
 def resume(share: Path) -> None:
-    (Path(share) / PAUSED_FILE_NAME).unlink(missing_ok=True)
+    remove(Path(share) / PAUSED_FILE_NAME, share_root=True)
 
 
 def is_paused(share: Path) -> bool:
@@ -52,12 +56,14 @@ def is_paused(share: Path) -> bool:
 
 
 def request_switchover(share: Path, switchover: Switchover) -> None:
-    write_json_atomically(Path(share) / SWITCHOVER_FILE_NAME, asdict(switchover), durable=True)
+    write_json_atomically(
+        Path(share) / SWITCHOVER_FILE_NAME, asdict(switchover), durable=True, share_root=True
+    )
 
 
 def read_switchover(share: Path) -> Switchover | None:
     try:
-        raw = read_json(Path(share) / SWITCHOVER_FILE_NAME)
+        raw = read_json(Path(share) / SWITCHOVER_FILE_NAME, share_root=True)
         switchover = Switchover(
             str(raw["from_node"]),
             str(raw["to_node"]),
@@ -76,4 +82,4 @@ def read_switchover(share: Path) -> Switchover | None:
 
 
 def clear_switchover(share: Path) -> None:
-    (Path(share) / SWITCHOVER_FILE_NAME).unlink(missing_ok=True)
+    remove(Path(share) / SWITCHOVER_FILE_NAME, share_root=True)

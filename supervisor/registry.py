@@ -8,11 +8,10 @@ entry only changes who waits a little before trying the lock.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from primacy.locker.untrusted import real_directory
+from primacy.store.share_io import names_in, real_directory
 from primacy.supervisor.share_files import MAX_CLOCK_SKEW_S, read_json, write_json_atomically
 
 NODES_DIR_NAME = "nodes"
@@ -52,10 +51,7 @@ class NodeRegistry:
         )
 
     def entries(self) -> list[NodeEntry]:
-        try:
-            names = sorted(os.listdir(self.directory))
-        except FileNotFoundError:
-            return []
+        names = sorted(names_in(self.directory))  # never through a symlink in its place
         found = []
         for name in names:
             if name.startswith(".") or not name.endswith(".json"):

@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from primacy.locker.untrusted import create_new_file, read_small_file
+from primacy.locker.untrusted import read_small_file
+from primacy.store.share_io import create_new_file, fsync_directory, replace_within
 
 # A JSON file of ours is a flat record of a few hundred bytes.
 MAX_JSON_BYTES = 64 * 1024
@@ -20,33 +21,33 @@ MAX_JSON_BYTES = 64 * 1024
 MAX_CLOCK_SKEW_S = 60.0
 
 
-def write_json_atomically(path: Path, content: dict[str, Any], *, durable: bool) -> None:
+def write_json_atomically(
+    path: Path, content: dict[str, Any], *, durable: bool, share_root: bool = False
+) -> None:
     """Replace ``path`` with ``content``; readers see the old or the new file, never a part.
 
     The temp name is per process and thread, since two threads may write the same
     file. ``durable`` also fsyncs the file and the directory, for state that must
-    survive a crash (not for entries rewritten every second anyway).
+    survive a crash (not for entries rewritten every second anyway). ``share_root``:
+    ``path`` is directly in the share, whose directory may be reached by a symlink.
     """
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = create_new_file(temporary)  # a predictable name: whatever is planted there goes
+    # A predictable name: whatever is planted there goes.
+    fd = create_new_file(temporary, share_root=share_root)
     with open(fd, "w") as handle:
         handle.write(json.dumps(content, sort_keys=True) + "\n")
         if durable:
             handle.flush()
             os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    replace_within(temporary, path, share_root)
     if durable:
-        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        fsync_directory(path.parent, share_root)
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path, share_root: bool = False) -> dict[str, Any]:
     """A JSON object from the share; OSError or ValueError for anything else or anything odd."""
     try:
-        value = json.loads(read_small_file(path, MAX_JSON_BYTES).decode())
+        value = json.loads(read_small_file(path, MAX_JSON_BYTES, share_root).decode())
     except RecursionError as exc:  # "[[[[..." passes the size bound
         raise ValueError(f"{path} nests too deeply") from exc
     if not isinstance(value, dict):

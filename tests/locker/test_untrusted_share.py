@@ -151,3 +151,32 @@ def test_a_symlink_in_place_of_a_share_directory_is_refused_not_followed(
                 NodeEntry("a", "h", 1, "127.0.0.1:1", "normal", "slave", None, 0)
             )
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_directory_swapped_for_a_symlink_is_not_read_through_either(
+    share: Path, tmp_path: Path
+) -> None:
+    """Reads too go relative to a descriptor of the directory opened without following a
+    symlink: after a swap, listing and reading refuse instead of reading the planter's files."""
+    from primacy.store.segments import list_segments
+    from primacy.supervisor.registry import NodeEntry, NodeRegistry
+
+    registry = EpochRegistry(share)
+    registry.claim_next({"node_id": "a"})
+    NodeRegistry(share).publish(NodeEntry("a", "h", 1, "127.0.0.1:1", "normal", "slave", None, 0))
+    (share / "journal").mkdir()
+    planted = tmp_path / "planted"
+    for name in ("1", "2", "3", "a.json", "b.json", "0000000001-00000000000000000001.seg"):
+        (planted / name).parent.mkdir(exist_ok=True)
+        (planted / name).write_text("{}")
+    for directory in ("epochs", "nodes", "journal"):
+        (share / directory).rename(share / f"{directory}.moved")
+        (share / directory).symlink_to(planted, target_is_directory=True)
+    with pytest.raises(OSError, match="not a directory of its own"):
+        registry.latest()
+    with pytest.raises(OSError, match="not a directory of its own"):
+        registry.exists(1)
+    with pytest.raises(OSError, match="not a directory of its own"):
+        NodeRegistry(share).entries()
+    with pytest.raises(OSError, match="not a directory of its own"):
+        list_segments(share / "journal")
