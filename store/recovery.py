@@ -264,6 +264,10 @@ def log_report(report: RecoveryReport) -> None:
         messages.log(logging.WARNING, messages.CHECKPOINT_SKIPPED, name)
 
 
+_CHECKPOINT_JOURNAL_FACTOR = 16
+_CHECKPOINT_SLACK_BYTES = 64 * 2**20  # the dedupe window (100 000 ids: about 10 MB)
+
+
 def _newest_usable_checkpoint(
     journal_dir: Path, segments: list[SegmentRef], dedupe_window: int, skipped: list[str]
 ) -> Checkpoint | None:
@@ -273,10 +277,20 @@ def _newest_usable_checkpoint(
             sizes[segment.name] = segment.path.stat().st_size
         except FileNotFoundError:
             continue
+    # A checkpoint is read whole and parsed, so its size is bounded by what it can hold: the
+    # pending messages and fences of the segments (each entry under twice its record) and
+    # the dedupe window. One far larger was not written by us and is not read.
+    limit = _CHECKPOINT_JOURNAL_FACTOR * sum(sizes.values()) + _CHECKPOINT_SLACK_BYTES
     for path in list_checkpoints(journal_dir / CHECKPOINT_DIR_NAME):
         try:
             with open_journal_file(path) as handle:
-                checkpoint = Checkpoint.from_bytes(handle.read(), dedupe_window)
+                size = os.fstat(handle.fileno()).st_size
+                if size > limit:
+                    raise CheckpointUnusable(
+                        f"{size} bytes, more than a journal of {sum(sizes.values())} bytes "
+                        "can need: not read"
+                    )
+                checkpoint = Checkpoint.from_bytes(handle.read(limit + 1), dedupe_window)
             for position in checkpoint.positions.values():
                 if not position.complete and sizes.get(position.segment, -1) < position.offset:
                     raise CheckpointUnusable(f"segment {position.segment} is missing or shorter")

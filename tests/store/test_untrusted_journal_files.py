@@ -73,3 +73,22 @@ def test_a_planted_segment_name_of_a_later_epoch_does_not_block_opening(share: P
         assert store.stats().pending_messages == 1
         report = store.recovery.report  # reported: as a torn tail (too short for a header)
         assert planted in {d.segment for d in (*report.damaged, *report.torn_tails)}
+
+
+def test_a_checkpoint_far_larger_than_the_journal_is_skipped_unread(share: Path) -> None:
+    """A checkpoint is read whole and parsed; a planted one of 200 MiB (sparse, with a valid
+    header claiming it all) would cost that much memory. It is skipped, named, not read."""
+    config = StoreConfig(share=share, node_id="a")
+    with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
+        store.append_send("/queue/q", "m1", b"kept", {}).result()
+    checkpoints = config.journal_dir / CHECKPOINT_DIR_NAME
+    checkpoints.mkdir(exist_ok=True)
+    huge = checkpoints / checkpoint_name(10**6, 1)
+    length = 200 * 2**20
+    with huge.open("wb") as handle:
+        handle.write(struct.pack("<8sIIQ", CHECKPOINT_MAGIC, CHECKPOINT_VERSION, 0, length))
+        handle.truncate(24 + length)
+    with _open_within(config, epoch=2) as store:
+        assert store.stats().pending_messages == 1
+        (skipped,) = [s for s in store.recovery.report.skipped_checkpoints if huge.name in s]
+        assert "not read" in skipped
