@@ -225,3 +225,11 @@ def test_the_journal_tools_read_a_huge_segment_in_bounded_memory(
     # verify names the segment; stats counts it and points to verify
     assert (name if command == "verify" else "damaged_batches: 1") in output
     assert peak_kib - baseline_kib < 64 * 1024, (baseline_kib, peak_kib)
+
+
+@pytest.mark.parametrize("command", ["verify", "dump", "stats"])
+def test_the_journal_tools_fail_on_a_missing_share(tmp_path: Path, command: str) -> None:
+    """Found by trying: ``journal verify /does-not-exist`` said ok and exited 0."""
+    result = _journal(command, str(tmp_path / "does-not-exist"))
+    assert result.returncode != 0
+    assert "does-not-exist" in result.stderr and "Traceback" not in result.stderr
