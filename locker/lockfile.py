@@ -188,16 +188,49 @@ class ShareLock:
         # and never a FIFO or device: the share is untrusted input. (O_RDWR opens a FIFO
         # without blocking; O_NONBLOCK is not used, as it would turn a lease another process
         # holds on the file into an error instead of a wait.)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.EISDIR:  # nothing we may remove
+                raise OSError(exc.errno, f"{self.path} is not a regular file; remove it") from None
+            if exc.errno != errno.ELOOP:
+                raise
+            fd = self._replace_planted_entry()
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
-            raise OSError(errno.EINVAL, f"{self.path} is not a regular file; remove it")
+            fd = self._replace_planted_entry()
         self._fd = fd
+
+    def _replace_planted_entry(self) -> int:
+        """A symlink, FIFO or device has the lock file's name: remove it (never following it)
+        and create the file afresh, so a planted entry cannot keep the group without a master.
+
+        As safe as a lock file deleted or replaced under a master, which fencing already
+        covers (docs/safety.md): whoever locks the new file must claim a later epoch, which
+        stops a master still locking the old one before it acknowledges anything more, and
+        then waits out that master's lease before serving.
+        """
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # a directory, say: nothing we may remove
+            raise OSError(exc.errno, f"{self.path} is not a regular file; remove it") from exc
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:  # another node recreated it first: that one is the lock file
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW, 0o644)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise OSError(
+                    errno.EINVAL, f"{self.path} is not a regular file; remove it"
+                ) from None
+            return fd
 
     def _fd_is_current_file(self) -> bool:
         assert self._fd is not None
         try:
-            path_stat = os.stat(self.path)
+            path_stat = os.lstat(self.path)  # a symlink to the held file is not the file
             held_stat = os.fstat(self._fd)
         except OSError:
             return False

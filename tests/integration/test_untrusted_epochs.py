@@ -81,6 +81,45 @@ def test_fifos_at_the_next_epoch_and_in_nodes_neither_hang_nor_stop_a_takeover(
     assert "Traceback" not in second.log()
 
 
+def test_a_symlink_put_in_place_of_the_lock_file_costs_neither_the_master_nor_a_message(
+    group: Group, share: Path, tmp_path: Path
+) -> None:
+    """The lock file renamed away and a symlink out of the share put in its place under a
+    serving master: the group must regain a master, the symlink's target must stay as it
+    was, and every acknowledged message must still be there."""
+    import os
+
+    from primacy.locker.lockfile import LOCK_FILE_NAME
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    ports = {"a": free_port(), "b": free_port()}
+    first = group.start("a", "--stomp", f"127.0.0.1:{ports['a']}")
+    wait_until(first.is_master, 30, "a to serve")
+    second = group.start("b", "--stomp", f"127.0.0.1:{ports['b']}")
+    wait_until(lambda: second.status("/health") == 200, 30, "b to wait as a slave")
+    producer = StompPy(("127.0.0.1", ports["a"]))
+    for index in range(5):
+        assert producer.send("/queue/q", f"m{index}", **{"message-id": f"id-{index}"})
+    producer.close()
+    os.rename(share / LOCK_FILE_NAME, tmp_path / "lock.moved")
+    (share / LOCK_FILE_NAME).symlink_to(outside)
+    wait_until(
+        lambda: (
+            any(node.is_master() for node in (first, second))
+            and not (share / LOCK_FILE_NAME).is_symlink()
+        ),
+        30,
+        "a master on a lock file of the share's own",
+    )
+    master = first if first.is_master() else second
+    assert outside.read_text() == "precious\n"
+    consumer = StompPy(("127.0.0.1", ports[master.node_id]))
+    consumer.subscribe("/queue/q", "s1")
+    assert sorted(consumer.message().body for _ in range(5)) == [f"m{i}" for i in range(5)]
+    consumer.close()
+
+
 def test_claimed_before_jumps_a_planted_gap_instead_of_counting_down(share: Path) -> None:
     registry = EpochRegistry(share)
     for _ in range(3):

@@ -54,31 +54,34 @@ def test_a_huge_or_deeply_nested_epoch_record_is_unreadable(share: Path) -> None
     assert registry.read(2) is None
 
 
-def test_a_symlinked_lock_file_is_refused_and_its_target_untouched(
-    share: Path, tmp_path: Path
-) -> None:
+def test_a_symlinked_lock_file_is_replaced_never_followed(share: Path, tmp_path: Path) -> None:
+    """A symlink at the lock file's name: the holder record once went wherever it pointed.
+    It is removed (its target untouched) and the lock taken on a file of the share's own, so
+    a planted entry cannot keep the group without a master either."""
     outside = tmp_path / "outside.txt"
     outside.write_text("precious\n")
     (share / LOCK_FILE_NAME).symlink_to(outside)
     with pytest.raises(OSError):
-        ShareLock(share).try_acquire()
+        read_holder_from_outside(share)  # a reader never follows it
+    lock = ShareLock(share)
+    assert lock.try_acquire()
     assert outside.read_text() == "precious\n"
-    with pytest.raises(OSError):
-        read_holder_from_outside(share)
+    assert not (share / LOCK_FILE_NAME).is_symlink() and (share / LOCK_FILE_NAME).is_file()
+    lock.close()
 
 
-def test_a_fifo_as_the_lock_file_is_refused_without_blocking(share: Path) -> None:
+def test_a_fifo_as_the_lock_file_is_replaced_without_blocking(share: Path) -> None:
     os.mkfifo(share / LOCK_FILE_NAME)
-    errors: list[BaseException] = []
+    taken: list[bool] = []
+    assert _finishes(lambda: taken.append(ShareLock(share).try_acquire()))
+    assert taken == [True] and (share / LOCK_FILE_NAME).is_file()
 
-    def attempt() -> None:
-        try:
-            ShareLock(share).try_acquire()
-        except OSError as exc:
-            errors.append(exc)
 
-    assert _finishes(attempt)
-    assert len(errors) == 1
+def test_a_directory_as_the_lock_file_is_refused_with_the_reason(share: Path) -> None:
+    (share / LOCK_FILE_NAME).mkdir()
+    (share / LOCK_FILE_NAME / "keep").write_text("x")
+    with pytest.raises(OSError, match="not a regular file; remove it"):
+        ShareLock(share).try_acquire()
 
 
 def test_a_planted_temporary_epoch_record_is_not_followed(share: Path, tmp_path: Path) -> None:
