@@ -15,9 +15,7 @@ from primacy.supervisor.config import (
     CONFIG_KEYS,
     JOURNAL_KEYS,
     LIVE_KEYS,
-    ConfigError,
     NodeConfig,
-    load_config,
 )
 
 
@@ -72,10 +70,17 @@ def test_the_journal_gets_every_setting_both_declare(tmp_path: Path) -> None:
     ],
 )
 def test_values_are_taken_as_typed_and_bounded(tmp_path: Path, line: str, key: str) -> None:
+    """Through ``primacy run --config``, as an operator meets it: exit 2, the key named."""
     config_file = tmp_path / "node.toml"
-    config_file.write_text(f'share = "{tmp_path}"\n{line}\n')
-    with pytest.raises(ConfigError, match=f"'{key}'"):
-        load_config(config_file, {"node_id": "a"})
+    config_file.write_text(f'share = "{tmp_path}"\nnode_id = "a"\n{line}\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "primacy.cli", "run", "--config", str(config_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"'{key}'" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_a_node_id_with_a_newline_is_refused_on_the_command_line(tmp_path: Path) -> None:
