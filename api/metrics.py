@@ -127,6 +127,19 @@ class _SnapshotCollector(Collector):
             "Bodies of unacknowledged messages held in memory (max_body_memory_bytes)",
             value=float(broker.get("body_memory_bytes", 0)),
         )
+        logins = CounterMetricFamily(
+            "primacy_stomp_logins",
+            "STOMP logins checked against the users file, by outcome",
+            labels=["outcome"],
+        )
+        logins.add_metric(["ok"], float(broker.get("logins_ok", 0)))
+        logins.add_metric(["failed"], float(broker.get("logins_failed", 0)))
+        yield logins
+        yield CounterMetricFamily(
+            "primacy_stomp_unauthorized",
+            "SENDs and SUBSCRIBEs refused: outside the user's destinations",
+            value=float(broker.get("unauthorized", 0)),
+        )
         yield CounterMetricFamily(
             "primacy_sends_held",
             "SENDs that waited for room (max_destination_messages, max_pending_messages)",

@@ -36,6 +36,10 @@ SUBSCRIPTION_LIMIT = "PRIMACY-1521"
 TRANSACTION_LIMIT = "PRIMACY-1522"
 DEAD_LETTERED = "PRIMACY-1523"
 DESTINATION_FULL = "PRIMACY-1524"
+LOGIN_FAILED = "PRIMACY-1525"
+NOT_AUTHORIZED = "PRIMACY-1526"
+USERS_RELOADED = "PRIMACY-1527"
+USERS_FILE_REFUSED = "PRIMACY-1528"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -70,6 +74,10 @@ TITLES = {
     DESTINATION_FULL: (
         "no room for the message (max_destination_messages or max_pending_messages)"
     ),
+    LOGIN_FAILED: "login failed (no login, unknown user or wrong passcode)",
+    NOT_AUTHORIZED: "the user may not send to or receive from the destination",
+    USERS_RELOADED: "the users file was edited and read again",
+    USERS_FILE_REFUSED: "the users file is refused (writable by others, or not of its shape)",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from primacy.broker.frames import FrameLimits
 
@@ -45,6 +46,8 @@ class BrokerConfig:
     max_destination_messages: int = 200_000
     max_pending_messages: int = 1_000_000
     flow_control_timeout_s: float = 30.0
+    # Who may connect (users.py); None: every client, unauthenticated.
+    stomp_users: Path | None = None
 
     def __post_init__(self) -> None:
         if self.heart_beat_send_ms < 0 or self.heart_beat_receive_ms < 0:

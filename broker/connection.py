@@ -16,6 +16,7 @@ from typing import cast
 
 from primacy.broker import codes
 from primacy.broker.ack_ids import LegacyAckIds
+from primacy.broker.authentication import Login, PendingLogin
 from primacy.broker.backlog import Full
 from primacy.broker.core import Broker, BrokerFailed, Refused, check_destination
 from primacy.broker.flow_control import IF_FULL_HEADER, HeldFrames, check_room
@@ -39,6 +40,7 @@ from primacy.broker.heartbeats import ConnectionTimers
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 from primacy.broker.replies import ReplyQueue, Writes
 from primacy.broker.transactions import Transactions
+from primacy.broker.users import User
 
 log = logging.getLogger("primacy.broker")
 
@@ -81,6 +83,8 @@ class StompConnection(asyncio.Protocol):
         self._held = HeldFrames(
             self, broker.backlog, broker.counters, self.config.flow_control_timeout_s
         )
+        self.user: User | None = None  # who logged in, when there is a users file
+        self._login: Login | None = None
         self._timers = ConnectionTimers(
             self.loop,
             self.config.heart_beat_grace_factor,
@@ -102,6 +106,12 @@ class StompConnection(asyncio.Protocol):
             self.transport.close()
             return
         self.transport.set_write_buffer_limits(high=self.config.write_buffer_high_bytes)
+        if self.broker.authenticator is not None:
+            peer = self.transport.get_extra_info("peername")
+            source = str(peer[0]) if isinstance(peer, tuple) else "local"
+            self._login = Login(
+                self.broker.authenticator, self.broker.logins, self.loop, source, self._held.release
+            )
         self.broker.add_peer(self)
         self._timers.later("connect", self.config.connect_timeout_s, self._connect_deadline)
 
@@ -129,6 +139,8 @@ class StompConnection(asyncio.Protocol):
         self._timers.stop()
         self.closing = True
         self._held.clear()
+        if self._login is not None:
+            self._login.cancel()
         self.broker.remove_peer(self, list(self.subscriptions.values()))
         self.subscriptions.clear()
         self.transactions.clear()
@@ -196,7 +208,10 @@ class StompConnection(asyncio.Protocol):
         except BrokerFailed:
             return  # the broker aborted every connection, this one included
         except Full as full:
-            self._held.hold(frame, full)
+            self._held.wait_for_room(frame, full)
+            return
+        except PendingLogin:
+            self._held.hold(frame)  # handled again, with what follows, once checked
             return
         if frame.command == "DISCONNECT":
             reply = Frame.make("RECEIPT", {"receipt-id": receipt}) if receipt else None
@@ -218,6 +233,8 @@ class StompConnection(asyncio.Protocol):
                 f"{frame.get('accept-version')}",
             )
         self.version = self.parser.version = version
+        if self._login is not None:
+            self.user = self._logged_in(frame, self._login)
         # Heart-beats exist from STOMP 1.1 on; a 1.0 client's header means nothing.
         beats = frame.get("heart-beat") if version != "1.0" else None
         client_send_ms, client_receive_ms = heart_beat(beats or "0,0")
@@ -236,8 +253,35 @@ class StompConnection(asyncio.Protocol):
         self._replies.after([], Frame.make("CONNECTED", connected))
         return []
 
+    def _logged_in(self, frame: Frame, login: Login) -> User:
+        """The user CONNECT logs in as; Refused (one answer for every cause) if none."""
+        outcome = login.outcome(frame.get("login"), frame.get("passcode"))
+        if isinstance(outcome, User):
+            self.broker.counters.logins_ok += 1
+            return outcome
+        self.broker.counters.logins_failed += 1
+        log.warning(  # never the passcode
+            "%s: session %s from %s: login %r refused: %s",
+            codes.title(codes.LOGIN_FAILED),
+            self.session,
+            login.source,
+            (outcome.login or "")[:100],
+            outcome.reason,
+        )
+        raise Refused(codes.LOGIN_FAILED, "login failed: check the login and passcode")
+
+    def _authorize(self, allowed: Callable[[str], bool], destination: str, what: str) -> None:
+        if self.user is not None and not allowed(destination):
+            self.broker.counters.unauthorized += 1
+            raise Refused(
+                codes.NOT_AUTHORIZED,
+                f"user {self.user.name!r} may not {what} {destination[:200]}; nothing was stored",
+            )
+
     def _on_send(self, frame: Frame) -> Writes:
         destination = check_destination(frame.get("destination"))
+        if self.user is not None:
+            self._authorize(self.user.may_send, destination, "send to")
         message_id = frame.get("message-id") or self.broker.new_message_id(self.session)
         headers: dict[str, str] = {}
         for key, value in frame.headers:
@@ -253,6 +297,8 @@ class StompConnection(asyncio.Protocol):
 
     def _on_subscribe(self, frame: Frame) -> Writes:
         destination = check_destination(frame.get("destination"))
+        if self.user is not None:
+            self._authorize(self.user.may_receive, destination, "receive from")
         subscription_id = required(frame, "id")
         if subscription_id in self.subscriptions:
             raise Refused(codes.BAD_REQUEST, f"subscription id {subscription_id!r} is in use")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from primacy.broker import codes
+from primacy.broker.authentication import Authenticator, LoginThrottle
 from primacy.broker.backlog import Backlog
 from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
@@ -75,6 +76,10 @@ class Counters:
     # Producer flow control: SENDs that waited for room, and those refused for want of it.
     sends_held: int = 0
     sends_refused_full: int = 0
+    # Authentication and authorization (authentication.py, users.py).
+    logins_ok: int = 0
+    logins_failed: int = 0
+    unauthorized: int = 0
 
 
 def check_destination(destination: str | None) -> str:
@@ -119,6 +124,12 @@ class Broker:
         self._generated_ids = itertools.count(1)
         # Unacknowledged messages, counted from the SEND's submission to its ACK's.
         self.backlog = Backlog(config.max_destination_messages, config.max_pending_messages, loop)
+        # Checks CONNECT's login against the users file, if there is one (an unusable file
+        # raises here: a master that cannot check logins must not serve everyone instead).
+        self.authenticator = (
+            Authenticator(config.stomp_users) if config.stomp_users is not None else None
+        )
+        self.logins = LoginThrottle()
         state = store.recovery.state
         self.bodies = BodyLoader(store, loop, self.schedule_dispatch)
         # A failover may have delivered these already: consumers see them as redelivered.

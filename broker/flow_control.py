@@ -60,8 +60,9 @@ class Holder(Protocol):
 
 
 class HeldFrames:
-    """One connection's frames held behind a SEND that waits for room, oldest first, and
-    that SEND's deadline. While any are held the connection reads nothing more."""
+    """One connection's frames held behind one that waits (a SEND for room, a CONNECT for
+    its login check), oldest first, and a waiting SEND's deadline. While any are held the
+    connection reads nothing more."""
 
     def __init__(self, holder: Holder, backlog: Backlog, counters: Counters, timeout_s: float):
         self.holder = holder
@@ -79,17 +80,21 @@ class HeldFrames:
         """A frame that arrived behind the waiting SEND: handled after it, in order."""
         self._frames.append(frame)
 
-    def hold(self, frame: Frame, full: Full) -> None:
-        """Keep ``frame`` (and every later one) until ``full.destination`` has room."""
+    def hold(self, frame: Frame) -> None:
+        """Keep ``frame`` (and every later one) until ``release``."""
         self._frames.appendleft(frame)
+        self.holder.pause_reading()
+
+    def wait_for_room(self, frame: Frame, full: Full) -> None:
+        """Keep ``frame`` (and every later one) until ``full.destination`` has room."""
+        self.hold(frame)
         if frame is not self._waiting_send:  # one woken and held again keeps its deadline
             self._waiting_send = frame
             self.counters.sends_held += 1
             reason = str(full)
             loop = self.backlog.loop
             self._deadline = loop.call_later(self.timeout_s, lambda: self._give_up(reason))
-        self.holder.pause_reading()
-        self.backlog.wait(self, full.destination, self._release)
+        self.backlog.wait(self, full.destination, self.release)
 
     def clear(self) -> None:
         """The connection is going: forget the frames, the wait and the deadline."""
@@ -100,8 +105,8 @@ class HeldFrames:
             self._deadline.cancel()
             self._deadline = None
 
-    def _release(self) -> None:
-        """Room again: handle the held frames in order, until one has to wait again."""
+    def release(self) -> None:
+        """Handle the held frames in order, until one has to wait again."""
         while self._frames and not self.holder.closing:
             frame = self._frames.popleft()
             self.holder.handle(frame)

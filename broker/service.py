@@ -133,6 +133,10 @@ class BrokerService:
             "subscriptions_refused": counters.subscriptions_refused,
             "transactions_refused": counters.transactions_refused,
             "dead_lettered": counters.dead_lettered,
+            "stomp_auth": "users-file" if broker.authenticator is not None else "none",
+            "logins_ok": counters.logins_ok,
+            "logins_failed": counters.logins_failed,
+            "unauthorized": counters.unauthorized,
             "sends_held": counters.sends_held,
             "sends_refused_full": counters.sends_refused_full,
             "sends_waiting": broker.backlog.waiting,
@@ -194,5 +198,7 @@ class BrokerService:
         self._close_listener()
         if self._broker is not None:
             self._broker.abort_all(codes.SHUTTING_DOWN, "the broker is stopping")
+            if self._broker.authenticator is not None:
+                self._broker.authenticator.close()
         # Next iteration, after the aborted connections' connection_lost callbacks.
         self._loop.call_soon(self._loop.stop)

@@ -26,6 +26,7 @@ from primacy.cli.messaging import register as register_messaging_commands
 from primacy.cli.replay import register as register_replay_commands
 from primacy.cli.run import add_parser as add_run_parser
 from primacy.cli.run import share_check_for_status, split_exec
+from primacy.cli.users import register as register_users_commands
 from primacy.locker.epoch import EpochRegistry
 from primacy.locker.lockfile import read_holder_from_outside
 from primacy.supervisor.registry import NodeRegistry
@@ -155,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_journal_commands(subparsers)
     register_messaging_commands(subparsers)
     register_replay_commands(subparsers)
+    register_users_commands(subparsers)
     return parser
 
 

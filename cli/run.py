@@ -14,6 +14,7 @@ from typing import Any, Literal
 from primacy.api.admin import TokenFileError, load_token
 from primacy.api.server import ApiServerError
 from primacy.api.snapshot import ShareCheck, ShareFinding
+from primacy.broker.users import UsersFileError, load_users
 from primacy.cli import codes
 from primacy.cli.exits import (
     EXIT_CANNOT_LISTEN,
@@ -151,6 +152,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_share(config.share, config.lock_method)
     except ShareUnusable as exc:
         return fail(EXIT_SHARE_UNUSABLE, f"{codes.SHARE_UNUSABLE} {exc}")
+    refusal = _judge_stomp_users(config)
+    if refusal:
+        return fail(EXIT_USAGE, refusal)
     token = None
     if config.admin_token_file is not None:
         try:
@@ -203,6 +207,25 @@ def fit_descriptor_limit(config: NodeConfig) -> NodeConfig:
         needed,
     )
     return config.model_copy(update={"max_connections": lowered})
+
+
+def _judge_stomp_users(config: NodeConfig) -> str | None:
+    """Refuse a users file that is unusable; say loudly that a broker without one is open."""
+    if config.stomp is None:
+        return None
+    if config.stomp_users is None:
+        logging.getLogger("primacy.cli").warning(
+            "%s the STOMP connector on %s lets every client in, with any login or none: give "
+            "it a users file (stomp_users, primacy users add FILE NAME) before it faces a network",
+            codes.STOMP_OPEN,
+            config.stomp,
+        )
+        return None
+    try:
+        load_users(config.stomp_users)
+    except UsersFileError as exc:
+        return f"{codes.USERS_FILE_REFUSED} {exc}"
+    return None
 
 
 def _judge_mount(verdict: Diagnosis, share: Path, force: bool) -> str | None:

@@ -186,6 +186,12 @@ class NodeConfig(BaseModel):
         "when a journal write is acknowledged: sync (after fdatasync and the fencing check), "
         "write_no_sync, no_sync (see docs/journal-format.md for what each survives)",
     )
+    stomp_users: Path | None = key(
+        None,
+        "the STOMP users file (primacy users add FILE NAME): CONNECT must log in as one of its "
+        "users, who may use only their destinations; without it every client is let in",
+        metavar="FILE",
+    )
     admin_token_file: Path | None = key(
         None,
         "enables the admin endpoints (switchover, pause, resume, priority); the file holds the "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.broker.service import BrokerService
+from primacy.broker.users import UsersFileError
 from primacy.store.journal import JournalStore
 from primacy.supervisor import codes, roles
 from primacy.supervisor.child_control import ChildControl
@@ -64,6 +65,14 @@ class Serving:
                     exc,
                 )
                 return f"cannot listen for STOMP on {stomp}: {exc}"
+            except UsersFileError as exc:  # checked at start; edited into garbage since
+                log.error(
+                    "%s node %s cannot check STOMP logins (%s); stepping down",
+                    codes.SERVING_NOT_STARTED,
+                    self._config.node_id,
+                    exc,
+                )
+                return f"cannot check STOMP logins: {exc}"
             self._broker = service
         self._start_child(epoch)
         return None

@@ -60,6 +60,10 @@ def build_snapshot(
             # After a failed start or a crash loop: seconds left before it tries the lock.
             "held_off_s": round(max(0.0, machine.hold_off_until - now), 3),
             "broker": state.broker_stats,
+            # Who may connect to the STOMP connector: "none" checks nobody (docs/security).
+            "stomp_auth": (
+                None if config.stomp is None else "users-file" if config.stomp_users else "none"
+            ),
             "cluster": [dict(member) for member in state.cluster],
         },
     )

@@ -53,13 +53,19 @@ class StompPy:
 
     _receipts = itertools.count(1)
 
-    def __init__(self, address: tuple[str, int], heartbeats: tuple[int, int] = (0, 0)) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        heartbeats: tuple[int, int] = (0, 0),
+        login: str | None = None,
+        passcode: str | None = None,
+    ) -> None:
         self.connection = stomp.Connection12(
             [address], heartbeats=heartbeats, reconnect_attempts_max=1
         )
         self.listener = Collector()
         self.connection.set_listener("collector", self.listener)
-        self.connection.connect(wait=True)
+        self.connection.connect(login, passcode, wait=True)
 
     def send(self, destination: str, body: str | bytes, **headers: str) -> bool:
         """Send with a receipt and wait for it; True if it came."""

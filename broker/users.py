@@ -1,0 +1,158 @@
+"""The STOMP users file: who may connect, with which password, to which destinations.
+
+A JSON object, one entry per user, written by ``primacy users``:
+
+    {"users": {"alice": {"password": "$argon2id$v=19$...",
+                         "send": ["/queue/orders.>"], "receive": [">"]}}}
+
+``password`` is an argon2id hash (argon2-cffi's defaults: 64 MiB and three
+passes, so a stolen file cannot be guessed at line rate either), never the
+password. ``send`` and ``receive`` are destination patterns with ActiveMQ's
+wildcards over the name's ``.``-separated parts: ``*`` matches one part, ``>``
+one or more to the end (``>`` alone: every queue); the ``/queue/`` prefix may
+be left out. The file is refused when anyone but its owner can write it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import argon2
+
+QUEUE_PREFIX = "/queue/"
+USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", re.ASCII)
+EVERYTHING = (">",)
+MAX_USERS_FILE_BYTES = 4 * 1024 * 1024
+_PASSWORDS = argon2.PasswordHasher()
+
+
+class UsersFileError(Exception):
+    """The users file cannot be used: unreadable, writable by others, or not of our shape."""
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    password_hash: str
+    send: tuple[str, ...] = EVERYTHING
+    receive: tuple[str, ...] = EVERYTHING
+
+    def may_send(self, destination: str) -> bool:
+        return any(destination_matches(pattern, destination) for pattern in self.send)
+
+    def may_receive(self, destination: str) -> bool:
+        return any(destination_matches(pattern, destination) for pattern in self.receive)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "password": self.password_hash,
+            "send": list(self.send),
+            "receive": list(self.receive),
+        }
+
+
+def destination_matches(pattern: str, destination: str) -> bool:
+    """ActiveMQ's wildcards: ``*`` one ``.``-separated part, ``>`` one or more to the end."""
+    wanted = pattern.removeprefix(QUEUE_PREFIX).split(".")
+    parts = destination.removeprefix(QUEUE_PREFIX).split(".")
+    for index, element in enumerate(wanted):
+        if element == ">":
+            return index == len(wanted) - 1 and len(parts) > index
+        if index >= len(parts) or (element != "*" and element != parts[index]):
+            return False
+    return len(parts) == len(wanted)
+
+
+def check_pattern(pattern: str) -> str:
+    """``pattern`` if it is one; ValueError naming what is wrong otherwise."""
+    name = pattern.removeprefix(QUEUE_PREFIX)
+    parts = name.split(".")
+    if not name or any(not part for part in parts) or ">" in parts[:-1]:
+        raise ValueError(f"{pattern!r} is not a destination pattern (e.g. /queue/orders.>)")
+    if any(ord(char) < 0x21 or ord(char) == 0x7F for char in name):
+        raise ValueError(f"{pattern!r} holds a space or a control character")
+    return pattern
+
+
+def hash_password(password: str) -> str:
+    return _PASSWORDS.hash(password)
+
+
+def password_matches(password_hash: str, password: str) -> bool:
+    """Slow on purpose (argon2id): call it off any loop that must stay responsive."""
+    try:
+        return _PASSWORDS.verify(password_hash, password)
+    except argon2.exceptions.VerificationError:
+        return False
+    except argon2.exceptions.InvalidHashError:
+        return False
+
+
+# Checked against when a login names no user, so an unknown user costs as long as a wrong
+# password and the answer's timing does not tell which names exist.
+UNKNOWN_USER_HASH = hash_password("no user has this password")
+
+
+def check_ownership(path: Path) -> os.stat_result:
+    """The file's status; UsersFileError if it is not a regular file only its owner can write."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise UsersFileError(f"cannot read the users file {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UsersFileError(f"the users file {path} is not a regular file")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UsersFileError(
+            f"the users file {path} is writable by others (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}): whoever can write it can let themselves in; "
+            f"chmod 600 {path}"
+        )
+    return info
+
+
+def load_users(path: Path) -> dict[str, User]:
+    """Every user of the file; UsersFileError saying what is wrong."""
+    check_ownership(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_USERS_FILE_BYTES + 1)
+        if len(raw) > MAX_USERS_FILE_BYTES:
+            raise UsersFileError(f"the users file {path} is larger than {MAX_USERS_FILE_BYTES}")
+        data = json.loads(raw.decode())
+        users = {}
+        for name, entry in data["users"].items():
+            if not USER_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a user name")
+            if not isinstance(entry["password"], str) or not entry["password"].startswith(
+                "$argon2id$"
+            ):
+                raise ValueError(f"user {name!r} has no argon2id password hash")
+            send = tuple(check_pattern(p) for p in entry.get("send", EVERYTHING))
+            receive = tuple(check_pattern(p) for p in entry.get("receive", EVERYTHING))
+            users[name] = User(name, entry["password"], send, receive)
+        return users
+    except UsersFileError:
+        raise
+    except OSError as exc:
+        raise UsersFileError(f"cannot read the users file {path}: {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise UsersFileError(f"the users file {path} is not of the expected shape: {exc}") from None
+
+
+def save_users(path: Path, users: dict[str, User]) -> None:
+    """Write the file (mode 0600) through a temporary name: readers see old or new, whole."""
+    content = {"users": {name: user.as_json() for name, user in sorted(users.items())}}
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w", opener=lambda p, flags: os.open(p, flags, 0o600)) as handle:
+        json.dump(content, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.chmod(temporary, 0o600)
+    os.replace(temporary, path)
