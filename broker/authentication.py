@@ -25,8 +25,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from primacy.broker import codes
+from primacy.broker.frames import Frame
+from primacy.broker.refusals import Refused
 from primacy.broker.users import (
     UNKNOWN_USER_HASH,
     User,
@@ -35,6 +38,9 @@ from primacy.broker.users import (
     load_users,
     password_matches,
 )
+
+if TYPE_CHECKING:
+    from primacy.broker.core import Counters
 
 log = logging.getLogger("primacy.broker")
 
@@ -182,6 +188,23 @@ class Login:
             raise PendingLogin
         return self._outcome
 
+    def user(self, frame: Frame, counters: Counters, session: str) -> User:
+        """The user the CONNECT ``frame`` logs in as; Refused, one answer for every cause."""
+        outcome = self.outcome(frame.get("login"), frame.get("passcode"))
+        if isinstance(outcome, User):
+            counters.logins_ok += 1
+            return outcome
+        counters.logins_failed += 1
+        log.warning(  # never the passcode
+            "%s: session %s from %s: login %r refused: %s",
+            codes.title(codes.LOGIN_FAILED),
+            session,
+            self.source,
+            (outcome.login or "")[:100],
+            outcome.reason,
+        )
+        raise Refused(codes.LOGIN_FAILED, "login failed: check the login and passcode")
+
     def cancel(self) -> None:
         self._cancelled = True
 
@@ -210,3 +233,14 @@ class Login:
         self._outcome = outcome
         if not self._cancelled:
             self.on_checked()
+
+
+def authorize(user: User, what: str, destination: str, counters: Counters) -> None:
+    """Refused unless ``user`` may ``what`` ("send to", "receive from") ``destination``."""
+    allowed = user.may_send if what == "send to" else user.may_receive
+    if not allowed(destination):
+        counters.unauthorized += 1
+        raise Refused(
+            codes.NOT_AUTHORIZED,
+            f"user {user.name!r} may not {what} {destination[:200]}; nothing was stored",
+        )

@@ -16,9 +16,9 @@ from typing import cast
 
 from primacy.broker import codes
 from primacy.broker.ack_ids import LegacyAckIds
-from primacy.broker.authentication import Login, PendingLogin
+from primacy.broker.authentication import Login, PendingLogin, authorize
 from primacy.broker.backlog import Full
-from primacy.broker.core import Broker, BrokerFailed, Refused, check_destination
+from primacy.broker.core import Broker, BrokerFailed, check_destination
 from primacy.broker.flow_control import IF_FULL_HEADER, HeldFrames, check_room
 from primacy.broker.frame_rules import (
     error_frame,
@@ -38,6 +38,7 @@ from primacy.broker.frames import (
 )
 from primacy.broker.heartbeats import ConnectionTimers
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
+from primacy.broker.refusals import Refused
 from primacy.broker.replies import ReplyQueue, Writes
 from primacy.broker.transactions import Transactions
 from primacy.broker.users import User
@@ -234,7 +235,7 @@ class StompConnection(asyncio.Protocol):
             )
         self.version = self.parser.version = version
         if self._login is not None:
-            self.user = self._logged_in(frame, self._login)
+            self.user = self._login.user(frame, self.broker.counters, self.session)
         # Heart-beats exist from STOMP 1.1 on; a 1.0 client's header means nothing.
         beats = frame.get("heart-beat") if version != "1.0" else None
         client_send_ms, client_receive_ms = heart_beat(beats or "0,0")
@@ -253,35 +254,10 @@ class StompConnection(asyncio.Protocol):
         self._replies.after([], Frame.make("CONNECTED", connected))
         return []
 
-    def _logged_in(self, frame: Frame, login: Login) -> User:
-        """The user CONNECT logs in as; Refused (one answer for every cause) if none."""
-        outcome = login.outcome(frame.get("login"), frame.get("passcode"))
-        if isinstance(outcome, User):
-            self.broker.counters.logins_ok += 1
-            return outcome
-        self.broker.counters.logins_failed += 1
-        log.warning(  # never the passcode
-            "%s: session %s from %s: login %r refused: %s",
-            codes.title(codes.LOGIN_FAILED),
-            self.session,
-            login.source,
-            (outcome.login or "")[:100],
-            outcome.reason,
-        )
-        raise Refused(codes.LOGIN_FAILED, "login failed: check the login and passcode")
-
-    def _authorize(self, allowed: Callable[[str], bool], destination: str, what: str) -> None:
-        if self.user is not None and not allowed(destination):
-            self.broker.counters.unauthorized += 1
-            raise Refused(
-                codes.NOT_AUTHORIZED,
-                f"user {self.user.name!r} may not {what} {destination[:200]}; nothing was stored",
-            )
-
     def _on_send(self, frame: Frame) -> Writes:
         destination = check_destination(frame.get("destination"))
         if self.user is not None:
-            self._authorize(self.user.may_send, destination, "send to")
+            authorize(self.user, "send to", destination, self.broker.counters)
         message_id = frame.get("message-id") or self.broker.new_message_id(self.session)
         headers: dict[str, str] = {}
         for key, value in frame.headers:
@@ -298,7 +274,7 @@ class StompConnection(asyncio.Protocol):
     def _on_subscribe(self, frame: Frame) -> Writes:
         destination = check_destination(frame.get("destination"))
         if self.user is not None:
-            self._authorize(self.user.may_receive, destination, "receive from")
+            authorize(self.user, "receive from", destination, self.broker.counters)
         subscription_id = required(frame, "id")
         if subscription_id in self.subscriptions:
             raise Refused(codes.BAD_REQUEST, f"subscription id {subscription_id!r} is in use")

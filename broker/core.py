@@ -25,6 +25,7 @@ from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
 from primacy.broker.dead_letter import dead_letter_headers, dead_letter_queue, is_dead_letter_queue
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
+from primacy.broker.refusals import Refused
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
 from primacy.store.journal import JournalStore
@@ -32,14 +33,6 @@ from primacy.store.journal import JournalStore
 log = logging.getLogger("primacy.broker")
 
 QUEUE_PREFIX = "/queue/"
-
-
-class Refused(Exception):
-    """A client's request the broker will not carry out; becomes an ERROR frame."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class BrokerFailed(Exception):

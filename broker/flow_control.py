@@ -20,8 +20,9 @@ from typing import Protocol
 
 from primacy.broker import codes
 from primacy.broker.backlog import Backlog, Full
-from primacy.broker.core import Counters, Refused
+from primacy.broker.core import Counters
 from primacy.broker.frames import Frame
+from primacy.broker.refusals import Refused
 
 # The SEND header that asks for an ERROR instead of a wait, and its values.
 IF_FULL_HEADER = "if-full"

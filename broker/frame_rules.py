@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from primacy.broker import codes
-from primacy.broker.core import Refused
 from primacy.broker.frames import VERSIONS, Frame
+from primacy.broker.refusals import Refused
 
 
 def negotiate_version(accept_version: str | None) -> str | None:

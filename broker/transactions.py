@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from primacy.broker import codes
-from primacy.broker.core import Counters, Refused
+from primacy.broker.core import Counters
 from primacy.broker.frame_rules import required
 from primacy.broker.frames import Frame
+from primacy.broker.refusals import Refused
 from primacy.broker.replies import Writes
 
 Step = Callable[[], Writes]
