@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 
@@ -21,7 +22,9 @@ class ApiServerError(Exception):
 class ApiServer:
     """Bind in the caller's thread (so errors surface there), then serve on a background thread."""
 
-    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+    def __init__(
+        self, app: FastAPI, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         config = uvicorn.Config(
             app,
             host=host,
@@ -36,6 +39,11 @@ class ApiServer:
             # (http_protocol.py): slow clients cannot hold every slot.
             http=GuardedH11Protocol,
         )
+        if ssl_context is not None:
+            # uvicorn builds its own context from file names and never reloads it; this one
+            # hands each handshake the newest certificate (broker/tls.py).
+            config.load()
+            config.ssl = ssl_context
         self._server = uvicorn.Server(config)
         self._host, self._port = host, port
         self._socket: socket.socket | None = None

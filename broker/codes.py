@@ -40,6 +40,9 @@ LOGIN_FAILED = "PRIMACY-1525"
 NOT_AUTHORIZED = "PRIMACY-1526"
 USERS_RELOADED = "PRIMACY-1527"
 USERS_FILE_REFUSED = "PRIMACY-1528"
+TLS_HANDSHAKE_FAILED = "PRIMACY-1529"
+TLS_ROTATED = "PRIMACY-1530"
+TLS_REFUSED = "PRIMACY-1531"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -78,6 +81,9 @@ TITLES = {
     NOT_AUTHORIZED: "the user may not send to or receive from the destination",
     USERS_RELOADED: "the users file was edited and read again",
     USERS_FILE_REFUSED: "the users file is refused (writable by others, or not of its shape)",
+    TLS_HANDSHAKE_FAILED: "a TLS handshake failed (a plaintext client, a refused certificate)",
+    TLS_ROTATED: "a TLS certificate changed on disk and serves new connections",
+    TLS_REFUSED: "a TLS certificate, key or CA file is refused; the one in use stays",
 }
 
 

@@ -48,6 +48,10 @@ class BrokerConfig:
     flow_control_timeout_s: float = 30.0
     # Who may connect (users.py); None: every client, unauthenticated.
     stomp_users: Path | None = None
+    # TLS for the listener (tls.py): PEM certificate chain and key; with a CA, mutual TLS.
+    stomp_tls_cert: Path | None = None
+    stomp_tls_key: Path | None = None
+    stomp_tls_ca: Path | None = None
 
     def __post_init__(self) -> None:
         if self.heart_beat_send_ms < 0 or self.heart_beat_receive_ms < 0:

@@ -115,6 +115,35 @@ class StompConnection(asyncio.Protocol):
             )
         self.broker.add_peer(self)
         self._timers.later("connect", self.config.connect_timeout_s, self._connect_deadline)
+        if self.broker.tls is not None:
+            self.loop.create_task(self._secure(self.transport))
+
+    async def _secure(self, plain: asyncio.Transport) -> None:
+        """The TLS handshake; within the CONNECT deadline, or the connection is dropped."""
+        assert self.broker.tls is not None
+        try:
+            secured = await self.loop.start_tls(
+                plain,
+                self,
+                self.broker.tls.context,
+                server_side=True,
+                ssl_handshake_timeout=self.config.connect_timeout_s,
+            )
+        except (TimeoutError, OSError) as error:  # ssl.SSLError is an OSError
+            self.broker.counters.tls_handshakes_failed += 1
+            log.warning(
+                "%s: session %s: %s",
+                codes.title(codes.TLS_HANDSHAKE_FAILED),
+                self.session,
+                str(error)[:300] or type(error).__name__,
+            )
+            plain.abort()
+            self.connection_lost(error)  # the TLS layer never told this protocol it was made
+            return
+        if secured is None or self.transport is None:
+            return  # closed while shaking hands
+        self.transport = secured
+        secured.set_write_buffer_limits(high=self.config.write_buffer_high_bytes)
 
     def data_received(self, data: bytes) -> None:
         self._timers.received()

@@ -26,6 +26,7 @@ from primacy.broker.config import BrokerConfig
 from primacy.broker.dead_letter import dead_letter_headers, dead_letter_queue, is_dead_letter_queue
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
+from primacy.broker.tls import ServerTls
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
 from primacy.store.journal import JournalStore
@@ -73,6 +74,7 @@ class Counters:
     logins_ok: int = 0
     logins_failed: int = 0
     unauthorized: int = 0
+    tls_handshakes_failed: int = 0
 
 
 def check_destination(destination: str | None) -> str:
@@ -123,6 +125,11 @@ class Broker:
             Authenticator(config.stomp_users) if config.stomp_users is not None else None
         )
         self.logins = LoginThrottle()
+        self.tls = (
+            ServerTls(config.stomp_tls_cert, config.stomp_tls_key, config.stomp_tls_ca)
+            if config.stomp_tls_cert is not None and config.stomp_tls_key is not None
+            else None
+        )
         state = store.recovery.state
         self.bodies = BodyLoader(store, loop, self.schedule_dispatch)
         # A failover may have delivered these already: consumers see them as redelivered.

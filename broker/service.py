@@ -137,6 +137,8 @@ class BrokerService:
             "logins_ok": counters.logins_ok,
             "logins_failed": counters.logins_failed,
             "unauthorized": counters.unauthorized,
+            "tls": broker.tls is not None,
+            "tls_handshakes_failed": counters.tls_handshakes_failed,
             "sends_held": counters.sends_held,
             "sends_refused_full": counters.sends_refused_full,
             "sends_waiting": broker.backlog.waiting,

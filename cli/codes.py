@@ -20,6 +20,7 @@ ADMIN_COMMAND_FAILED = "PRIMACY-2007"
 DESCRIPTORS_LOW = "PRIMACY-2008"
 STOMP_OPEN = "PRIMACY-2009"
 USERS_FILE_REFUSED = "PRIMACY-2010"
+TLS_FILES_REFUSED = "PRIMACY-2011"
 REPLAY_NEEDS_SPARK = "PRIMACY-2701"
 REPLAY_NEEDS_JAVA = "PRIMACY-2702"
 REPLAY_BAD_ARGUMENT = "PRIMACY-2703"
@@ -38,6 +39,7 @@ TITLES = {
     ),
     STOMP_OPEN: "the STOMP connector lets every client in: no users file (warning)",
     USERS_FILE_REFUSED: "the STOMP users file is refused (exit 2)",
+    TLS_FILES_REFUSED: "a TLS certificate, key or CA file is refused (exit 2)",
     REPLAY_NEEDS_SPARK: "the replay needs the spark extra (exit 1)",
     REPLAY_NEEDS_JAVA: "the replay needs Java 17 (exit 1)",
     REPLAY_BAD_ARGUMENT: "a replay argument is invalid (exit 2); Spark did not start",

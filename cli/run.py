@@ -14,6 +14,7 @@ from typing import Any, Literal
 from primacy.api.admin import TokenFileError, load_token
 from primacy.api.server import ApiServerError
 from primacy.api.snapshot import ShareCheck, ShareFinding
+from primacy.broker.tls import ServerTls, TlsFilesError
 from primacy.broker.users import UsersFileError, load_users
 from primacy.cli import codes
 from primacy.cli.exits import (
@@ -152,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_share(config.share, config.lock_method)
     except ShareUnusable as exc:
         return fail(EXIT_SHARE_UNUSABLE, f"{codes.SHARE_UNUSABLE} {exc}")
-    refusal = _judge_stomp_users(config)
+    refusal = _judge_stomp_users(config) or _judge_tls_files(config)
     if refusal:
         return fail(EXIT_USAGE, refusal)
     token = None
@@ -225,6 +226,18 @@ def _judge_stomp_users(config: NodeConfig) -> str | None:
         load_users(config.stomp_users)
     except UsersFileError as exc:
         return f"{codes.USERS_FILE_REFUSED} {exc}"
+    return None
+
+
+def _judge_tls_files(config: NodeConfig) -> str | None:
+    """Build each TLS context once at start, so a bad file is an exit 2, not a failed promotion."""
+    for side in ("stomp", "http"):
+        cert, key, ca = (getattr(config, f"{side}_tls_{part}") for part in ("cert", "key", "ca"))
+        if cert is not None and key is not None:
+            try:
+                ServerTls(cert, key, ca)
+            except TlsFilesError as exc:
+                return f"{codes.TLS_FILES_REFUSED} {side}: {exc}"
     return None
 
 

@@ -192,6 +192,34 @@ class NodeConfig(BaseModel):
         "users, who may use only their destinations; without it every client is let in",
         metavar="FILE",
     )
+    stomp_tls_cert: Path | None = key(
+        None,
+        "serve the STOMP listener over TLS with this PEM certificate chain (with stomp_tls_key); "
+        "a new file is picked up without a restart",
+        metavar="FILE",
+    )
+    stomp_tls_key: Path | None = key(
+        None, "the PEM private key of stomp_tls_cert (mode 600)", metavar="FILE"
+    )
+    stomp_tls_ca: Path | None = key(
+        None,
+        "require client certificates signed by this PEM CA (mutual TLS) on the STOMP listener",
+        metavar="FILE",
+    )
+    http_tls_cert: Path | None = key(
+        None,
+        "serve the HTTP endpoint over TLS with this PEM certificate chain (with http_tls_key); "
+        "a new file is picked up without a restart",
+        metavar="FILE",
+    )
+    http_tls_key: Path | None = key(
+        None, "the PEM private key of http_tls_cert (mode 600)", metavar="FILE"
+    )
+    http_tls_ca: Path | None = key(
+        None,
+        "require client certificates signed by this PEM CA (mutual TLS) on the HTTP endpoint",
+        metavar="FILE",
+    )
     admin_token_file: Path | None = key(
         None,
         "enables the admin endpoints (switchover, pause, resume, priority); the file holds the "
@@ -337,6 +365,18 @@ class NodeConfig(BaseModel):
                 f"stomp ({self.stomp}) and http ({self.http}) would listen on the same port: "
                 "give each its own"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _tls_certificates_come_with_their_keys(self) -> NodeConfig:
+        for side in ("stomp", "http"):
+            cert, key_file, ca = (
+                getattr(self, f"{side}_tls_{part}") for part in ("cert", "key", "ca")
+            )
+            if (cert is None) != (key_file is None):
+                raise ValueError(f"{side}_tls_cert and {side}_tls_key go together: give both")
+            if ca is not None and cert is None:
+                raise ValueError(f"{side}_tls_ca needs {side}_tls_cert and {side}_tls_key")
         return self
 
     @model_validator(mode="after")

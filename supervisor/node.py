@@ -25,6 +25,7 @@ from primacy.api.app import create_app
 from primacy.api.metrics import NodeMetrics
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
+from primacy.broker.tls import ServerTls
 from primacy.supervisor import codes, roles, sdnotify
 from primacy.supervisor.admin import NodeAdmin
 from primacy.supervisor.children import become_subreaper
@@ -96,8 +97,13 @@ class Node:
         self.metrics = NodeMetrics(self.snapshot)
         admin = NodeAdmin(config.node_id, config.share, self.snapshot, self.post, self._io.call)
         host, port = config.http_host_port
+        tls = (
+            ServerTls(config.http_tls_cert, config.http_tls_key, config.http_tls_ca).context
+            if config.http_tls_cert is not None and config.http_tls_key is not None
+            else None
+        )
         self._api = ApiServer(
-            create_app(self.snapshot, self.metrics, admin, admin_token), host, port
+            create_app(self.snapshot, self.metrics, admin, admin_token), host, port, tls
         )
         self._config_watcher = (
             ConfigWatcher(config_file, reload_config, lambda new: self.post(ConfigEdited(new)))

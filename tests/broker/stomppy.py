@@ -59,10 +59,13 @@ class StompPy:
         heartbeats: tuple[int, int] = (0, 0),
         login: str | None = None,
         passcode: str | None = None,
+        tls: dict[str, Any] | None = None,
     ) -> None:
         self.connection = stomp.Connection12(
             [address], heartbeats=heartbeats, reconnect_attempts_max=1
         )
+        if tls is not None:  # stomp.py's own TLS: ca_certs, cert_file, key_file
+            self.connection.set_ssl(for_hosts=[address], **tls)
         self.listener = Collector()
         self.connection.set_listener("collector", self.listener)
         self.connection.connect(login, passcode, wait=True)
