@@ -81,6 +81,7 @@ class StompConnection(asyncio.Protocol):
         self._writes_in_flight = 0
         self._reading_paused = False
         # Frames held behind a SEND that waits for room (flow_control.py), oldest first.
+        self._early: list[bytes] | None = None  # see _secure
         self._held = HeldFrames(
             self, broker.backlog, broker.counters, self.config.flow_control_timeout_s
         )
@@ -116,6 +117,7 @@ class StompConnection(asyncio.Protocol):
         self.broker.add_peer(self)
         self._timers.later("connect", self.config.connect_timeout_s, self._connect_deadline)
         if self.broker.tls is not None:
+            self._early = []  # what arrives before start_tls returns
             self.loop.create_task(self._secure(self.transport))
 
     async def _secure(self, plain: asyncio.Transport) -> None:
@@ -144,8 +146,16 @@ class StompConnection(asyncio.Protocol):
             return  # closed while shaking hands
         self.transport = secured
         secured.set_write_buffer_limits(high=self.config.write_buffer_high_bytes)
+        # The TLS layer may hand over the client's first bytes before start_tls returns;
+        # they were kept until the connection writes (and pauses) through the TLS transport.
+        early, self._early = self._early, None
+        if early:
+            self.data_received(b"".join(early))
 
     def data_received(self, data: bytes) -> None:
+        if self._early is not None:
+            self._early.append(data)
+            return
         self._timers.received()
         if self.closing:
             return

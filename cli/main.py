@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import sys
 import time
 import urllib.error
@@ -46,19 +47,26 @@ def _status_parser(subparsers: Any) -> None:
     source.add_argument("--share", type=Path, help="the shared data directory")
     source.add_argument("--url", help="a node's status endpoint, e.g. http://127.0.0.1:8008")
     status.add_argument("--json", action="store_true", help="print JSON")
+    status.add_argument(
+        "--ca-file",
+        type=Path,
+        metavar="FILE",
+        help="for an https:// --url: the PEM CA to trust (default: the system's)",
+    )
     status.set_defaults(func=cmd_status)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     if args.url:
-        return _status_from_url(args.url, args.json)
+        return _status_from_url(args.url, args.json, args.ca_file)
     return _status_from_share(args.share, args.json)
 
 
-def _status_from_url(url: str, as_json: bool) -> int:
+def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> int:
     target = url.rstrip("/") + "/status"
     try:
-        with urllib.request.urlopen(target, timeout=5) as response:
+        context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+        with urllib.request.urlopen(target, timeout=5, context=context) as response:
             data = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return fail(EXIT_FAILURE, f"{codes.STATUS_UNREADABLE} cannot read {target}: {exc}")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from primacy.client.consumer import Consumer
@@ -17,7 +19,8 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 URL_HELP = (
-    "a broker URL: tcp://HOST:PORT, or failover:(tcp://H1:61613,tcp://H2:61613)?OPTIONS "
+    "a broker URL: tcp://HOST:PORT (ssl://HOST:PORT over TLS), or "
+    "failover:(tcp://H1:61613,tcp://H2:61613)?OPTIONS "
     "with ActiveMQ's failover options (initialReconnectDelay, maxReconnectDelay, "
     "useExponentialBackOff, backOffMultiplier, maxReconnectAttempts, "
     "startupMaxReconnectAttempts, randomize, timeout); see docs/stomp.md"
@@ -42,6 +45,7 @@ def register(subparsers: Any) -> None:
         default=1,
         help="sends in flight before waiting for receipts (default 1: one at a time)",
     )
+    _add_security_options(send)
     send.set_defaults(func=cmd_send)
 
     consume = subparsers.add_parser(
@@ -61,7 +65,39 @@ def register(subparsers: Any) -> None:
         help="stop when no message arrived for this long (default 5)",
     )
     consume.add_argument("--quiet", action="store_true", help="print only the summary")
+    _add_security_options(consume)
     consume.set_defaults(func=cmd_consume)
+
+
+PASSCODE_VARIABLE = "PRIMACY_STOMP_PASSCODE"
+
+
+def _add_security_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--login",
+        metavar="NAME",
+        help=f"log in as NAME (a broker with a users file); the passcode is read from the "
+        f"environment variable {PASSCODE_VARIABLE}, never from the command line",
+    )
+    parser.add_argument(
+        "--ca-file",
+        type=Path,
+        metavar="FILE",
+        help="for ssl:// addresses: the PEM CA to trust (default: the system's)",
+    )
+    parser.add_argument("--cert-file", type=Path, metavar="FILE", help="a client certificate (PEM)")
+    parser.add_argument("--key-file", type=Path, metavar="FILE", help="its private key (PEM)")
+
+
+def _security(args: argparse.Namespace) -> dict[str, Any]:
+    """The Failover settings the security options give."""
+    return {
+        "login": args.login,
+        "passcode": os.environ.get(PASSCODE_VARIABLE) if args.login else None,
+        "tls_ca_file": args.ca_file,
+        "tls_cert_file": args.cert_file,
+        "tls_key_file": args.key_file,
+    }
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -69,7 +105,10 @@ def cmd_send(args: argparse.Namespace) -> int:
         url = parse_url(args.url)
     except UrlError as error:
         return _fail(EXIT_USAGE, str(error))
-    producer = Producer(url, window=args.window)
+    try:
+        producer = Producer(url, window=args.window, **_security(args))
+    except (OSError, ValueError) as error:  # a CA or certificate file that cannot be read
+        return _fail(EXIT_USAGE, f"cannot use the TLS files: {error}")
     started = time.monotonic()
     try:
         for number in range(1, args.count + 1):
@@ -89,7 +128,10 @@ def cmd_consume(args: argparse.Namespace) -> int:
         url = parse_url(args.url)
     except UrlError as error:
         return _fail(EXIT_USAGE, str(error))
-    consumer = Consumer(url, args.destination)
+    try:
+        consumer = Consumer(url, args.destination, **_security(args))
+    except (OSError, ValueError) as error:
+        return _fail(EXIT_USAGE, f"cannot use the TLS files: {error}")
     seen: set[str] = set()
     consumed = duplicates = redelivered = 0
     try:

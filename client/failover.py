@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from primacy.client.errors import (
     CONNECTED,
@@ -26,7 +28,7 @@ from primacy.client.wire import StompSocket
 
 log = logging.getLogger("primacy.client")
 
-Opener = Callable[[str, int, float, int], StompSocket]
+Opener = Callable[..., StompSocket]  # StompSocket.open's signature
 
 
 def reconnect_delays_ms(options: FailoverOptions) -> Iterator[float]:
@@ -64,6 +66,11 @@ class Failover:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         opener: Opener = StompSocket.open,
+        login: str | None = None,
+        passcode: str | None = None,
+        tls_ca_file: str | Path | None = None,
+        tls_cert_file: str | Path | None = None,
+        tls_key_file: str | Path | None = None,
     ) -> None:
         self.url = parse_url(url) if isinstance(url, str) else url
         self.options = self.url.options
@@ -73,6 +80,12 @@ class Failover:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._open = opener
+        self.login, self.passcode = login, passcode
+        # For ssl:// addresses: the CA to trust (the system's without one), and the client
+        # certificate a broker with mutual TLS asks for.
+        self._tls = ssl.create_default_context(cafile=str(tls_ca_file) if tls_ca_file else None)
+        if tls_cert_file is not None:
+            self._tls.load_cert_chain(tls_cert_file, tls_key_file)
         self.connection: StompSocket | None = None
         self.address: BrokerAddress | None = None
         self.generation = 0  # increases with every successful (re)connect
@@ -124,7 +137,13 @@ class Failover:
     def _try(self, address: BrokerAddress, errors: list[str]) -> bool:
         try:
             connection = self._open(
-                address.host, address.port, self.connect_timeout_s, self.heart_beat_ms
+                address.host,
+                address.port,
+                self.connect_timeout_s,
+                self.heart_beat_ms,
+                tls=self._tls if address.tls else None,
+                login=self.login,
+                passcode=self.passcode,
             )
         except ConnectionLost as error:
             errors.append(str(error))

@@ -18,6 +18,8 @@ from primacy.client.errors import URL_INVALID, ClientError
 
 DEFAULT_PORT = 61613
 _SCHEMES = ("tcp", "stomp")
+# How other brokers' clients write a STOMP address over TLS (ActiveMQ: ssl://, stomp+ssl://).
+_TLS_SCHEMES = ("ssl", "stomp+ssl", "stomp+tls", "tls")
 # ActiveMQ failover options that do not apply to this client (no backup
 # connection, no broker-pushed URI updates, resends are always tracked).
 IGNORED_OPTIONS = frozenset(
@@ -50,10 +52,11 @@ class UrlError(ClientError):
 class BrokerAddress:
     host: str
     port: int
+    tls: bool = False
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"tcp://{host}:{self.port}"
+        return f"{'ssl' if self.tls else 'tcp'}://{host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,11 @@ def parse_url(url: str) -> FailoverUrl:
 
 def _parse_address(text: str) -> BrokerAddress:
     parts = urlsplit(text.strip())
-    if parts.scheme.lower() not in _SCHEMES:
-        raise UrlError(f"{text!r}: the scheme must be tcp:// or stomp://")
+    scheme = parts.scheme.lower()
+    if scheme not in _SCHEMES + _TLS_SCHEMES:
+        raise UrlError(
+            f"{text!r}: the scheme must be tcp:// or stomp://, or ssl:// or stomp+ssl:// for TLS"
+        )
     if parts.path not in ("", "/"):
         raise UrlError(f"{text!r}: a broker address has no path")
     try:
@@ -136,7 +142,7 @@ def _parse_address(text: str) -> BrokerAddress:
         raise UrlError(f"{text!r}: {error}") from None
     if not host:
         raise UrlError(f"{text!r} has no host")
-    return BrokerAddress(host, port if port is not None else DEFAULT_PORT)
+    return BrokerAddress(host, port if port is not None else DEFAULT_PORT, scheme in _TLS_SCHEMES)
 
 
 def _parse_options(query: str, url: str) -> FailoverOptions:

@@ -8,6 +8,7 @@ own is the socket: the handshake, timeouts and the broker's heart-beats.
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections.abc import Mapping
 
@@ -44,20 +45,35 @@ class StompSocket:
 
     @classmethod
     def open(
-        cls, host: str, port: int, connect_timeout_s: float, heart_beat_ms: int
+        cls,
+        host: str,
+        port: int,
+        connect_timeout_s: float,
+        heart_beat_ms: int,
+        *,
+        tls: ssl.SSLContext | None = None,
+        login: str | None = None,
+        passcode: str | None = None,
     ) -> StompSocket:
-        """Connect and do the CONNECT/CONNECTED handshake, asking for broker heart-beats."""
+        """Connect (over TLS with ``tls``) and do the CONNECT/CONNECTED handshake, logging in
+        when given a login, and asking for broker heart-beats."""
         try:
             sock = socket.create_connection((host, port), timeout=connect_timeout_s)
         except OSError as error:
             raise ConnectionLost(f"cannot connect to {host}:{port}: {error}") from error
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+            except OSError as error:  # ssl.SSLError too: a certificate refused, say
+                sock.close()
+                raise ConnectionLost(f"TLS with {host}:{port} failed: {error}") from error
         connection = cls(sock, 0)
+        headers = {"accept-version": "1.2", "host": host, "heart-beat": f"0,{heart_beat_ms}"}
+        if login is not None:
+            headers.update(login=login, passcode=passcode or "")
         try:
-            connection.send(
-                "CONNECT",
-                {"accept-version": "1.2", "host": host, "heart-beat": f"0,{heart_beat_ms}"},
-            )
+            connection.send("CONNECT", headers)
             reply = connection.read(connect_timeout_s)
             if reply is None or reply.command != "CONNECTED":
                 detail = reply.get("message", reply.command) if reply else "no answer"

@@ -97,3 +97,29 @@ def test_a_certificate_rotated_on_disk_serves_new_connections(
     eventually(lambda: _peer_serial(master.address, pki.ca) != before, "the new certificate")
     assert early.send("/queue/q", "an open connection keeps its session")
     early.close()
+
+
+def test_logins_over_tls_are_answered_and_the_next_frames_read(
+    masters: Masters, pki: Pki, tmp_path: Path
+) -> None:
+    """Found by trying: the TLS layer can hand the first bytes (the CONNECT) over before
+    start_tls returns; the CONNECT then paused reading on the plain transport, and the
+    SEND after CONNECTED was never read. Each of these logins must see its RECEIPT."""
+    from primacy.broker.users import User, hash_password, save_users
+    from primacy.client.producer import Producer
+
+    users = tmp_path / "users.json"
+    save_users(users, {"app": User("app", hash_password("app password"))})
+    master = masters.start(
+        BrokerConfig(stomp_tls_cert=pki.cert, stomp_tls_key=pki.key, stomp_users=users)
+    )
+    for attempt in range(5):
+        producer = Producer(
+            f"ssl://127.0.0.1:{master.address[1]}?startupMaxReconnectAttempts=0",
+            login="app",
+            passcode="app password",
+            tls_ca_file=pki.ca,
+        )
+        producer.send("/queue/q", f"attempt {attempt}".encode())
+        producer.close()
+        assert producer.failover.reconnects == 0, "a receipt was lost: the client reconnected"

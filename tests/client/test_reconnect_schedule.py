@@ -49,7 +49,9 @@ class FakeNetwork:
         self.up: set[int] = set()
         self.attempts: list[int] = []
 
-    def open(self, host: str, port: int, timeout_s: float, heart_beat_ms: int) -> StompSocket:
+    def open(
+        self, host: str, port: int, timeout_s: float, heart_beat_ms: int, **_: object
+    ) -> StompSocket:
         self.attempts.append(port)
         if port not in self.up:
             raise ConnectionLost(f"refused {port}")

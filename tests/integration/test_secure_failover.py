@@ -1,0 +1,104 @@
+"""Failover with authentication and TLS switched on: two real nodes serving STOMP over TLS
+with a users file, the project's client and ``primacy send|consume|status`` on ``ssl://``
+addresses, SIGKILLs of the master; every acknowledged message is consumed, once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from primacy.client.consumer import Consumer
+from primacy.client.producer import Producer
+from tests.harness.group import Group, NodeProcess, free_port, wait_until
+from tests.tls_certs import make_pki
+
+pytestmark = pytest.mark.slow
+
+PASSCODE = "app password"
+
+
+def _primacy(
+    *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "primacy.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_every_acknowledged_message_survives_sigkills_over_tls_with_logins(
+    group: Group, tmp_path: Path
+) -> None:
+    pki = make_pki(tmp_path / "pki")
+    users = tmp_path / "users.json"
+    assert _primacy("users", "add", str(users), "app", stdin=PASSCODE + "\n").returncode == 0
+    ports = {"a": free_port(), "b": free_port()}
+    secure = [
+        "--stomp-users", str(users),
+        "--stomp-tls-cert", str(pki.cert), "--stomp-tls-key", str(pki.key),
+        "--http-tls-cert", str(pki.cert), "--http-tls-key", str(pki.key),
+    ]  # fmt: skip
+
+    def start(name: str) -> NodeProcess:
+        return group.start(name, "--stomp", f"127.0.0.1:{ports[name]}", *secure)
+
+    trust = ssl.create_default_context(cafile=str(pki.ca))
+
+    def is_master(node: NodeProcess) -> bool:
+        try:
+            url = f"https://127.0.0.1:{node.port}/master"
+            return httpx.get(url, verify=trust, timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    nodes = {name: start(name) for name in ports}
+    wait_until(lambda: any(is_master(n) for n in nodes.values()), 30, "a master over https")
+    url = (
+        "failover:("
+        + ",".join(f"ssl://127.0.0.1:{p}" for p in ports.values())
+        + ")?initialReconnectDelay=20&maxReconnectDelay=500&randomize=false&timeout=60000"
+    )
+    security = {"login": "app", "passcode": PASSCODE, "tls_ca_file": pki.ca}
+    producer = Producer(url, **security)
+    acknowledged = []
+    try:
+        for round_ in range(2):
+            acknowledged += [
+                producer.send("/queue/q", f"r{round_}-{n}".encode()) for n in range(10)
+            ]
+            master = next(n for n in nodes.values() if is_master(n))
+            master.signal(signal.SIGKILL)
+            master.process.wait(30)
+            nodes[master.node_id] = start(master.node_id)
+            wait_until(lambda: any(is_master(n) for n in nodes.values()), 60, "a new master")
+        acknowledged += [producer.send("/queue/q", b"after")]
+    finally:
+        producer.close()
+    master = next(n for n in nodes.values() if is_master(n))
+    status = _primacy("status", "--url", f"https://127.0.0.1:{master.port}", "--ca-file",
+                      str(pki.ca), "--json")  # fmt: skip
+    assert status.returncode == 0 and '"stomp_auth": "users-file"' in status.stdout, status.stderr
+    sent = _primacy(
+        "send", url, "/queue/q", "--count", "3", "--login", "app", "--ca-file", str(pki.ca),
+        env={"PRIMACY_STOMP_PASSCODE": PASSCODE},
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    consumer = Consumer(url, "/queue/q", **security)
+    received = []
+    while (message := consumer.receive(timeout_s=3.0)) is not None:
+        received.append(message.message_id)
+        assert consumer.ack(message)
+    consumer.close()
+    assert sorted(set(acknowledged) - set(received)) == []
+    assert len(received) == len(set(received)) == len(acknowledged) + 3
