@@ -1,0 +1,73 @@
+"""Interop with a STOMP client that is not Python and not ours: stompit, for Node.js (what
+an application team on Node writes), plain and over TLS, with a login; installed by the
+test set-up (``.ci/setup dev`` runs ``npm install`` here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from primacy.broker.config import BrokerConfig
+from primacy.broker.users import User, hash_password, save_users
+from tests.broker.nodes import Masters, stored_send_ids
+from tests.tls_certs import make_pki
+
+HERE = Path(__file__).parent
+SCRIPT = HERE / "stompit_roundtrip.js"
+NODE = shutil.which("node")
+MISSING = (
+    "node is not installed (run .ci/setup dev as root)"
+    if NODE is None
+    else "stompit is not installed (cd tests/interop && npm install)"
+    if not (HERE / "node_modules" / "stompit").is_dir()
+    else None
+)
+
+
+def _round_trip(settings: dict[str, object]) -> dict[str, object]:
+    if MISSING is not None:
+        pytest.skip(MISSING)
+    assert NODE is not None
+    result = subprocess.run(
+        [NODE, str(SCRIPT), json.dumps(settings)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=HERE,
+    )
+    outcome: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
+    assert result.returncode == 0, (outcome, result.stderr)
+    return outcome
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_stompit_sends_receives_acks_and_nacks(masters: Masters, tmp_path: Path, tls: bool) -> None:
+    pki = make_pki(tmp_path / "pki")
+    users = tmp_path / "users.json"
+    save_users(users, {"node": User("node", hash_password("node password"))})
+    config = BrokerConfig(
+        stomp_users=users,
+        stomp_tls_cert=pki.cert if tls else None,
+        stomp_tls_key=pki.key if tls else None,
+    )
+    master = masters.start(config)
+    outcome = _round_trip(
+        {
+            "host": "127.0.0.1",
+            "port": master.address[1],
+            "ca": str(pki.ca) if tls else None,
+            "login": "node",
+            "passcode": "node password",
+            "destination": "/queue/interop",
+        }
+    )
+    assert outcome["receipts"] == 3
+    assert outcome["nacked"] == ["m1"]
+    assert sorted(outcome["received"]) == ["m1", "m2", "m3"]  # type: ignore[arg-type]
+    assert sorted(stored_send_ids(masters.share)) == ["m1", "m2", "m3"]
+    stats = master.service.stats()
+    assert stats["logins_ok"] == 1 and stats["redeliveries"] == 1
