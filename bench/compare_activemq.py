@@ -14,7 +14,11 @@ taking turns (A B A B) so that drift in a shared machine's load hits both:
    killed with SIGKILL; the figure is kill -> first RECEIPT from the node
    that took over; the killed node is restarted as a slave;
 3. every failover queue is drained and compared with what was receipted:
-   lost and duplicated messages.
+   lost and duplicated messages;
+4. (unless ``--no-tls``, and run right after 1) the throughput figures over TLS: three more
+   primacy nodes serving STOMP over TLS only, and the ActiveMQ pair's
+   ``stomp+ssl`` connector (a PKCS12 key store of the same certificate),
+   stock stomp.py trusting the run's own CA (made with openssl).
 
 Prints min / median / max per figure, primacy/ActiveMQ ratios of medians and
 the issue's targets. ActiveMQ comes from Debian's ``activemq`` package, which
@@ -40,13 +44,20 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.activemq.brokers import ActiveMQPair, HaGroup, PrimacyGroup, tree_rss_bytes
-from bench.activemq.config import DEFAULTS, TUNED, install_activemq, missing_activemq
+from bench.activemq.config import (
+    DEFAULTS,
+    TUNED,
+    install_activemq,
+    missing_activemq,
+    pkcs12_key_store,
+)
 from bench.activemq.figures import (
     AMQ_DEFAULTS,
     AMQ_TUNED,
@@ -55,7 +66,9 @@ from bench.activemq.figures import (
     RSS_MASTER,
     RSS_SLAVE,
     TPUT_1,
+    TPUT_1_TLS,
     TPUT_8,
+    TPUT_8_TLS,
     Loss,
     Results,
     evaluate_targets,
@@ -63,6 +76,7 @@ from bench.activemq.figures import (
     render_targets,
 )
 from bench.activemq.workload import FailoverSender, drain, throughput
+from tests.tls_certs import make_pki
 
 FAILOVER_QUEUE = "/queue/failover"
 RECEIPTS_BEFORE_KILL = 20  # the kill lands in a steady stream of sends, not at its start
@@ -123,6 +137,32 @@ def throughput_phase(
                 )
 
 
+def tls_phase(
+    results: Results, primacy_tls: PrimacyGroup, amq: ActiveMQPair | None, ca: Path, rounds: int,
+    seconds: float,
+) -> None:  # fmt: skip
+    """The throughput figures again, over TLS: a primacy group serving STOMP over TLS only,
+    and the same ActiveMQ pair's stomp+ssl connector; stock stomp.py trusting the test CA."""
+    targets: dict[str, Callable[[], tuple[str, int]]] = {PRIMACY: primacy_tls.master_address}
+    if amq is not None:
+        targets[AMQ_TUNED] = amq.master_tls_address
+    for label, address_of in targets.items():
+        say(f"TLS warm-up of {label}")
+        throughput(address_of(), "/queue/warmup-tls", f"wt-{slug(label)}", 8, seconds / 2,
+                   warmup_s=1.0, tls_ca=str(ca))  # fmt: skip
+        drain(address_of(), "/queue/warmup-tls", tls_ca=str(ca))
+    for round_number in range(1, rounds + 1):
+        say(f"TLS round {round_number}/{rounds}")
+        for producers, metric in ((1, TPUT_1_TLS), (8, TPUT_8_TLS)):
+            for label, address_of in targets.items():
+                queue = f"/queue/tls-{round_number}-{producers}"
+                tag = f"t{round_number}-{producers}-{slug(label)}"
+                rate = throughput(address_of(), queue, tag, producers, seconds, tls_ca=str(ca))
+                results.add(metric, label, rate)
+                drain(address_of(), queue, tls_ca=str(ca))
+                say(f"  {label} over TLS, {producers} producer(s): {rate:,.0f} msg/s")
+
+
 def one_failover(group: HaGroup, sender: FailoverSender) -> float:
     """kill -9 of ``group``'s master -> first RECEIPT from its successor, in seconds."""
     sender.resume()
@@ -180,13 +220,27 @@ def run(args: argparse.Namespace) -> Results:
         started.append(primacy)
         primacy.start()
         groups: dict[str, HaGroup] = {PRIMACY: primacy}
+        pki = None if args.no_tls else make_pki(workdir / "pki")
+        tuned = None
         if not why_not:
             say(f"starting 2 ActiveMQ brokers, {TUNED.describe()}, -Xmx{args.heap_mb}m")
-            tuned = ActiveMQPair(workdir / "amq-tuned", TUNED, args.heap_mb)
+            key_store = None
+            if pki is not None:
+                store = pkcs12_key_store(pki.cert, pki.key, workdir / "broker.p12", "bench-secret")
+                key_store = (store, "bench-secret")
+            tuned = ActiveMQPair(workdir / "amq-tuned", TUNED, args.heap_mb, key_store)
             started.append(tuned)
             tuned.start()
             groups[AMQ_TUNED] = tuned
         throughput_phase(results, groups, args.rounds, args.seconds)
+        if pki is not None:
+            say("starting 3 more primacy nodes serving STOMP over TLS")
+            tls_args = ("--stomp-tls-cert", str(pki.cert), "--stomp-tls-key", str(pki.key))
+            primacy_tls = PrimacyGroup(workdir / "primacy-tls", nodes=3, extra_args=tls_args)
+            started.append(primacy_tls)
+            primacy_tls.start()
+            tls_phase(results, primacy_tls, tuned, pki.ca, args.rounds, args.seconds)
+            primacy_tls.close()
         if not why_not and args.default_kills:
             say(f"starting 2 ActiveMQ brokers, {DEFAULTS.describe()}")
             defaults = ActiveMQPair(workdir / "amq-defaults", DEFAULTS, args.heap_mb)
@@ -221,6 +275,9 @@ def main() -> None:
         help="do not try to install Debian's activemq package when it is missing (as root)",
     )
     parser.add_argument("--heap-mb", type=int, default=256, help="ActiveMQ -Xmx (default 256)")
+    parser.add_argument(
+        "--no-tls", action="store_true", help="skip the throughput figures over TLS"
+    )
     args = parser.parse_args()
     for name, full, quick in (
         ("rounds", 6, 1),

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import psutil
 
-from bench.activemq.config import LockerTiming, java_command, write_instance
+from bench.activemq.config import AmqTls, LockerTiming, java_command, write_instance
 from primacy.cli.localgroup import Group, NodeProcess, free_port, wait_until
 
 Address = tuple[str, int]
@@ -69,10 +69,11 @@ class PrimacyGroup:
 
     label = "primacy"
 
-    def __init__(self, root: Path, nodes: int = 3) -> None:
+    def __init__(self, root: Path, nodes: int = 3, extra_args: tuple[str, ...] = ()) -> None:
+        """``extra_args`` for every node's ``primacy run`` (the TLS certificate, say)."""
         share = root / "share"
         share.mkdir(parents=True)
-        self.group = Group(share=share, log_dir=root)
+        self.group = Group(share=share, log_dir=root, common_args=extra_args)
         self.stomp_ports = {f"n{index}": free_port() for index in range(1, nodes + 1)}
         self._killed: str | None = None
 
@@ -141,11 +142,18 @@ class ActiveMQBroker:
         kahadb_dir: Path,
         timing: LockerTiming,
         heap_mb: int,
+        tls: AmqTls | None = None,
     ) -> None:
         self.name = name
         self.stomp_port = stomp_port
+        self.tls_port = tls.port if tls is not None else None
         self.conf_file = write_instance(
-            base, broker_name=name, stomp_port=stomp_port, kahadb_dir=kahadb_dir, timing=timing
+            base,
+            broker_name=name,
+            stomp_port=stomp_port,
+            kahadb_dir=kahadb_dir,
+            timing=timing,
+            tls=tls,
         )
         self.command = java_command(base=base, conf_file=self.conf_file, heap_mb=heap_mb)
         self.log_path = base / "broker.log"
@@ -210,7 +218,14 @@ class ActiveMQBroker:
 class ActiveMQPair:
     """Two ActiveMQ Classic brokers on one shared KahaDB directory (shared file master/slave)."""
 
-    def __init__(self, root: Path, timing: LockerTiming, heap_mb: int = 256) -> None:
+    def __init__(
+        self,
+        root: Path,
+        timing: LockerTiming,
+        heap_mb: int = 256,
+        key_store: tuple[Path, str] | None = None,
+    ) -> None:
+        """``key_store`` (PKCS12 file, password): each broker also gets a stomp+ssl connector."""
         self.label = f"ActiveMQ {timing.label}"
         self.timing = timing
         kahadb = root / "share" / "kahadb"
@@ -223,6 +238,7 @@ class ActiveMQPair:
                 kahadb_dir=kahadb,
                 timing=timing,
                 heap_mb=heap_mb,
+                tls=AmqTls(free_port(), *key_store) if key_store is not None else None,
             )
             for index in (1, 2)
         ]
@@ -257,6 +273,11 @@ class ActiveMQPair:
 
     def master_address(self) -> Address:
         return ("127.0.0.1", self._master().stomp_port)
+
+    def master_tls_address(self) -> Address:
+        port = self._master().tls_port
+        assert port is not None, "started without a key store"
+        return ("127.0.0.1", port)
 
     def master_pid(self) -> int:
         return self._master().pid

@@ -41,8 +41,23 @@ DEFAULTS = LockerTiming("defaults", 10_000, 0)
 TUNED = LockerTiming("tuned", 1_000, 1_000)
 
 
+@dataclass(frozen=True)
+class AmqTls:
+    """A ``stomp+ssl`` connector: its port and the PKCS12 key store holding the certificate."""
+
+    port: int
+    key_store: Path
+    password: str
+
+
 def activemq_xml(
-    *, broker_name: str, stomp_port: int, kahadb_dir: Path, data_dir: Path, timing: LockerTiming
+    *,
+    broker_name: str,
+    stomp_port: int,
+    kahadb_dir: Path,
+    data_dir: Path,
+    timing: LockerTiming,
+    tls: AmqTls | None = None,
 ) -> str:
     """The broker's Spring XML: STOMP on loopback only, KahaDB on the shared directory.
 
@@ -53,6 +68,15 @@ def activemq_xml(
     before its RECEIPT, as with primacy's ``sync`` policy.
     """
     name = quoteattr(broker_name)
+    ssl_context = ssl_connector = ""
+    if tls is not None:  # (elements of <broker> in alphabetical order, as its schema wants)
+        ssl_context = f"""
+    <sslContext>
+      <sslContext keyStore={quoteattr("file:" + str(tls.key_store))}
+                  keyStorePassword={quoteattr(tls.password)} keyStoreType="pkcs12"/>
+    </sslContext>"""
+        ssl_connector = f"""
+      <transportConnector name="stomp+ssl" uri="stomp+ssl://127.0.0.1:{tls.port}"/>"""
     return f"""<beans xmlns="http://www.springframework.org/schema/beans"
   xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
   xsi:schemaLocation="http://www.springframework.org/schema/beans
@@ -70,9 +94,9 @@ def activemq_xml(
               lockAcquireSleepInterval="{timing.lock_acquire_sleep_interval_ms}"/>
         </locker>
       </kahaDB>
-    </persistenceAdapter>
+    </persistenceAdapter>{ssl_context}
     <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp_port}"/>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp_port}"/>{ssl_connector}
     </transportConnectors>
   </broker>
 </beans>
@@ -117,7 +141,13 @@ def java_command(
 
 
 def write_instance(
-    base: Path, *, broker_name: str, stomp_port: int, kahadb_dir: Path, timing: LockerTiming
+    base: Path,
+    *,
+    broker_name: str,
+    stomp_port: int,
+    kahadb_dir: Path,
+    timing: LockerTiming,
+    tls: AmqTls | None = None,
 ) -> Path:
     """Create ``base/conf`` with the XML and log4j config; returns the XML's path."""
     conf = base / "conf"
@@ -131,10 +161,21 @@ def write_instance(
             kahadb_dir=kahadb_dir,
             data_dir=base / "data",
             timing=timing,
+            tls=tls,
         )
     )
     (conf / "log4j.properties").write_text(LOG4J_PROPERTIES)
     return conf_file
+
+
+def pkcs12_key_store(cert: Path, key: Path, out: Path, password: str) -> Path:
+    """The certificate and key as a PKCS12 key store, which Java reads as is."""
+    subprocess.run(
+        ["openssl", "pkcs12", "-export", "-in", str(cert), "-inkey", str(key),
+         "-out", str(out), "-passout", f"pass:{password}"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return out
 
 
 def install_activemq(say: Callable[[str], None]) -> None:

@@ -29,9 +29,11 @@ class Metric:
 FAILOVER = Metric("failover", "kill -9 of the master → first RECEIPT", "ms", 1000.0, False)
 TPUT_1 = Metric("tput1", "persistent throughput, 1 producer", "msg/s", 1.0, True)
 TPUT_8 = Metric("tput8", "persistent throughput, 8 producers", "msg/s", 1.0, True)
+TPUT_1_TLS = Metric("tput1tls", "the same over TLS, 1 producer", "msg/s", 1.0, True)
+TPUT_8_TLS = Metric("tput8tls", "the same over TLS, 8 producers", "msg/s", 1.0, True)
 RSS_MASTER = Metric("rss_master", "RSS of the master after warm-up", "MiB", 1 / 2**20, False)
 RSS_SLAVE = Metric("rss_slave", "RSS of a slave after warm-up", "MiB", 1 / 2**20, False)
-METRICS = (FAILOVER, TPUT_1, TPUT_8, RSS_MASTER, RSS_SLAVE)
+METRICS = (FAILOVER, TPUT_1, TPUT_8, TPUT_1_TLS, TPUT_8_TLS, RSS_MASTER, RSS_SLAVE)
 
 
 def number(value: float) -> str:

@@ -25,8 +25,22 @@ BODY = "p" * 1024  # 1 KiB
 ID_HEADER = "bench_id"
 
 
+def connection_to(address: Address, tls_ca: str | None = None) -> stomp.Connection12:
+    """A stock stomp.py 1.2 connection; over TLS, trusting ``tls_ca``, when given one."""
+    connection = stomp.Connection12([address])
+    if tls_ca is not None:
+        connection.set_ssl(for_hosts=[address], ca_certs=tls_ca)
+    return connection
+
+
 def producer_loop(
-    address: Address, queue: str, tag: str, stop: Any, counts: Any, slot: int
+    address: Address,
+    queue: str,
+    tag: str,
+    stop: Any,
+    counts: Any,
+    slot: int,
+    tls_ca: str | None = None,
 ) -> None:
     """One producer process: send until stopped, awaiting each RECEIPT; counts[slot] = receipts."""
     receipts = threading.Semaphore(0)
@@ -40,7 +54,7 @@ def producer_loop(
             errors.append(frame.headers.get("message", "") + " " + str(frame.body))
             receipts.release()
 
-    connection = stomp.Connection12([address])
+    connection = connection_to(address, tls_ca)
     connection.set_listener("bench", Listener())
     connection.connect(wait=True)
     number = 0
@@ -66,7 +80,13 @@ def producer_loop(
 
 
 def throughput(
-    address: Address, queue: str, tag: str, producers: int, seconds: float, warmup_s: float = 2.0
+    address: Address,
+    queue: str,
+    tag: str,
+    producers: int,
+    seconds: float,
+    warmup_s: float = 2.0,
+    tls_ca: str | None = None,
 ) -> float:
     """Receipted messages per second over ``seconds``, ``producers`` processes sending at once.
 
@@ -79,7 +99,9 @@ def throughput(
     counts = context.Array("q", producers, lock=False)
     processes = [
         context.Process(
-            target=producer_loop, args=(address, queue, tag, stop, counts, slot), daemon=True
+            target=producer_loop,
+            args=(address, queue, tag, stop, counts, slot, tls_ca),
+            daemon=True,
         )
         for slot in range(producers)
     ]
@@ -111,7 +133,11 @@ def throughput(
 
 
 def drain(
-    address: Address, queue: str, idle_s: float = 2.0, limit_s: float = 300.0
+    address: Address,
+    queue: str,
+    idle_s: float = 2.0,
+    limit_s: float = 300.0,
+    tls_ca: str | None = None,
 ) -> Counter[str]:
     """Consume everything in ``queue``; returns deliveries per ``bench_id``.
 
@@ -127,7 +153,7 @@ def drain(
                 delivered[frame.headers.get(ID_HEADER, "?")] += 1
                 last[0] = time.monotonic()
 
-    connection = stomp.Connection12([address])
+    connection = connection_to(address, tls_ca)
     connection.set_listener("drain", Listener())
     connection.connect(wait=True)
     connection.subscribe(queue, id="drain", ack="auto", headers={"activemq.prefetchSize": "1000"})
