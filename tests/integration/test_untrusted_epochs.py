@@ -11,7 +11,7 @@ import pytest
 
 from primacy.locker.epoch import EpochRegistry
 from tests.broker.stomppy import StompPy
-from tests.harness.group import Group, free_port, wait_until
+from tests.harness.group import Group, NodeProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -50,14 +50,10 @@ def test_an_empty_planted_epoch_far_ahead_costs_no_acknowledged_message(
     assert "10000000001" in stats.stdout
 
 
-def test_fifos_at_the_next_epoch_and_in_nodes_neither_hang_nor_stop_a_takeover(
-    group: Group, share: Path
-) -> None:
-    """FIFOs where the next claimant writes its epoch record and where nodes read the
-    registry: opened blocking, either would hang the node that meets it. The master is
-    killed; the other node must take over past the FIFO and serve every message."""
-    import os
-
+def _master_with_five_messages_and_a_slave(
+    group: Group,
+) -> tuple[dict[str, int], NodeProcess, NodeProcess]:
+    """Node a serving with m0..m4 receipted, node b waiting: their STOMP ports, a, b."""
     ports = {"a": free_port(), "b": free_port()}
     first = group.start("a", "--stomp", f"127.0.0.1:{ports['a']}")
     wait_until(first.is_master, 30, "a to serve")
@@ -67,6 +63,18 @@ def test_fifos_at_the_next_epoch_and_in_nodes_neither_hang_nor_stop_a_takeover(
     for index in range(5):
         assert producer.send("/queue/q", f"m{index}", **{"message-id": f"id-{index}"})
     producer.close()
+    return ports, first, second
+
+
+def test_fifos_at_the_next_epoch_and_in_nodes_neither_hang_nor_stop_a_takeover(
+    group: Group, share: Path
+) -> None:
+    """FIFOs where the next claimant writes its epoch record and where nodes read the
+    registry: opened blocking, either would hang the node that meets it. The master is
+    killed; the other node must take over past the FIFO and serve every message."""
+    import os
+
+    ports, first, second = _master_with_five_messages_and_a_slave(group)
     latest = EpochRegistry(share).latest()
     os.mkfifo(share / "epochs" / str(latest + 1))
     os.mkfifo(share / "nodes" / "zzz.json")
@@ -93,15 +101,7 @@ def test_a_symlink_put_in_place_of_the_lock_file_costs_neither_the_master_nor_a_
 
     outside = tmp_path / "outside.txt"
     outside.write_text("precious\n")
-    ports = {"a": free_port(), "b": free_port()}
-    first = group.start("a", "--stomp", f"127.0.0.1:{ports['a']}")
-    wait_until(first.is_master, 30, "a to serve")
-    second = group.start("b", "--stomp", f"127.0.0.1:{ports['b']}")
-    wait_until(lambda: second.status("/health") == 200, 30, "b to wait as a slave")
-    producer = StompPy(("127.0.0.1", ports["a"]))
-    for index in range(5):
-        assert producer.send("/queue/q", f"m{index}", **{"message-id": f"id-{index}"})
-    producer.close()
+    ports, first, second = _master_with_five_messages_and_a_slave(group)
     os.rename(share / LOCK_FILE_NAME, tmp_path / "lock.moved")
     (share / LOCK_FILE_NAME).symlink_to(outside)
     wait_until(
