@@ -136,6 +136,11 @@ class _SnapshotCollector(Collector):
         logins.add_metric(["failed"], float(broker.get("logins_failed", 0)))
         yield logins
         yield CounterMetricFamily(
+            "primacy_tls_handshakes_failed",
+            "STOMP connections dropped in the TLS handshake (plaintext, refused certificate)",
+            value=float(broker.get("tls_handshakes_failed", 0)),
+        )
+        yield CounterMetricFamily(
             "primacy_stomp_unauthorized",
             "SENDs and SUBSCRIBEs refused: outside the user's destinations",
             value=float(broker.get("unauthorized", 0)),

@@ -1,6 +1,7 @@
-// One round trip with stompit, a Node.js STOMP client: send with receipts, subscribe with
-// client-individual acks, NACK the first delivery, ACK the rest. Settings come as JSON in
-// argv[2]; the outcome is printed as one JSON line. Used by test_node_client.py.
+// One round trip with stompit, a Node.js STOMP client: send with receipts, subscribe in the
+// ack mode asked for; in client and client-individual modes NACK the first delivery and ACK
+// the rest. Settings come as JSON in argv[2]; the outcome is printed as one JSON line. Used
+// by test_node_client.py.
 'use strict';
 const fs = require('fs');
 const stompit = require('stompit');
@@ -21,7 +22,7 @@ if (settings.ca) {
   options.ca = [fs.readFileSync(settings.ca)];
 }
 
-const outcome = { receipts: 0, received: [], nacked: [], version: null, error: null };
+const outcome = { receipts: 0, received: [], nacked: [], acks: 0, error: null };
 const finish = (client, error) => {
   if (error) outcome.error = String(error.message || error);
   console.log(JSON.stringify(outcome));
@@ -32,7 +33,6 @@ setTimeout(() => finish(null, new Error('timed out')), 20000);
 
 stompit.connect(options, (error, client) => {
   if (error) return finish(null, error);
-  outcome.version = client.getProtocolVersion ? client.getProtocolVersion() : null;
   client.on('error', (e) => finish(client, e));
   const bodies = ['m1', 'm2', 'm3'];
   let receipted = 0;
@@ -50,10 +50,15 @@ stompit.connect(options, (error, client) => {
 });
 
 function subscribe(client) {
-  client.subscribe({ destination: settings.destination, ack: 'client-individual' }, (error, message) => {
+  client.subscribe({ destination: settings.destination, ack: settings.ack }, (error, message) => {
     if (error) return finish(client, error);
     message.readString('utf-8', (readError, body) => {
       if (readError) return finish(client, readError);
+      if (settings.ack === 'auto') {
+        outcome.received.push(body);
+        if (outcome.received.length === 3) finish(client, null);
+        return;
+      }
       const redelivered = message.headers.redelivered === 'true';
       if (body === 'm1' && !redelivered && outcome.nacked.length === 0) {
         outcome.nacked.push(body);
@@ -62,7 +67,8 @@ function subscribe(client) {
       }
       outcome.received.push(body);
       client.ack(message, {}, { onReceipt: () => {
-        if (outcome.received.length === 3) finish(client, null);
+        outcome.acks += 1;  // done once every ACK is durable, not when the last one is sent
+        if (outcome.acks === 3) finish(client, null);
       } });
     });
   });
