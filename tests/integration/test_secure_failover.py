@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from primacy.client.consumer import Consumer
 from primacy.client.producer import Producer
@@ -86,6 +88,19 @@ def test_every_acknowledged_message_survives_sigkills_over_tls_with_logins(
     finally:
         producer.close()
     master = next(n for n in nodes.values() if is_master(n))
+    with socket.create_connection(("127.0.0.1", ports[master.node_id]), timeout=10) as plain:
+        plain.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")  # no TLS: dropped
+        assert b"CONNECTED" not in plain.recv(4096)
+
+    def handshakes_failed() -> float:
+        metrics = httpx.get(f"https://127.0.0.1:{master.port}/metrics", verify=trust, timeout=5)
+        for family in text_string_to_metric_families(metrics.text):
+            for sample in family.samples:
+                if sample.name == "primacy_tls_handshakes_failed_total":
+                    return float(sample.value)
+        return -1.0
+
+    wait_until(lambda: handshakes_failed() == 1, 10, "the dropped handshake in /metrics")
     status = _primacy("status", "--url", f"https://127.0.0.1:{master.port}", "--ca-file",
                       str(pki.ca), "--json")  # fmt: skip
     assert status.returncode == 0 and '"stomp_auth": "users-file"' in status.stdout, status.stderr
