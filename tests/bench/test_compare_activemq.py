@@ -129,6 +129,6 @@ def test_targets_without_activemq_are_not_judged() -> None:
 
 def test_table_has_a_row_per_figure() -> None:
     table = render_table(results(0.35, 50 * 2**20))
-    assert table.count("\n") == 1 + 7
+    assert table.count("\n") == 1 + 9  # header rule, 2 failover rows, 6 figures, losses
     assert "| 300 / **350** / 400 ms (n=3) | 1 500 / **2 000** / 2 500 ms (n=3) | 0.17 |" in table
     assert "0 / 2 of 100 receipted" in table
