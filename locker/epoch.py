@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from primacy.locker.untrusted import read_small_file
-from primacy.store.share_io import (
+from primacy.locker.share_io import (
     create_exclusive,
     create_new_file,
     exists_in,
@@ -27,6 +26,7 @@ from primacy.store.share_io import (
     real_directory,
     replace_within,
 )
+from primacy.locker.untrusted import read_small_file
 
 EPOCH_DIR_NAME = "epochs"
 # Epochs are u64 wherever they are written (journal headers); past this a share is refused.

@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 from primacy.locker.lockfile import LockMethod
-from primacy.store.share_io import create_new_file, remove
+from primacy.locker.share_io import create_new_file, remove
 
 
 class ShareUnusable(Exception):

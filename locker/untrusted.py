@@ -9,7 +9,7 @@ import errno
 import os
 from pathlib import Path
 
-from primacy.store.share_io import open_regular
+from primacy.locker.share_io import open_regular
 
 
 def read_small_file(path: Path, limit: int, share_root: bool = False) -> bytes:

@@ -11,8 +11,12 @@ primacy writes is created ``O_EXCL`` after removing whatever was planted there.
 
 The share's own directory is the operator's path and may be a symlink (a mount
 reached through ``/srv/share``, say): files directly in it (the lock file and the
-group's markers) pass ``share_root=True`` to follow it. This module is the
-store's, the lowest layer; the lock and the node use it too.
+group's markers) pass ``share_root=True`` to follow it.
+
+The lock layer and the store import nothing of each other, so each carries this
+module: ``primacy.locker.share_io`` (the lock, the node) and
+``primacy.store.share_io`` (the journal). ``tests/test_share_io_twins.py`` keeps
+their code identical.
 """
 
 from __future__ import annotations

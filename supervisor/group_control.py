@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from primacy.store.share_io import remove
+from primacy.locker.share_io import remove
 from primacy.supervisor.share_files import MAX_CLOCK_SKEW_S, read_json, write_json_atomically
 
 PAUSED_FILE_NAME = "paused"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from primacy.store.share_io import names_in, real_directory
+from primacy.locker.share_io import names_in, real_directory
 from primacy.supervisor.share_files import MAX_CLOCK_SKEW_S, read_json, write_json_atomically
 
 NODES_DIR_NAME = "nodes"

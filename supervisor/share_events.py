@@ -23,7 +23,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from primacy.locker.lockfile import LOCK_FILE_NAME
-from primacy.store.share_io import real_directory
+from primacy.locker.share_io import real_directory
 from primacy.supervisor import codes
 from primacy.supervisor.group_control import PAUSED_FILE_NAME
 from primacy.supervisor.registry import NODES_DIR_NAME

@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from primacy.locker.share_io import create_new_file, fsync_directory, replace_within
 from primacy.locker.untrusted import read_small_file
-from primacy.store.share_io import create_new_file, fsync_directory, replace_within
 
 # A JSON file of ours is a flat record of a few hundred bytes.
 MAX_JSON_BYTES = 64 * 1024

@@ -1,0 +1,140 @@
+"""Files and directories on the share, which is untrusted input: nothing is followed out of it.
+
+Every file in a directory primacy keeps (``epochs``, ``nodes``, ``journal`` and
+the directories in it) is opened, listed, created, renamed and removed relative
+to a descriptor of that directory, and the directory itself is opened without
+following a symlink (``O_DIRECTORY | O_NOFOLLOW``). So a directory swapped for
+a symlink, before a node starts or at any moment while it runs, is refused with
+the reason, never followed. Files are opened ``O_NOFOLLOW`` and non-blocking
+and must be regular files (a FIFO or a device would hang the reader); a name
+primacy writes is created ``O_EXCL`` after removing whatever was planted there.
+
+The share's own directory is the operator's path and may be a symlink (a mount
+reached through ``/srv/share``, say): files directly in it (the lock file and the
+group's markers) pass ``share_root=True`` to follow it.
+
+The lock layer and the store import nothing of each other, so each carries this
+module: ``primacy.locker.share_io`` (the lock, the node) and
+``primacy.store.share_io`` (the journal). ``tests/test_share_io_twins.py`` keeps
+their code identical.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def directory_fd(directory: Path, share_root: bool = False) -> Iterator[int]:
+    """A descriptor of ``directory``: OSError if a symlink (or a file) has its name."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if share_root else os.O_NOFOLLOW)
+    try:
+        fd = os.open(directory, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise OSError(
+                errno.ENOTDIR,
+                f"{directory} is not a directory of its own (a symlink or a file has its name)",
+            ) from None
+        raise
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def real_directory(path: Path) -> Path:
+    """``path``, created if missing, as a directory of its own (see ``directory_fd``)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o755)
+    with directory_fd(path):
+        return path
+
+
+def open_regular(path: Path, share_root: bool = False) -> int:
+    """A read-only descriptor of the regular file ``path``; OSError for anything else."""
+    with directory_fd(path.parent, share_root) as directory:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(path.name, flags, dir_fd=directory)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{path} is not a regular file")
+    return fd
+
+
+def create_new_file(
+    path: Path, flags: int = os.O_WRONLY, mode: int = 0o644, share_root: bool = False
+) -> int:
+    """A descriptor of a new, empty file at ``path``, whatever was planted under that name
+    (a symlink out of the share is removed, never followed): for names only we write."""
+    with directory_fd(path.parent, share_root) as directory:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path.name, dir_fd=directory)
+        flags |= os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        return os.open(path.name, flags, mode, dir_fd=directory)
+
+
+def create_exclusive(path: Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
+    """A descriptor of a file created at ``path`` for writing; FileExistsError if the name is
+    taken by anything at all (how an epoch or a segment is created: nothing is removed)."""
+    with directory_fd(path.parent) as directory:
+        flags |= os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        return os.open(path.name, flags, mode, dir_fd=directory)
+
+
+def names_in(directory: Path) -> list[str]:
+    """Every name in ``directory`` ([] if it does not exist)."""
+    try:
+        with directory_fd(directory) as fd:
+            return os.listdir(fd)
+    except FileNotFoundError:
+        return []
+
+
+def regular_files_in(directory: Path) -> list[str]:
+    """The names in ``directory`` that are regular files (not symlinks, FIFOs, devices)."""
+    try:
+        with directory_fd(directory) as fd:
+            return [name for name in os.listdir(fd) if _is_regular_at(fd, name)]
+    except FileNotFoundError:
+        return []
+
+
+def exists_in(path: Path) -> bool:
+    """Whether anything has the name ``path`` (a symlink counts, unfollowed)."""
+    try:
+        with directory_fd(path.parent) as directory:
+            os.stat(path.name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def replace_within(source: Path, target: Path, share_root: bool = False) -> None:
+    """Rename ``source`` over ``target``, both in one directory."""
+    with directory_fd(target.parent, share_root) as directory:
+        os.replace(source.name, target.name, src_dir_fd=directory, dst_dir_fd=directory)
+
+
+def remove(path: Path, share_root: bool = False) -> None:
+    """Remove the name ``path`` if it exists (a symlink is removed, not its target)."""
+    with contextlib.suppress(FileNotFoundError), directory_fd(path.parent, share_root) as fd:
+        os.unlink(path.name, dir_fd=fd)
+
+
+def fsync_directory(directory: Path, share_root: bool = False) -> None:
+    """Make the names created or renamed in ``directory`` durable."""
+    with directory_fd(directory, share_root) as fd:
+        os.fsync(fd)
+
+
+def _is_regular_at(directory: int, name: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
