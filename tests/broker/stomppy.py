@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import stomp
+import stomp.exception
 
 
 class Collector(stomp.ConnectionListener):  # type: ignore[misc]
@@ -105,7 +106,8 @@ class StompPy:
         if self.connection.is_connected():
             try:
                 self.connection.disconnect()
-            except OSError:
+            except (OSError, stomp.exception.NotConnectedException):
                 # stomp.py's receiver closes the socket when it reads the broker's EOF; if that
-                # lands between is_connected() and the DISCONNECT, there is nothing to close.
+                # lands between is_connected() and the DISCONNECT (an OSError while sending,
+                # or no socket left at all), there is nothing to close.
                 pass
