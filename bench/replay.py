@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from primacy.spark.journal_plan import plan_segments
 from primacy.spark.segment_reader import read_segment_batches
 from primacy.store import format as fmt
+from primacy.store import payloads
 from primacy.store.segments import list_segments, segment_name
 
 SEGMENT_MAX_BYTES = 64 * 1024 * 1024
@@ -72,7 +73,7 @@ def generate(share: Path, records: int, payload_bytes: int, batch_records: int) 
     journal.mkdir(parents=True)
     payload, now = b"x" * payload_bytes, time.time_ns()
     writer = SegmentWriter(journal, now)
-    fence = fmt.EncodedRecord(fmt.RecordType.FENCE, now, payload=fmt.encode_fence([]))
+    fence = fmt.EncodedRecord(fmt.RecordType.FENCE, now, payload=payloads.encode_fence([]))
     writer.append(fmt.encode_batch(1, 1, now, [fence]), 1)
     for first in range(2, records + 2, batch_records):
         sequences = range(first, min(first + batch_records, records + 2))

@@ -40,7 +40,7 @@ from primacy.broker.users import (
 )
 
 if TYPE_CHECKING:
-    from primacy.broker.core import Counters
+    from primacy.broker.counters import Counters
 
 log = logging.getLogger("primacy.broker")
 

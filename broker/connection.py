@@ -2,8 +2,9 @@
 
 The frames' effects go to the broker (``core.py``); their replies go through
 the connection's ``ReplyQueue`` (``replies.py``), which holds a RECEIPT until
-every journal write before it completed. Here: the asyncio protocol, one
-handler per client command, transactions, flow control and heart-beats.
+every journal write before it completed. Here: the asyncio protocol, TLS,
+flow control, writes and heart-beats; what each client command means is in
+``commands.py``.
 """
 
 from __future__ import annotations
@@ -11,44 +12,24 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable
 from typing import cast
 
 from primacy.broker import codes
 from primacy.broker.ack_ids import LegacyAckIds
-from primacy.broker.authentication import Login, PendingLogin, authorize
-from primacy.broker.backlog import Full
-from primacy.broker.core import Broker, BrokerFailed, check_destination
-from primacy.broker.flow_control import IF_FULL_HEADER, HeldFrames, check_room
-from primacy.broker.frame_rules import (
-    error_frame,
-    heart_beat,
-    negotiate_version,
-    negotiated,
-    positive_int,
-    required,
-)
-from primacy.broker.frames import (
-    CONTROL_CHARACTERS,
-    VERSIONS,
-    Frame,
-    FrameParser,
-    StompProtocolError,
-    encode,
-)
+from primacy.broker.authentication import Login
+from primacy.broker.commands import StompCommands
+from primacy.broker.core import Broker
+from primacy.broker.flow_control import HeldFrames
+from primacy.broker.frame_rules import error_frame
+from primacy.broker.frames import CONTROL_CHARACTERS, Frame, FrameParser, StompProtocolError, encode
 from primacy.broker.heartbeats import ConnectionTimers
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
-from primacy.broker.refusals import Refused
-from primacy.broker.replies import ReplyQueue, Writes
+from primacy.broker.replies import ReplyQueue
 from primacy.broker.transactions import Transactions
 from primacy.broker.users import User
 
 log = logging.getLogger("primacy.broker")
 
-# Transport headers: meaningful for one frame, never stored with the message.
-_NOT_STORED = frozenset(
-    {"destination", "message-id", "receipt", "transaction", "content-length", IF_FULL_HEADER}
-)
 _SET_BY_BROKER = frozenset({"subscription", "message-id", "destination", "ack", "redelivered"})
 # After an ERROR the socket is closed once the frame is flushed; a client that
 # does not read is cut off after this long.
@@ -56,8 +37,9 @@ _CLOSE_GRACE_S = 5.0
 _sessions = itertools.count(1)
 
 
-class StompConnection(asyncio.Protocol):
-    """The protocol object asyncio creates for each accepted socket."""
+class StompConnection(StompCommands, asyncio.Protocol):
+    """The protocol object asyncio creates for each accepted socket; its client commands are
+    ``StompCommands``'s (``commands.py``)."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -229,169 +211,6 @@ class StompConnection(asyncio.Protocol):
         self._write(encode(error_frame(code, detail, None), self.version))
         self.transport.abort()
 
-    # ---- frames ------------------------------------------------------------------
-
-    def handle(self, frame: Frame) -> None:
-        receipt = frame.get("receipt")
-        handler = _HANDLERS.get(frame.command)
-        try:
-            if handler is None or (frame.command == "NACK" and self.version == "1.0"):
-                raise Refused(
-                    codes.UNKNOWN_COMMAND, f"{frame.command[:64]!r} is not a STOMP client command"
-                )
-            if not self.connected and frame.command not in ("CONNECT", "STOMP"):
-                raise Refused(codes.NOT_CONNECTED, "send CONNECT (or STOMP) first")
-            writes = handler(self, frame)
-        except Refused as refusal:
-            self.refuse(refusal.code, str(refusal), receipt)
-            return
-        except BrokerFailed:
-            return  # the broker aborted every connection, this one included
-        except Full as full:
-            self._held.wait_for_room(frame, full)
-            return
-        except PendingLogin:
-            self._held.hold(frame)  # handled again, with what follows, once checked
-            return
-        if frame.command == "DISCONNECT":
-            reply = Frame.make("RECEIPT", {"receipt-id": receipt}) if receipt else None
-            self.closing = True
-            self._replies.after(writes, reply, then_close=True)
-        elif receipt is not None:
-            self._replies.after(writes, Frame.make("RECEIPT", {"receipt-id": receipt}))
-        elif writes:
-            self._replies.after(writes, None)
-
-    def _on_connect(self, frame: Frame) -> Writes:
-        if self.connected:
-            raise Refused(codes.BAD_REQUEST, "already connected")
-        version = negotiate_version(frame.get("accept-version"))
-        if version is None:
-            raise Refused(
-                codes.UNSUPPORTED_VERSION,
-                f"this server speaks STOMP {', '.join(VERSIONS)}; the client accepts "
-                f"{frame.get('accept-version')}",
-            )
-        self.version = self.parser.version = version
-        if self._login is not None:
-            self.user = self._login.user(frame, self.broker.counters, self.session)
-        # Heart-beats exist from STOMP 1.1 on; a 1.0 client's header means nothing.
-        beats = frame.get("heart-beat") if version != "1.0" else None
-        client_send_ms, client_receive_ms = heart_beat(beats or "0,0")
-        self.connected = True
-        self._timers.cancel("connect")
-        self._timers.start_heart_beats(
-            negotiated(self.config.heart_beat_send_ms, client_receive_ms),
-            negotiated(self.config.heart_beat_receive_ms, client_send_ms),
-        )
-        connected = {
-            "version": version,
-            "heart-beat": f"{self.config.heart_beat_send_ms},{self.config.heart_beat_receive_ms}",
-            "server": self.config.server_name,
-            "session": self.session,
-        }
-        self._replies.after([], Frame.make("CONNECTED", connected))
-        return []
-
-    def _on_send(self, frame: Frame) -> Writes:
-        destination = check_destination(frame.get("destination"))
-        if self.user is not None:
-            authorize(self.user, "send to", destination, self.broker.counters)
-        message_id = frame.get("message-id") or self.broker.new_message_id(self.session)
-        headers: dict[str, str] = {}
-        for key, value in frame.headers:
-            if key not in _NOT_STORED:
-                headers.setdefault(key, value)
-        self.broker.check_size(destination, message_id, headers, frame.body)
-        check_room(self.broker.backlog, self.broker.counters, destination, frame)
-
-        def send() -> Writes:
-            return [self._track(self.broker.send(destination, message_id, headers, frame.body))]
-
-        return self.transactions.now_or_on_commit(frame, send)
-
-    def _on_subscribe(self, frame: Frame) -> Writes:
-        destination = check_destination(frame.get("destination"))
-        if self.user is not None:
-            authorize(self.user, "receive from", destination, self.broker.counters)
-        subscription_id = required(frame, "id")
-        if subscription_id in self.subscriptions:
-            raise Refused(codes.BAD_REQUEST, f"subscription id {subscription_id!r} is in use")
-        if len(self.subscriptions) >= self.config.max_subscriptions_per_connection:
-            self.broker.counters.subscriptions_refused += 1
-            raise Refused(
-                codes.SUBSCRIPTION_LIMIT,
-                f"a connection may hold at most {self.config.max_subscriptions_per_connection} "
-                "subscriptions",
-            )
-        try:
-            ack_mode = AckMode(frame.get("ack") or "auto")
-        except ValueError:
-            raise Refused(
-                codes.BAD_REQUEST, "ack must be auto, client or client-individual"
-            ) from None
-        prefetch = positive_int(frame.get("activemq.prefetchSize"), self.config.prefetch)
-        subscription = Subscription(self, subscription_id, destination, ack_mode, prefetch)
-        self.subscriptions[subscription_id] = subscription
-        self.broker.subscribe(subscription)
-        return []
-
-    def _on_unsubscribe(self, frame: Frame) -> Writes:
-        subscription_id = required(frame, "id")
-        subscription = self.subscriptions.pop(subscription_id, None)
-        if subscription is None:
-            raise Refused(codes.BAD_REQUEST, f"no subscription with id {subscription_id!r}")
-        self.broker.unsubscribe(subscription)
-        self._legacy_ack_ids.forget_subscription(subscription_id)
-        return []
-
-    def _on_ack(self, frame: Frame) -> Writes:
-        ack_id = self._ack_id(frame)
-
-        def ack() -> Writes:
-            settled: list[QueuedMessage] = []
-            for subscription in self.subscriptions.values():
-                done = self.broker.book.acknowledge(subscription, ack_id)
-                for message in done:
-                    self._legacy_ack_ids.forget(subscription.subscription_id, message.message_id)
-                settled += done
-            return [self._track(f) for f in self.broker.settle(settled)]
-
-        return self.transactions.now_or_on_commit(frame, ack)
-
-    def _on_nack(self, frame: Frame) -> Writes:
-        ack_id = self._ack_id(frame)
-
-        def nack() -> Writes:
-            for subscription in self.subscriptions.values():
-                rejected = self.broker.book.reject(subscription, ack_id)
-                for message in rejected:
-                    self._legacy_ack_ids.forget(subscription.subscription_id, message.message_id)
-                self.broker.requeue(rejected)
-            return []
-
-        return self.transactions.now_or_on_commit(frame, nack)
-
-    def _ack_id(self, frame: Frame) -> str:
-        """Which delivery an ACK or NACK names: STOMP 1.2 by the MESSAGE's ``ack`` header."""
-        if self.version == "1.2":
-            return required(frame, "id")
-        return self._legacy_ack_ids.named_by(frame)
-
-    def _on_begin(self, frame: Frame) -> Writes:
-        self.transactions.begin(frame)
-        return []
-
-    def _on_commit(self, frame: Frame) -> Writes:
-        return self.transactions.commit(frame)
-
-    def _on_abort(self, frame: Frame) -> Writes:
-        self.transactions.abort(frame)
-        return []
-
-    def _on_disconnect(self, frame: Frame) -> Writes:
-        return []
-
     # ---- flow control, replies, timers ----------------------------------------------
 
     def _track(self, write: asyncio.Future[int]) -> asyncio.Future[int]:
@@ -461,21 +280,6 @@ class StompConnection(asyncio.Protocol):
         )
         self.broker.counters.errors_sent += 1
         self.abort(codes.HEARTBEAT_TIMEOUT, detail)
-
-
-_HANDLERS: dict[str, Callable[[StompConnection, Frame], Writes]] = {
-    "CONNECT": StompConnection._on_connect,
-    "STOMP": StompConnection._on_connect,
-    "SEND": StompConnection._on_send,
-    "SUBSCRIBE": StompConnection._on_subscribe,
-    "UNSUBSCRIBE": StompConnection._on_unsubscribe,
-    "ACK": StompConnection._on_ack,
-    "NACK": StompConnection._on_nack,
-    "BEGIN": StompConnection._on_begin,
-    "COMMIT": StompConnection._on_commit,
-    "ABORT": StompConnection._on_abort,
-    "DISCONNECT": StompConnection._on_disconnect,
-}
 
 
 def _printable(text: str) -> str:

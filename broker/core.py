@@ -15,7 +15,6 @@ import itertools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Protocol
 
 from primacy.broker import codes
@@ -23,17 +22,17 @@ from primacy.broker.authentication import Authenticator, LoginThrottle
 from primacy.broker.backlog import Backlog
 from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
+from primacy.broker.counters import Counters
 from primacy.broker.dead_letter import dead_letter_headers, dead_letter_queue, is_dead_letter_queue
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
 from primacy.broker.tls import ServerTls
 from primacy.store import format as fmt
+from primacy.store import payloads
 from primacy.store.errors import JournalError, MessageTooLarge
 from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
-
-QUEUE_PREFIX = "/queue/"
 
 
 class BrokerFailed(Exception):
@@ -49,49 +48,6 @@ class Peer(Protocol):
     def deliver(self, subscription: Subscription, message: QueuedMessage, ack_id: str) -> None: ...
 
     def abort(self, code: str, detail: str) -> None: ...
-
-
-@dataclass
-class Counters:
-    """Running totals for ``BrokerService.stats``."""
-
-    messages_in: int = 0  # SENDs journaled and queued
-    duplicates_dropped: int = 0  # resends acknowledged without storing again
-    messages_out: int = 0  # MESSAGE frames written, redeliveries included
-    redeliveries: int = 0
-    messages_acked: int = 0  # ACKs journaled
-    connections_total: int = 0
-    errors_sent: int = 0
-    # Each limit's refusals (docs/stomp.md, "Limits"), and messages moved to a DLQ.
-    connections_refused: int = 0
-    subscriptions_refused: int = 0
-    transactions_refused: int = 0
-    dead_lettered: int = 0
-    # Producer flow control: SENDs that waited for room, and those refused for want of it.
-    sends_held: int = 0
-    sends_refused_full: int = 0
-    # Authentication and authorization (authentication.py, users.py).
-    logins_ok: int = 0
-    logins_failed: int = 0
-    unauthorized: int = 0
-    tls_handshakes_failed: int = 0
-
-
-def check_destination(destination: str | None) -> str:
-    """The destination if it names a queue; Refused otherwise."""
-    if destination is None:
-        raise Refused(codes.BAD_REQUEST, "the frame needs a destination header")
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in destination):
-        raise Refused(
-            codes.UNSUPPORTED_DESTINATION,
-            f"destination {destination[:100]!r} holds a control character",
-        )
-    if not destination.startswith(QUEUE_PREFIX) or len(destination) == len(QUEUE_PREFIX):
-        raise Refused(
-            codes.UNSUPPORTED_DESTINATION,
-            f"destination {destination[:100]!r} is not a queue; use /queue/NAME",
-        )
-    return destination
 
 
 class Broker:
@@ -166,7 +122,7 @@ class Broker:
             0,
             destination.encode(),
             message_id.encode(),
-            fmt.encode_headers(headers),
+            payloads.encode_headers(headers),
             body,
         ).encoded_len
         limit = self.store.config.max_message_size

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from primacy.broker import codes
 from primacy.broker.backlog import Backlog, Full
-from primacy.broker.core import Counters
+from primacy.broker.counters import Counters
 from primacy.broker.frames import Frame
 from primacy.broker.refusals import Refused
 

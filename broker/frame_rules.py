@@ -6,6 +6,9 @@ from primacy.broker import codes
 from primacy.broker.frames import VERSIONS, Frame
 from primacy.broker.refusals import Refused
 
+# The only destinations there are: queues (docs/stomp.md, "Destinations").
+QUEUE_PREFIX = "/queue/"
+
 
 def negotiate_version(accept_version: str | None) -> str | None:
     """STOMP 1.2's rule: the highest version both sides speak; none given means 1.0."""
@@ -49,3 +52,20 @@ def heart_beat(text: str) -> tuple[int, int]:
 def negotiated(ours_ms: int, theirs_ms: int) -> int:
     """STOMP's rule: 0 if either side says 0, else the larger interval."""
     return 0 if ours_ms == 0 or theirs_ms == 0 else max(ours_ms, theirs_ms)
+
+
+def check_destination(destination: str | None) -> str:
+    """The destination if it names a queue; Refused otherwise."""
+    if destination is None:
+        raise Refused(codes.BAD_REQUEST, "the frame needs a destination header")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in destination):
+        raise Refused(
+            codes.UNSUPPORTED_DESTINATION,
+            f"destination {destination[:100]!r} holds a control character",
+        )
+    if not destination.startswith(QUEUE_PREFIX) or len(destination) == len(QUEUE_PREFIX):
+        raise Refused(
+            codes.UNSUPPORTED_DESTINATION,
+            f"destination {destination[:100]!r} is not a queue; use /queue/NAME",
+        )
+    return destination

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from primacy.broker import codes
-from primacy.broker.core import Counters
+from primacy.broker.counters import Counters
 from primacy.broker.frame_rules import required
 from primacy.broker.frames import Frame
 from primacy.broker.refusals import Refused

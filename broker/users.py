@@ -25,7 +25,8 @@ from typing import Any
 
 import argon2
 
-QUEUE_PREFIX = "/queue/"
+from primacy.broker.frame_rules import QUEUE_PREFIX
+
 USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", re.ASCII)
 EVERYTHING = (">",)
 MAX_USERS_FILE_BYTES = 4 * 1024 * 1024

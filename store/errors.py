@@ -30,3 +30,11 @@ class UnsupportedJournal(JournalError):
 
 class StaleEpoch(JournalError):
     """The share already holds segments of a later epoch; this node must not write."""
+
+
+class FormatError(ValueError):
+    """Bytes that do not follow the journal format."""
+
+
+class UnsupportedFormatVersion(FormatError):
+    """An intact segment header of a format version this reader does not know (not damage)."""

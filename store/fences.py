@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from primacy.store import format as fmt
+from primacy.store import payloads
 
 SegmentKey = tuple[int, int]  # (epoch, first sequence)
 
@@ -31,7 +31,7 @@ class FenceTable:
     # epochs, a fence that does not list it counting as 0.
     limits: dict[SegmentKey, int] = field(default_factory=dict)
 
-    def add(self, fence_epoch: int, entries: list[fmt.FenceEntry]) -> None:
+    def add(self, fence_epoch: int, entries: list[payloads.FenceEntry]) -> None:
         """Apply the fence of ``fence_epoch``'s master (in any order, any number of times)."""
         listed = {(e.epoch, e.first_sequence): e.length for e in entries if e.epoch < fence_epoch}
         newest = self._newest()
@@ -78,7 +78,7 @@ class FenceTable:
         table = cls()
         if isinstance(data, list):  # checkpoint version 2: every fence in full
             for fence in data:
-                entries = [fmt.FenceEntry(*map(int, row)) for row in fence["entries"]]
+                entries = [payloads.FenceEntry(*map(int, row)) for row in fence["entries"]]
                 table.add(int(fence["epoch"]), entries)
             return table
         table.fence_epochs = {int(epoch) for epoch in data["fence_epochs"]}

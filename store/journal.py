@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.store import format as fmt
-from primacy.store import messages
+from primacy.store import messages, payloads
 from primacy.store.checkpoint import (
     Checkpoint,
     SegmentPosition,
@@ -118,7 +118,7 @@ class JournalStore:
             journal_dir, dedupe_window_messages=config.dedupe_window_messages, quarantine=True
         )
         fence = [
-            fmt.FenceEntry(s.epoch, s.first_sequence, recovery.valid_ends.get(s.name, 0))
+            payloads.FenceEntry(s.epoch, s.first_sequence, recovery.valid_ends.get(s.name, 0))
             for s in recovery.segments
         ]
         recovery.fences.add(epoch, fence)
@@ -135,7 +135,7 @@ class JournalStore:
         try:
             # Nothing else is queued yet, so the fence is alone in the first batch.
             record = fmt.EncodedRecord(
-                fmt.RecordType.FENCE, time.time_ns(), payload=fmt.encode_fence(fence)
+                fmt.RecordType.FENCE, time.time_ns(), payload=payloads.encode_fence(fence)
             )
             store._writer.submit(record, "", "", durable=True).result()
         except BaseException:
@@ -191,7 +191,7 @@ class JournalStore:
             time.time_ns(),
             _bounded(destination, fmt.MAX_DESTINATION_BYTES, "destination"),
             _bounded(message_id, fmt.MAX_MESSAGE_ID_BYTES, "message id"),
-            fmt.encode_headers(headers),
+            payloads.encode_headers(headers),
             bytes(payload),
         )
         if record.encoded_len > self.config.max_message_size:
@@ -233,7 +233,7 @@ class JournalStore:
 
     def append_control(self, event: dict[str, Any]) -> Future[int]:
         """Journal a control event (a role change); always synced and checked before completing."""
-        payload = fmt.encode_control(event)
+        payload = payloads.encode_control(event)
         if len(payload) > self.config.max_message_size:
             raise MessageTooLarge("the control event is larger than max_message_size")
         record = fmt.EncodedRecord(fmt.RecordType.CONTROL, time.time_ns(), payload=payload)

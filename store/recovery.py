@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from primacy.store import format as fmt
-from primacy.store import messages
+from primacy.store import messages, payloads
 from primacy.store.checkpoint import (
     Checkpoint,
     CheckpointUnusable,
@@ -308,7 +308,7 @@ def _grew(segment: SegmentRef, position: SegmentPosition) -> bool:
         return False  # gone or unreadable: nothing to scan
 
 
-def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntry]] | None:
+def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[payloads.FenceEntry]] | None:
     """The fence an epoch's first segment opens with, if this segment has one."""
     try:
         with open_segment(segment.path) as source:
@@ -322,7 +322,7 @@ def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[fmt.FenceEntr
     try:
         for record in fmt.iter_records(view):
             if record.record_type is fmt.RecordType.FENCE:
-                return record.epoch, fmt.decode_fence(record.payload)
+                return record.epoch, payloads.decode_fence(record.payload)
     except fmt.FormatError:
         return None  # not a batch we wrote; the scan reports it as damage
     return None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.store import format as fmt
+from primacy.store import payloads
 from primacy.store.recovery import RecoveryReport, recover
 from primacy.store.segments import BatchAt, Damage, DamageKind, SegmentRef
 
@@ -145,10 +146,10 @@ def record_as_dict(record: fmt.Record, segment: str, batch_offset: int) -> dict[
         except UnicodeDecodeError:
             body["payload_base64"] = base64.b64encode(record.payload).decode()
     elif record.record_type is fmt.RecordType.CONTROL:
-        body["event"] = fmt.decode_control(record.payload)
+        body["event"] = payloads.decode_control(record.payload)
     elif record.record_type is fmt.RecordType.FENCE:
         body["fence"] = [
             {"epoch": e.epoch, "first_sequence": e.first_sequence, "length": e.length}
-            for e in fmt.decode_fence(record.payload)
+            for e in payloads.decode_fence(record.payload)
         ]
     return body

@@ -12,9 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fastapi import FastAPI
+
 from primacy.api.admin import AdminRefused
+from primacy.api.server import ApiServer
 from primacy.api.snapshot import StatusSnapshot
+from primacy.broker.tls import ServerTls
 from primacy.supervisor import codes, group_control, roles
+from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.group_control import SWITCHOVER_TIMEOUT_S, Switchover
 from primacy.supervisor.roles import Priority
 
@@ -114,3 +119,14 @@ class NodeAdmin:
 def _reverse(text: str) -> tuple[int, ...]:
     """Sort key that puts the alphabetically first name last under max()."""
     return tuple(-ord(char) for char in text)
+
+
+def status_endpoint(config: NodeConfig, app: FastAPI) -> ApiServer:
+    """The node's HTTP endpoint on ``http``, over TLS when ``http_tls_cert`` is set."""
+    host, port = config.http_host_port
+    tls = (
+        ServerTls(config.http_tls_cert, config.http_tls_key, config.http_tls_ca).context
+        if config.http_tls_cert is not None and config.http_tls_key is not None
+        else None
+    )
+    return ApiServer(app, host, port, tls)

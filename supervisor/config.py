@@ -10,24 +10,16 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import (
-    AllowInfNan,
-    BaseModel,
-    ConfigDict,
-    Field,
-    JsonValue,
-    Strict,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from primacy.broker.config import BrokerConfig
 from primacy.broker.frames import FrameLimits
 from primacy.locker.lockfile import LockMethod
 from primacy.store.config import MIB, StoreConfig, SyncPolicy
+from primacy.supervisor.broker_keys import BrokerKeys
+from primacy.supervisor.config_keys import Bool, Float, Int, key
 from primacy.supervisor.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timings
 
 # Defaults chosen from measurements (docs/benchmarks.md, docs/operator-guide.md):
@@ -44,7 +36,6 @@ DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS = 250
 MAX_MESSAGE_SIZE_LIMIT = 1024 * MIB
 # The journal's own defaults, which the node's keys share.
 STORE_DEFAULTS = StoreConfig(share=Path("."), node_id="defaults")
-BROKER_DEFAULTS = BrokerConfig()
 # Written for "no limit" in the TOML file or on the command line, for these keys.
 NO_LIMIT = "none"
 NO_LIMIT_KEYS = ("retention_max_age_s", "retention_max_bytes")
@@ -78,31 +69,8 @@ def _same_listener(first: str, second: str) -> bool:
     )
 
 
-# Strict: a TOML ``"250"`` is not an integer, ``1`` is not a boolean, ``inf`` is no window.
-Int = Annotated[int, Strict()]
-Float = Annotated[float, Strict(), AllowInfNan(False)]
-Bool = Annotated[bool, Strict()]
-
-
-def key(
-    default: Any,
-    help: str,
-    *,
-    live: bool = False,
-    metavar: str | None = None,
-    aliases: tuple[str, ...] = (),
-    **bounds: Any,
-) -> Any:
-    """One configuration key: its default, bounds, help text (the flag's too), whether an edit of
-    the config file applies it while the node runs, and its flag's extra names."""
-    extra: dict[str, JsonValue] = {"live": live, "metavar": metavar, "aliases": list(aliases)}
-    return Field(default, description=help, json_schema_extra=extra, **bounds)
-
-
-class NodeConfig(BaseModel):
-    """Everything ``primacy run`` needs, typed. Each key is declared once, here: the TOML
-    schema, the ``primacy run`` flags (``cli/run.py``), the live keys and the journal's
-    settings (``store_config``) are all derived from these declarations."""
+class NodeKeys(BaseModel):
+    """The node's own keys: who it is, the lock, the child, the endpoints and the journal."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -186,26 +154,6 @@ class NodeConfig(BaseModel):
         "when a journal write is acknowledged: sync (after fdatasync and the fencing check), "
         "write_no_sync, no_sync (see docs/journal-format.md for what each survives)",
     )
-    stomp_users: Path | None = key(
-        None,
-        "the STOMP users file (primacy users add FILE NAME): CONNECT must log in as one of its "
-        "users, who may use only their destinations; without it every client is let in",
-        metavar="FILE",
-    )
-    stomp_tls_cert: Path | None = key(
-        None,
-        "serve the STOMP listener over TLS with this PEM certificate chain (with stomp_tls_key); "
-        "a new file is picked up without a restart",
-        metavar="FILE",
-    )
-    stomp_tls_key: Path | None = key(
-        None, "the PEM private key of stomp_tls_cert (mode 600)", metavar="FILE"
-    )
-    stomp_tls_ca: Path | None = key(
-        None,
-        "require client certificates signed by this PEM CA (mutual TLS) on the STOMP listener",
-        metavar="FILE",
-    )
     http_tls_cert: Path | None = key(
         None,
         "serve the HTTP endpoint over TLS with this PEM certificate chain (with http_tls_key); "
@@ -267,73 +215,14 @@ class NodeConfig(BaseModel):
         ge=0,
         le=10_000_000,
     )
-    # The STOMP connector's limits: defaults from broker.config.BrokerConfig.
-    max_connections: Int = key(
-        BROKER_DEFAULTS.max_connections,
-        "refuse STOMP connections beyond this many at once",
-        metavar="N",
-        ge=1,
-        le=1_000_000,
-    )
-    max_subscriptions_per_connection: Int = key(
-        BROKER_DEFAULTS.max_subscriptions_per_connection,
-        "refuse a SUBSCRIBE beyond this many on one connection",
-        metavar="N",
-        ge=1,
-        le=1_000_000,
-    )
-    max_transactions_per_connection: Int = key(
-        BROKER_DEFAULTS.max_transactions_per_connection,
-        "refuse a BEGIN beyond this many open transactions on one connection",
-        metavar="N",
-        ge=1,
-        le=100_000,
-    )
-    max_transaction_bytes: Int = key(
-        BROKER_DEFAULTS.max_transaction_bytes,
-        "refuse a frame that would make a connection's open transactions hold more than this ",
-        metavar="BYTES",
-        ge=1024,
-        le=2**40,
-    )
-    max_body_memory_bytes: Int = key(
-        BROKER_DEFAULTS.max_body_memory_bytes,
-        "bodies of unacknowledged messages the master keeps in memory; past this, new bodies "
-        "stay in the journal and are read back when their turn comes",
-        metavar="BYTES",
-        ge=1,
-        le=2**44,
-    )
-    max_destination_messages: Int = key(
-        BROKER_DEFAULTS.max_destination_messages,
-        "a SEND to a destination holding this many unacknowledged messages waits for room "
-        "(or gets an ERROR with if-full:error)",
-        metavar="N",
-        ge=1,
-        le=10**9,
-    )
-    max_pending_messages: Int = key(
-        BROKER_DEFAULTS.max_pending_messages,
-        "a SEND waits for room while the broker holds this many unacknowledged messages in all",
-        metavar="N",
-        ge=1,
-        le=10**9,
-    )
-    flow_control_timeout_s: Float = key(
-        BROKER_DEFAULTS.flow_control_timeout_s,
-        "a SEND that waited this long for room gets an ERROR; nothing is stored",
-        metavar="SECONDS",
-        gt=0,
-        le=86_400,
-    )
-    max_redeliveries: Int = key(
-        BROKER_DEFAULTS.max_redeliveries,
-        "a message that comes back unacknowledged (NACK, unsubscribe, disconnect) this many "
-        "times more moves to /queue/DLQ.<name>",
-        metavar="N",
-        ge=0,
-        le=1_000_000,
-    )
+
+
+class NodeConfig(BrokerKeys, NodeKeys):
+    """Everything ``primacy run`` needs, typed. Each key is declared once, here or in
+    ``broker_keys.py``: the TOML schema, the ``primacy run`` flags (``cli/run.py``), the live
+    keys and the journal's and broker's settings are all derived from these declarations."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     @field_validator("node_id")
     @classmethod

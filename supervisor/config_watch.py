@@ -15,7 +15,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from primacy.supervisor import codes
-from primacy.supervisor.config import ConfigError, NodeConfig
+from primacy.supervisor.config import LIVE_KEYS, ConfigError, NodeConfig
 
 log = logging.getLogger("primacy.config")
 _QUIET_S = 0.2
@@ -72,3 +72,28 @@ class ConfigWatcher(FileSystemEventHandler):
             )
             return
         self._apply(config)
+
+
+def live_edit(old: NodeConfig, new: NodeConfig) -> tuple[NodeConfig, frozenset[str]]:
+    """What a running node takes from a valid edit: the config to run with now (its live keys
+    from ``new``, every other key from ``old``) and the live keys that changed. Each other
+    changed key is logged as waiting for a restart."""
+    changed = {k for k in type(old).model_fields if getattr(old, k) != getattr(new, k)}
+    for name in sorted(changed - LIVE_KEYS):
+        log.warning(
+            "%s node %s: %s changed in the config file; it takes effect after a restart",
+            codes.RESTART_NEEDED,
+            old.node_id,
+            name,
+        )
+    # Only the live keys: the rest (share, node id, journal settings, ...) must wait for the
+    # restart the log asks for. A share or node id swapped under a running node would pair
+    # one share's lease with another's journal.
+    live = frozenset(changed & LIVE_KEYS)
+    log.info(
+        "%s node %s applied the edited config: %s",
+        codes.CONFIG_APPLIED,
+        old.node_id,
+        ", ".join(sorted(live)) or "nothing live changed",
+    )
+    return old.model_copy(update={name: getattr(new, name) for name in live}), live

@@ -18,19 +18,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from primacy.api.app import create_app
 from primacy.api.metrics import NodeMetrics
-from primacy.api.server import ApiServer
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
-from primacy.broker.tls import ServerTls
 from primacy.supervisor import codes, roles, sdnotify
-from primacy.supervisor.admin import NodeAdmin
+from primacy.supervisor.admin import NodeAdmin, status_endpoint
 from primacy.supervisor.children import become_subreaper
-from primacy.supervisor.config import LIVE_KEYS, NodeConfig
-from primacy.supervisor.config_watch import ConfigWatcher
+from primacy.supervisor.config import NodeConfig
+from primacy.supervisor.config_watch import ConfigWatcher, live_edit
 from primacy.supervisor.lock_io import LockIoWorker
 from primacy.supervisor.node_events import (
     ConfigEdited,
@@ -47,21 +44,14 @@ from primacy.supervisor.registry_loop import RegistryLoop
 from primacy.supervisor.roles import Priority, Role, RoleMachine
 from primacy.supervisor.serving import Serving
 from primacy.supervisor.share_events import ShareWatcher
-from primacy.supervisor.share_jobs import ShareJobs
-from primacy.supervisor.status import NodeState, build_snapshot
+from primacy.supervisor.share_jobs import ShareJobs, lease_lost
+from primacy.supervisor.status import NodeState, build_snapshot, package_version
 
 log = logging.getLogger("primacy.node")
 
 Clock = Callable[[], float]
 _IDLE_TICK_S = 0.2
 _CLOSE_TIMEOUT_S = 5.0
-
-
-def package_version() -> str:
-    try:
-        return version("primacy")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 class Node:
@@ -82,7 +72,6 @@ class Node:
         self._events: queue.Queue[roles.Event | NodeEvent] = queue.Queue()
         self._machine_events: collections.deque[roles.Event] = collections.deque()
         self.machine = RoleMachine(config.timings(), config.node_priority)
-        self._jobs = ShareJobs(config, clock)
         self._io = LockIoWorker(self.post)
         self._serving = Serving(config, self.post)
         # The node's state: written on the role loop only (see the module's docstring).
@@ -95,15 +84,10 @@ class Node:
         self._snapshot = self._build_snapshot()
 
         self.metrics = NodeMetrics(self.snapshot)
+        self._jobs = ShareJobs(config, clock, self.metrics.observe_commit)
         admin = NodeAdmin(config.node_id, config.share, self.snapshot, self.post, self._io.call)
-        host, port = config.http_host_port
-        tls = (
-            ServerTls(config.http_tls_cert, config.http_tls_key, config.http_tls_ca).context
-            if config.http_tls_cert is not None and config.http_tls_key is not None
-            else None
-        )
-        self._api = ApiServer(
-            create_app(self.snapshot, self.metrics, admin, admin_token), host, port, tls
+        self._api = status_endpoint(
+            config, create_app(self.snapshot, self.metrics, admin, admin_token)
         )
         self._config_watcher = (
             ConfigWatcher(config_file, reload_config, lambda new: self.post(ConfigEdited(new)))
@@ -278,29 +262,19 @@ class Node:
         return self.config.node_priority is Priority.NEVER and self.machine.role is Role.SLAVE
 
     def _execute(self, action: roles.Action) -> None:
-        jobs, io = self._jobs, self._io
         match action:
-            case roles.TryLock():
-                io.submit(jobs.try_lock, jobs.lock_attempt_failed)
-            case roles.YieldLock():
-                io.submit(jobs.yield_lock)
-            case roles.ClaimEpoch():
+            case (
+                roles.TryLock()
+                | roles.YieldLock()
+                | roles.ClaimEpoch()
+                | roles.OpenJournal()
+                | roles.Revalidate()
+            ):
                 keep_alive_ms = round(self.machine.timings.lock_keep_alive_period_s * 1000)
-                io.submit(lambda: jobs.claim_epoch(keep_alive_ms), _lease_lost("claiming an epoch"))
-            case roles.OpenJournal(epoch=epoch):
-                config, observe = self.config, self.metrics.observe_commit
-                io.submit(
-                    lambda: jobs.open_journal(config, epoch, observe),
-                    lambda exc: roles.JournalFailed(f"opening the journal failed: {exc!r}"),
+                store, started_at = self._state.store, self._clock()
+                self._io.submit(
+                    *self._jobs.job_for(action, self.config, keep_alive_ms, store, started_at)
                 )
-            case roles.Revalidate(promotion=True):
-                started_at, store = self._clock(), self._state.store
-                io.submit(
-                    lambda: jobs.journal_tenure(store, started_at), _lease_lost("the lease check")
-                )
-            case roles.Revalidate():
-                started_at = self._clock()
-                io.submit(lambda: jobs.revalidate(started_at), _lease_lost("the lease check"))
             case roles.StartServing(epoch=epoch):
                 log.info(
                     "%s node %s serving as master, epoch %d",
@@ -389,29 +363,11 @@ class Node:
 
     def _apply_config(self, new: NodeConfig) -> None:
         """A valid edit of the config file: the live keys now, the rest after a restart."""
-        old = self.config
-        changed = {k for k in type(old).model_fields if getattr(old, k) != getattr(new, k)}
-        for key in sorted(changed - LIVE_KEYS):
-            log.warning(
-                "%s node %s: %s changed in the config file; it takes effect after a restart",
-                codes.RESTART_NEEDED,
-                self.config.node_id,
-                key,
-            )
-        if new.priority != old.priority:
-            self._tell_machine(roles.PriorityChanged(new.node_priority))
-        if changed & (LIVE_KEYS - {"priority"}):
-            self._change_timings(new.timings())
-        # Only the live keys: the rest (share, node id, journal settings, ...) must wait for
-        # the restart the log asks for. A share or node id swapped under a running node
-        # would pair one share's lease with another's journal.
-        self.config = old.model_copy(update={key: getattr(new, key) for key in changed & LIVE_KEYS})
-        log.info(
-            "%s node %s applied the edited config: %s",
-            codes.CONFIG_APPLIED,
-            self.config.node_id,
-            ", ".join(sorted(changed & LIVE_KEYS)) or "nothing live changed",
-        )
+        self.config, changed = live_edit(self.config, new)
+        if "priority" in changed:
+            self._tell_machine(roles.PriorityChanged(self.config.node_priority))
+        if changed - {"priority"}:
+            self._change_timings(self.config.timings())
 
     def _change_timings(self, timings: roles.Timings) -> None:
         """A shorter claim is safe at once; a longer one once the epoch record says so."""
@@ -420,7 +376,7 @@ class Node:
             self._tell_machine(roles.TimingsChanged(timings))
         jobs = self._jobs
         self._io.submit(
-            lambda: jobs.record_keep_alive(timings, longer), _lease_lost("recording the keepalive")
+            lambda: jobs.record_keep_alive(timings, longer), lease_lost("recording the keepalive")
         )
 
     # ---- snapshot and shutdown -------------------------------------------------
@@ -454,8 +410,3 @@ class Node:
         self._api.stop()
         self._notifier.close()
         log.info("%s node %s stopped", codes.NODE_STOPPED, self.config.node_id)
-
-
-def _lease_lost(what: str) -> Callable[[BaseException], roles.LeaseLost]:
-    """The failure event of a lease job that raised: the lease can no longer be trusted."""
-    return lambda exc: roles.LeaseLost(f"{what} failed: {exc!r}")

@@ -6,9 +6,9 @@ Two rules, after h11's state file:
   processes. The shell (``supervisor/node.py``) carries out the returned
   actions and feeds back what happened as events, with the time.
 
-``TRANSITIONS`` is the whole policy for roles: for each role, the triggers it
-accepts and the role each leads to. A trigger not in the table for the current
-role is a bug in the shell and raises ``RoleMachineError``.
+``TRANSITIONS`` (``role_table.py``) is the whole policy for roles: for each
+role, the triggers it accepts and the role each leads to. A trigger not in the
+table for the current role is a bug in the shell and raises ``RoleMachineError``.
 """
 
 from __future__ import annotations
@@ -52,46 +52,7 @@ from primacy.supervisor.role_events import (
     TryLock,
     YieldLock,
 )
-
-S = Role
-TRANSITIONS: dict[Role, dict[str, Role]] = {
-    S.STARTING: {
-        "lock_acquired": S.ACQUIRED,
-        "lock_busy": S.SLAVE,
-        "lock_yielded": S.SLAVE,
-        "not_eligible": S.SLAVE,
-        "stop": S.STOPPED,
-    },
-    S.SLAVE: {
-        "lock_acquired": S.ACQUIRED,
-        "lock_busy": S.SLAVE,
-        "lock_yielded": S.SLAVE,
-        "stop": S.STOPPED,
-    },
-    S.ACQUIRED: {
-        "epoch_claimed": S.ACQUIRED,
-        "journal_opened": S.ACQUIRED,
-        "journal_failed": S.DEMOTING,
-        "claim_failed": S.DEMOTING,
-        "revalidated": S.ACQUIRED,
-        "takeover_ready": S.MASTER,
-        "lease_lost": S.DEMOTING,
-        "stop": S.STOPPING,
-    },
-    S.MASTER: {
-        "revalidated": S.MASTER,
-        "child_exited": S.MASTER,
-        "lease_lost": S.DEMOTING,
-        "child_crash_loop": S.DEMOTING,
-        "step_down": S.DEMOTING,
-        "stop": S.STOPPING,
-    },
-    S.DEMOTING: {"serving_stopped": S.SLAVE, "stop": S.STOPPING},
-    S.STOPPING: {"serving_stopped": S.STOPPED, "stop": S.STOPPING},
-    S.STOPPED: {"stop": S.STOPPED},
-}
-del S
-
+from primacy.supervisor.role_table import TRANSITIONS
 
 # The shortest gap between two lock attempts, however many hints arrive.
 MIN_RETRY_GAP_S = 0.01

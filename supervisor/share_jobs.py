@@ -35,11 +35,41 @@ CommitObserver = Callable[[int, int, float], None]
 class ShareJobs:
     """The lock and journal operations of one node, each returning the event for the role loop."""
 
-    def __init__(self, config: NodeConfig, clock: Clock) -> None:
+    def __init__(
+        self, config: NodeConfig, clock: Clock, observe_commit: CommitObserver | None = None
+    ) -> None:
         self.node_id = config.node_id
         self.share = config.share
         self.lease = Lease(config.share, config.node_id, config.lock_method)
         self._clock = clock
+        self._observe_commit = observe_commit
+
+    def job_for(
+        self,
+        action: roles.Action,
+        config: NodeConfig,
+        keep_alive_ms: int,
+        store: JournalStore | None,
+        started_at: float,
+    ) -> tuple[Callable[[], object], Callable[[BaseException], object]]:
+        """The job carrying out a lock, epoch, journal or lease action (the role loop's
+        ``started_at`` is when a lease check began), and the event if it raises."""
+        match action:
+            case roles.TryLock():
+                return self.try_lock, self.lock_attempt_failed
+            case roles.YieldLock():
+                return self.yield_lock, lambda exc: None
+            case roles.ClaimEpoch():
+                return lambda: self.claim_epoch(keep_alive_ms), lease_lost("claiming an epoch")
+            case roles.OpenJournal(epoch=epoch):
+                return lambda: self.open_journal(config, epoch), lambda exc: roles.JournalFailed(
+                    f"opening the journal failed: {exc!r}"
+                )
+            case roles.Revalidate(promotion=True):
+                return lambda: self.journal_tenure(store, started_at), lease_lost("the lease check")
+            case roles.Revalidate():
+                return lambda: self.revalidate(started_at), lease_lost("the lease check")
+        raise ValueError(f"{action!r} is no share job")
 
     # ---- slave -------------------------------------------------------------
 
@@ -109,16 +139,14 @@ class ShareJobs:
             holder=self._holder(),
         )
 
-    def open_journal(
-        self, config: NodeConfig, epoch: int, observe_commit: CommitObserver
-    ) -> JournalReady | roles.JournalFailed:
+    def open_journal(self, config: NodeConfig, epoch: int) -> JournalReady | roles.JournalFailed:
         try:
             store = JournalStore.open(
                 config.store_config(), epoch=epoch, fencing_check=self.lease.revalidate
             )
         except (JournalError, OSError, ValueError) as exc:
             return roles.JournalFailed(str(exc))
-        store.commit_observer = observe_commit
+        store.commit_observer = self._observe_commit
         return JournalReady(store)
 
     def journal_tenure(
@@ -238,3 +266,8 @@ def _log_control_failure(future: Future[int]) -> None:
             codes.ROLE_CHANGE_NOT_JOURNALED,
             future.exception(),
         )
+
+
+def lease_lost(what: str) -> Callable[[BaseException], roles.LeaseLost]:
+    """The failure event of a lease job that raised: the lease can no longer be trusted."""
+    return lambda exc: roles.LeaseLost(f"{what} failed: {exc!r}")

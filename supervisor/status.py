@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
@@ -106,3 +107,10 @@ def journal_figures(store: JournalStore | None) -> dict[str, Any] | None:
             "dedupe_window_messages": store.config.dedupe_window_messages,
         },
     }
+
+
+def package_version() -> str:
+    try:
+        return version("primacy")
+    except PackageNotFoundError:
+        return "0+unknown"

@@ -12,6 +12,7 @@ import pytest
 from primacy.spark.journal_plan import ALL_TIME, OptionError, TimeWindow, parse_time, plan_segments
 from primacy.spark.segment_reader import RECORDS_SCHEMA, read_segment_batches
 from primacy.store import format as fmt
+from primacy.store import payloads
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
@@ -105,8 +106,8 @@ def test_a_clean_journal_gives_one_ok_row_per_record_with_decoded_fields(
     assert set(table["node"].to_pylist()) == {"node-a"}
     send = table.slice(1, 1).to_pylist()[0]
     assert (send["destination"], send["message_id"], send["payload"]) == ("orders", "m1", b"hello")
-    assert fmt.decode_headers(send["headers"]) == {"k": "v"}
-    assert fmt.decode_control(table.slice(3, 1).to_pylist()[0]["payload"])["to"] == "MASTER"
+    assert payloads.decode_headers(send["headers"]) == {"k": "v"}
+    assert payloads.decode_control(table.slice(3, 1).to_pylist()[0]["payload"])["to"] == "MASTER"
 
 
 def test_the_failover_journal_gives_exactly_what_recovery_applies_fences_and_damages(

@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from primacy.store import format as fmt
+from primacy.store import payloads
 from primacy.store.config import StoreConfig
 from primacy.store.fences import FenceTable
 from primacy.store.journal import JournalStore
@@ -38,9 +38,9 @@ fence_sets = st.dictionaries(
 )
 
 
-def entries_of(fence_epoch: int, listed: dict[tuple[int, int], int]) -> list[fmt.FenceEntry]:
+def entries_of(fence_epoch: int, listed: dict[tuple[int, int], int]) -> list[payloads.FenceEntry]:
     # A fence lists only segments of earlier epochs.
-    return [fmt.FenceEntry(e, s, n) for (e, s), n in listed.items() if e < fence_epoch]
+    return [payloads.FenceEntry(e, s, n) for (e, s), n in listed.items() if e < fence_epoch]
 
 
 @settings(max_examples=300, deadline=None)

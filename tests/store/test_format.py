@@ -6,16 +6,22 @@ import pyarrow as pa
 
 from primacy.spark.columns import ARROW_COLUMNS, decode_batch, record_dtype
 from primacy.store import format as fmt
+from primacy.store import payloads
 
 
 def sample_records() -> list[fmt.EncodedRecord]:
     return [
         fmt.EncodedRecord(
-            fmt.RecordType.SEND, 11, b"queue/a", b"m-1", fmt.encode_headers({"k": "v"}), b"hello"
+            fmt.RecordType.SEND,
+            11,
+            b"queue/a",
+            b"m-1",
+            payloads.encode_headers({"k": "v"}),
+            b"hello",
         ),
         fmt.EncodedRecord(fmt.RecordType.ACK, 12, b"queue/a", b"m-1"),
         fmt.EncodedRecord(
-            fmt.RecordType.CONTROL, 13, payload=fmt.encode_control({"role": "MASTER"})
+            fmt.RecordType.CONTROL, 13, payload=payloads.encode_control({"role": "MASTER"})
         ),
         fmt.EncodedRecord(fmt.RecordType.SEND, 14, b"q/\xc3\xa9", b"m-2", b"", b"\x00\xff" * 7),
     ]
@@ -31,7 +37,7 @@ def test_batch_round_trips_through_the_record_iterator() -> None:
     assert [r.sequence for r in records] == [100, 101, 102, 103]
     assert records[0].headers == {"k": "v"} and records[0].payload == b"hello"
     assert records[1].record_type is fmt.RecordType.ACK and records[1].message_id == "m-1"
-    assert fmt.decode_control(records[2].payload) == {"role": "MASTER"}
+    assert payloads.decode_control(records[2].payload) == {"role": "MASTER"}
     assert records[3].destination == "q/é" and records[3].payload == b"\x00\xff" * 7
 
 
@@ -51,8 +57,8 @@ def test_columnar_decoding_matches_the_record_iterator() -> None:
 
 
 def test_fence_payload_round_trips() -> None:
-    entries = [fmt.FenceEntry(1, 1, 4096), fmt.FenceEntry(2, 77, 0)]
-    assert fmt.decode_fence(fmt.encode_fence(entries)) == entries
+    entries = [payloads.FenceEntry(1, 1, 4096), payloads.FenceEntry(2, 77, 0)]
+    assert payloads.decode_fence(payloads.encode_fence(entries)) == entries
 
 
 def test_every_flipped_bit_in_a_batch_is_detected() -> None:
