@@ -60,7 +60,7 @@ class BatchColumns:
     record_type: npt.NDArray[np.uint8]
     destination: BinaryColumn
     message_id: BinaryColumn
-    headers: BinaryColumn  # each record's encoded headers (``store.payloads.decode_headers`` reads one)
+    headers: BinaryColumn  # encoded headers (``store.payloads.decode_headers`` reads one)
     payload: BinaryColumn
 
     @property
