@@ -49,6 +49,7 @@ class StatusSnapshot:
     lock_holder: dict[str, Any] | None = None
     first_lock_attempt_done: bool = False
     lock_attempt_error: str | None = None  # the last lock attempt failed with this error
+    waiting_for: str | None = None  # a master's exec child not ready yet: what it waits for
     version: str = ""
     share: str = ""
     share_check: ShareCheck | None = None
@@ -57,7 +58,11 @@ class StatusSnapshot:
     def is_serving_master(self, now_monotonic: float | None = None) -> bool:
         """A master claims the role only while its last lease check is under one keepalive old."""
         now = time.monotonic() if now_monotonic is None else now_monotonic
-        return self.role == "master" and now < self.master_claim_expires_monotonic
+        return (
+            self.role == "master"
+            and self.waiting_for is None
+            and now < self.master_claim_expires_monotonic
+        )
 
     def is_healthy_slave(self) -> bool:
         """A slave whose last lock attempt reached the share (found the lock busy)."""
@@ -69,8 +74,13 @@ class StatusSnapshot:
         return now < self.built_at_monotonic + LOOP_STALL_S and now < self.lock_io_overdue_monotonic
 
     def is_ready(self) -> bool:
-        """The node has tried the lock once and, if it holds it, has recovered the journal."""
-        return self.first_lock_attempt_done and self.role in ("slave", "master")
+        """The node has tried the lock once and, if it holds it, has recovered the journal and
+        its exec child is ready."""
+        return (
+            self.first_lock_attempt_done
+            and self.role in ("slave", "master")
+            and self.waiting_for is None
+        )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 from typing import cast
 
 from primacy.broker import codes
@@ -209,6 +210,7 @@ class StompConnection(StompCommands, asyncio.Protocol):
             return
         self.closing = True
         self._write(encode(error_frame(code, detail, None), self.version))
+        shut_down(self.transport)
         self.transport.abort()
 
     # ---- flow control, replies, timers ----------------------------------------------
@@ -284,3 +286,15 @@ class StompConnection(StompCommands, asyncio.Protocol):
 
 def _printable(text: str) -> str:
     return CONTROL_CHARACTERS.sub("\ufffd", text)
+
+
+def shut_down(transport: asyncio.BaseTransport) -> None:
+    """End the connection for the peer now, even if another process holds a copy of the socket
+    (a child forked while a close of a hung share's file stalls it, see docs/safety.md): a
+    close only drops our descriptor, a shutdown ends the connection itself."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

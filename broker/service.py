@@ -193,6 +193,11 @@ class BrokerService:
 
     def _close_listener(self) -> None:
         if self._server is not None:
+            for listener in self._server.sockets:  # see connection.shut_down
+                try:
+                    listener.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             self._server.close()
 
     def _shutdown(self) -> None:

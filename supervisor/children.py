@@ -1,8 +1,10 @@
-"""The master's child process (``exec`` mode): start it, notice its exit, stop its whole tree.
+"""The master's child process (``exec`` mode): start it under its guardian, stop its tree.
 
-The child runs in its own session, and the supervisor makes itself a child
-subreaper, so grandchildren that daemonise are re-parented to us instead of
-init and are still found and stopped on demotion.
+The child runs under a guardian process (``guardian.py``) that kills its whole
+tree once the claim the supervisor confirms to it lapses, or the supervisor
+dies, whatever the supervisor's state. The supervisor is a child subreaper too,
+so should the guardian itself be killed, what it leaves is still found and
+stopped here.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import shutil
 import signal
 import subprocess
+import sys
+import threading
 from collections.abc import Mapping, Sequence
 
 import psutil
@@ -22,9 +25,8 @@ from primacy.supervisor import codes
 log = logging.getLogger("primacy.children")
 
 _PR_SET_CHILD_SUBREAPER = 36
-# setpriv is part of util-linux, which every Debian system has.
-_SETPRIV = shutil.which("setpriv")
-_DIES_WITH_PARENT = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
+# The guardian's exit after a stop: its SIGKILLs are immediate, so this is generous.
+_GUARDIAN_EXIT_S = 5.0
 
 
 def become_subreaper() -> bool:
@@ -37,38 +39,66 @@ def become_subreaper() -> bool:
 
 
 class ChildProcess:
-    """One external command run while this node is master."""
+    """One external command run, under its guardian, while this node is master."""
 
     def __init__(self, command: Sequence[str], stop_grace_s: float) -> None:
         if not command:
             raise ValueError("the exec command is empty")
         self.command = list(command)
         self.stop_grace_s = stop_grace_s
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: subprocess.Popen[bytes] | None = None  # the guardian
+        self._control: int | None = None  # the write end of the guardian's control pipe
+        self._control_lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
-    def start(self, environment: Mapping[str, str]) -> None:
-        """Start the command in a new session with ``environment`` added to ours.
-
-        The child gets SIGKILL the moment the thread that started it dies, which for a
-        supervisor killed with SIGKILL (or by the OOM killer) is at once: through
-        util-linux's ``setpriv --pdeathsig``, so no Python runs between fork and exec.
-        Its own descendants are not covered by this (see docs/safety.md).
-        """
+    def start(self, environment: Mapping[str, str], claim_until: float) -> None:
+        """Start the command under its guardian, with ``environment`` added to ours; the
+        guardian kills its tree at ``claim_until`` (``time.monotonic``) unless confirmed."""
         env = dict(os.environ)
-        env.update(environment)
-        self._process = subprocess.Popen(
-            [*_DIES_WITH_PARENT, *self.command], env=env, start_new_session=True
-        )
+        env.pop("NOTIFY_SOCKET", None)  # systemd's is the supervisor's; a readiness check may
+        env.update(environment)  # give the child one of its own (child_ready.py)
+        read_end, write_end = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "primacy.supervisor.guardian",
+                    "--control-fd",
+                    str(read_end),
+                    "--claim-until",
+                    repr(claim_until),
+                    "--",
+                    *self.command,
+                ],
+                env=env,
+                pass_fds=(read_end,),
+                start_new_session=True,  # a signal to the supervisor's group is not for it
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        os.set_blocking(write_end, False)
+        with self._control_lock:
+            self._control = write_end
         log.info(
-            "%s child started pid=%d command=%s",
+            "%s child started under guardian pid=%d command=%s",
             codes.CHILD_STARTED,
             self._process.pid,
             self.command,
         )
+
+    def confirm_claim(self, until: float) -> None:
+        """Tell the guardian the claim now lasts until ``until``; from any thread, never blocks.
+
+        A message that cannot be written is dropped: the guardian then kills sooner, the
+        safe way round."""
+        self._tell(f"claim {until!r}\n")
 
     def poll_exit(self) -> int | None:
         """The exit code if the child has exited since it was started, else None."""
@@ -77,56 +107,71 @@ class ChildProcess:
         code = self._process.poll()
         if code is None:
             return None
-        self._process = None
-        return code
+        self._forget()
+        return 128 - code if code < 0 else code
 
     def stop(self, *, graceful: bool) -> None:
         """Stop the child and all descendants: SIGTERM, SIGKILL after the grace (or at once)."""
-        tree = self._tree()
-        if not tree:
-            self._reap_orphans()
-            return
-        grace_s = self.stop_grace_s if graceful else 0.0
-        first_signal = signal.SIGTERM if graceful else signal.SIGKILL
-        for proc in tree:
-            _signal(proc, first_signal)
-        _, alive = psutil.wait_procs(tree, timeout=grace_s if graceful else 1.0)
-        for proc in alive:
-            _signal(proc, signal.SIGKILL)
-        psutil.wait_procs(alive, timeout=5.0)
-        if self._process is not None:
+        process = self._process
+        if process is not None:
+            self._tell(f"stop {self.stop_grace_s!r}\n" if graceful else "kill\n")
+            wait_s = (self.stop_grace_s if graceful else 0.0) + _GUARDIAN_EXIT_S
             try:
-                self._process.wait(timeout=1.0)
+                process.wait(timeout=wait_s)
             except subprocess.TimeoutExpired:
                 log.error(
-                    "%s child pid=%d did not die after SIGKILL",
+                    "%s the guardian pid=%d did not end its child's tree; killing it all here",
                     codes.CHILD_NOT_KILLED,
-                    self._process.pid,
+                    process.pid,
                 )
-            self._process = None
-        self._reap_orphans()
-        log.info(
-            "%s child tree stopped (%d processes, %s)",
-            codes.CHILD_TREE_STOPPED,
-            len(tree),
-            "graceful" if graceful else "killed",
-        )
-
-    def _tree(self) -> list[psutil.Process]:
-        """The child, its descendants, and orphans re-parented to us (daemonised grandchildren)."""
-        found: dict[int, psutil.Process] = {}
-        if self._process is not None:
+            self._forget()
+        leftovers = self._tree()  # a guardian that did not answer, and what it left
+        for proc in leftovers:
+            _signal(proc, signal.SIGKILL)
+        psutil.wait_procs(leftovers, timeout=5.0)
+        if process is not None and process.poll() is None:
             try:
-                root = psutil.Process(self._process.pid)
-                found[root.pid] = root
-                for proc in root.children(recursive=True):
-                    found[proc.pid] = proc
-            except psutil.NoSuchProcess:
+                process.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                log.error(
+                    "%s guardian pid=%d did not die after SIGKILL",
+                    codes.CHILD_NOT_KILLED,
+                    process.pid,
+                )
+        self._reap_orphans()
+        if process is not None or leftovers:
+            log.info(
+                "%s child tree stopped (%s)",
+                codes.CHILD_TREE_STOPPED,
+                "graceful" if graceful else "killed",
+            )
+
+    def _tell(self, message: str) -> None:
+        with self._control_lock:
+            if self._control is None:
+                return
+            try:
+                os.write(self._control, message.encode())
+            except (BlockingIOError, BrokenPipeError):
                 pass
-        # Orphans re-parented to us (we are a subreaper) are our children now.
-        for proc in psutil.Process().children(recursive=True):
-            found.setdefault(proc.pid, proc)
-        return list(found.values())
+
+    def _forget(self) -> None:
+        """The guardian has exited: close our end of its pipe."""
+        with self._control_lock:
+            if self._control is not None:
+                os.close(self._control)
+                self._control = None
+        self._process = None
+
+    @staticmethod
+    def _tree() -> list[psutil.Process]:
+        """Everything below this process: the guardian, and orphans re-parented to us (we are a
+        subreaper) should the guardian have died before its tree."""
+        try:
+            below: list[psutil.Process] = psutil.Process().children(recursive=True)
+            return below
+        except psutil.Error:
+            return []
 
     @staticmethod
     def _reap_orphans() -> None:

@@ -43,6 +43,11 @@ CHILD_TREE_STOPPED = "PRIMACY-1102"
 CHILD_NOT_KILLED = "PRIMACY-1103"
 CHILD_EXITED = "PRIMACY-1104"
 CHILD_NOT_STARTED = "PRIMACY-1105"
+CHILD_CLAIM_LAPSED = "PRIMACY-1106"
+CHILD_READY = "PRIMACY-1107"
+CHILD_NOT_READY = "PRIMACY-1108"
+PRE_PROMOTE_VETOED = "PRIMACY-1109"
+PRE_PROMOTE_ALLOWED = "PRIMACY-1110"
 CONFIG_REJECTED = "PRIMACY-2006"
 NOTIFY_SOCKET_UNUSABLE = "PRIMACY-3040"
 
@@ -78,6 +83,17 @@ TITLES = {
     CHILD_NOT_KILLED: "the exec child did not die after SIGKILL",
     CHILD_EXITED: "the exec child exited",
     CHILD_NOT_STARTED: "the exec child could not be started (counted as exit code 127)",
+    CHILD_CLAIM_LAPSED: (
+        "the guardian killed the exec child's tree: the supervisor stopped confirming its claim "
+        "or died (counted as exit code 125)"
+    ),
+    CHILD_READY: "the exec child passed its readiness check; the node now answers 200 on /master",
+    CHILD_NOT_READY: (
+        "the exec child was not ready within exec_ready_timeout_s; its tree is killed and the "
+        "start counts as a failed one (exit code 124)"
+    ),
+    PRE_PROMOTE_VETOED: "the pre_promote command failed or timed out: this node gives the lock up",
+    PRE_PROMOTE_ALLOWED: "the pre_promote command exited 0: the takeover may go on",
     CONFIG_REJECTED: "an edited config file was rejected; the running configuration stays",
     NOTIFY_SOCKET_UNUSABLE: (
         "`NOTIFY_SOCKET` is set but names no usable socket; systemd notifications are off"

@@ -20,6 +20,7 @@ from primacy.locker.lockfile import LockMethod
 from primacy.store.config import MIB, StoreConfig, SyncPolicy
 from primacy.supervisor.broker_keys import BrokerKeys
 from primacy.supervisor.config_keys import Bool, Float, Int, key
+from primacy.supervisor.exec_keys import ExecKeys
 from primacy.supervisor.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timings
 
 # Defaults chosen from measurements (docs/benchmarks.md, docs/operator-guide.md):
@@ -113,23 +114,6 @@ class NodeKeys(BaseModel):
         "normal", "never: never master; lower priorities wait longer for a free lock", live=True
     )
     lock_method: LockMethod = key(LockMethod.FLOCK, "lock primitive")
-    exec: tuple[str, ...] = key(
-        (), "the command to run as the master's child: everything after --exec (and an --)"
-    )
-    exec_stop_grace_ms: Int = key(
-        5000, "SIGTERM to SIGKILL grace for the exec child", metavar="MS", ge=0, le=600_000
-    )
-    exec_max_restarts: Int = key(
-        3,
-        "a child that exits more than N times within --exec-restart-window-s makes the node "
-        "give the lock up so another node can try",
-        metavar="N",
-        ge=0,
-        le=1000,
-    )
-    exec_restart_window_s: Float = key(
-        60.0, "the window in which the exec child's exits are counted", metavar="S", gt=0, le=86_400
-    )
     crash_loop_hold_off_ms: Int = key(
         10_000,
         "after giving the lock up for a crash-looping child, a journal that failed to open, an "
@@ -217,10 +201,11 @@ class NodeKeys(BaseModel):
     )
 
 
-class NodeConfig(BrokerKeys, NodeKeys):
-    """Everything ``primacy run`` needs, typed. Each key is declared once, here or in
-    ``broker_keys.py``: the TOML schema, the ``primacy run`` flags (``cli/run.py``), the live
-    keys and the journal's and broker's settings are all derived from these declarations."""
+class NodeConfig(BrokerKeys, ExecKeys, NodeKeys):
+    """Everything ``primacy run`` needs, typed. Each key is declared once, here, in
+    ``exec_keys.py`` or in ``broker_keys.py``: the TOML schema, the ``primacy run`` flags
+    (``cli/run.py``), the live keys and the journal's and broker's settings are all derived
+    from these declarations."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

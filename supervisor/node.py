@@ -30,6 +30,7 @@ from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.config_watch import ConfigWatcher, live_edit
 from primacy.supervisor.lock_io import LockIoWorker
 from primacy.supervisor.node_events import (
+    ChildReady,
     ConfigEdited,
     EpochTaken,
     JournalReady,
@@ -71,7 +72,12 @@ class Node:
         self._clock = clock
         self._events: queue.Queue[roles.Event | NodeEvent] = queue.Queue()
         self._machine_events: collections.deque[roles.Event] = collections.deque()
-        self.machine = RoleMachine(config.timings(), config.node_priority)
+        self.machine = RoleMachine(
+            config.timings(),
+            config.node_priority,
+            has_child=bool(config.exec),
+            has_pre_promote=config.pre_promote is not None,
+        )
         self._io = LockIoWorker(self.post)
         self._serving = Serving(config, self.post)
         # The node's state: written on the role loop only (see the module's docstring).
@@ -185,6 +191,7 @@ class Node:
                 actions += self.machine.handle(roles.Tick(), now)
             for action in actions:
                 self._execute(action)
+            self._serving.confirm_claim(self.machine.child_may_live_until())
             if self._loop_proved_healthy(event):
                 self._notifier.watchdog_if_due(now)
             self._snapshot = self._build_snapshot()
@@ -244,6 +251,9 @@ class Node:
             case ConfigEdited(config=new):
                 self._apply_config(new)
                 return None
+            case ChildReady():
+                self._serving.child_ready()
+                return None
             case ThreadDied(thread=name, error=error):
                 self._exit_code = 1
                 return roles.StopRequested(f"thread {name} died: {error}")
@@ -282,7 +292,8 @@ class Node:
                     self.config.node_id,
                     epoch,
                 )
-                failure = self._serving.start(epoch, self._state.store)
+                live_until = self.machine.child_may_live_until()
+                failure = self._serving.start(epoch, self._state.store, live_until)
                 if failure is not None:
                     # Decided now, before this iteration publishes a snapshot: /master never
                     # says 200 for a master that cannot serve.
@@ -290,7 +301,10 @@ class Node:
                         self._execute(action)
             case roles.RestartChild():
                 if self.machine.epoch is not None:
-                    self._serving.restart_child(self.machine.epoch)
+                    live_until = self.machine.child_may_live_until()
+                    self._serving.restart_child(self.machine.epoch, live_until)
+            case roles.RunPrePromote(epoch=epoch):
+                self._serving.run_pre_promote(epoch)
             case roles.StopServing(graceful=graceful, reason=reason):
                 self._stop_serving(graceful, reason)
             case roles.RoleChanged() as change:
@@ -382,8 +396,10 @@ class Node:
     # ---- snapshot and shutdown -------------------------------------------------
 
     def _build_snapshot(self) -> StatusSnapshot:
+        state, now = self._state, self._clock()
+        waiting_for = self._serving.waiting_for
         return build_snapshot(
-            self.config, self.machine, self._state, self._clock(), self._version, self._share_check
+            self.config, self.machine, state, now, self._version, self._share_check, waiting_for
         )
 
     def _shutdown(self) -> None:

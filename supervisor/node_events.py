@@ -76,6 +76,11 @@ class ThreadDied:
     error: str
 
 
+@dataclass(frozen=True)
+class ChildReady:
+    """The exec child passed its readiness check (``exec_ready``, ``exec_ready_cmd``)."""
+
+
 NodeEvent = (
     LockAttempted
     | EpochTaken
@@ -84,4 +89,5 @@ NodeEvent = (
     | RegistryRead
     | ConfigEdited
     | ThreadDied
+    | ChildReady
 )

@@ -31,6 +31,10 @@ class Priority(enum.IntEnum):
 
 # A new master outlasts an old claim by its keepalive plus this much for clock-rate drift.
 TAKEOVER_DRIFT_MARGIN = 0.10
+# An exec child's guardian kills its tree this fraction of a keepalive before the claim ends:
+# SIGKILL ends a process's user code on delivery, and the kill gets its own margin inside
+# the claim rather than a share of the takeover's drift margin (docs/safety.md).
+GUARDIAN_KILL_LEAD = 0.05
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,15 @@ class TimingsChanged:
 
 
 @dataclass(frozen=True)
+class PrePromoteDone:
+    """The ``pre_promote`` command of the takeover to ``epoch`` ended: ``vetoed_because`` is
+    None if it allowed the takeover."""
+
+    epoch: int
+    vetoed_because: str | None
+
+
+@dataclass(frozen=True)
 class PeersSeen:
     """The best priority among other live, eligible nodes (from the share's registry)."""
 
@@ -182,6 +195,7 @@ Event = (
     | PriorityChanged
     | TimingsChanged
     | PeersSeen
+    | PrePromoteDone
 )
 
 
@@ -206,6 +220,13 @@ class ClaimEpoch:
 @dataclass(frozen=True)
 class OpenJournal:
     """Recover the journal and fence earlier epochs, under the epoch just claimed."""
+
+    epoch: int
+
+
+@dataclass(frozen=True)
+class RunPrePromote:
+    """Run the ``pre_promote`` command (during the takeover wait); report PrePromoteDone."""
 
     epoch: int
 
@@ -260,6 +281,7 @@ Action = (
     | YieldLock
     | ClaimEpoch
     | OpenJournal
+    | RunPrePromote
     | Revalidate
     | StartServing
     | RestartChild

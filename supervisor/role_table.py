@@ -28,6 +28,7 @@ TRANSITIONS: dict[Role, dict[str, Role]] = {
         "journal_opened": S.ACQUIRED,
         "journal_failed": S.DEMOTING,
         "claim_failed": S.DEMOTING,
+        "pre_promote_vetoed": S.DEMOTING,
         "revalidated": S.ACQUIRED,
         "takeover_ready": S.MASTER,
         "lease_lost": S.DEMOTING,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 # Re-exported (pyproject: implicit_reexport): the shell and the tests say ``roles.Tick``.
 from primacy.supervisor.role_events import (
+    GUARDIAN_KILL_LEAD,
     Action,
     ChildExited,
     ClaimEpoch,
@@ -33,6 +34,7 @@ from primacy.supervisor.role_events import (
     OpenJournal,
     PauseChanged,
     PeersSeen,
+    PrePromoteDone,
     Priority,
     PriorityChanged,
     RestartChild,
@@ -40,6 +42,7 @@ from primacy.supervisor.role_events import (
     RevalidationPassed,
     Role,
     RoleChanged,
+    RunPrePromote,
     ServingFailed,
     ServingStopped,
     StartServing,
@@ -73,8 +76,9 @@ class RoleMachine:
     since: float = 0.0
     last_ok_revalidation_start: float | None = None
     best_other_priority: Priority = Priority.NEVER
-    has_child: bool = False
     paused: bool = False
+    has_child: bool = False  # an exec child, whose guardian hears of every lease check
+    has_pre_promote: bool = False  # a pre_promote command must allow each takeover
     _claim_expires_at: float = float("-inf")
     _io_in_flight: Action | None = None
     _io_started_at: float = 0.0
@@ -85,6 +89,10 @@ class RoleMachine:
     _next_revalidation_at: float = 0.0
     _takeover_ready_at: float | None = None
     _journal_open: bool = False
+    _pre_promote_passed: bool = False
+    # Lease checks go on through a graceful stop, so the exec child's guardian keeps hearing
+    # that the claim holds while the child shuts down (supervisor/guardian.py).
+    _confirming_while_stopping: bool = False
     _hold_off_until: float = 0.0
     _child_exits: deque[float] = field(default_factory=deque)
 
@@ -109,6 +117,13 @@ class RoleMachine:
         if self.role is not Role.MASTER:
             return float("-inf")
         return self._claim_expires_at
+
+    def child_may_live_until(self) -> float:
+        """Until when the exec child may run: the claim's end less the guardian's kill lead,
+        kept up through a graceful stop."""
+        if self.role not in (Role.MASTER, Role.DEMOTING, Role.STOPPING):
+            return float("-inf")
+        return self._claim_expires_at - GUARDIAN_KILL_LEAD * self.timings.lock_keep_alive_period_s
 
     def next_deadline(self) -> float:
         """When the shell should next send a Tick, at the latest."""
@@ -145,9 +160,16 @@ class RoleMachine:
                 wait = 0.0 if handed_over else self._takeover_wait(previous)
                 self._takeover_ready_at = now + wait
                 self._next_revalidation_at = now + self.timings.lock_keep_alive_period_s
-                # Recovery and the fence run during the takeover wait.
+                # Recovery, the fence and the pre_promote command run during the takeover wait.
                 self._journal_open = False
+                self._pre_promote_passed = not self.has_pre_promote
+                if self.has_pre_promote:
+                    actions.append(RunPrePromote(epoch))
                 self._start_io(OpenJournal(epoch), now, actions)
+            case PrePromoteDone(epoch=epoch, vetoed_because=veto):
+                # Only this takeover's command counts; an earlier one's ended too late.
+                if self.role is Role.ACQUIRED and epoch == self.epoch:
+                    self._on_pre_promote(veto, now, actions)
             case JournalOpened():
                 self._io_done()
                 if self.role is Role.ACQUIRED:
@@ -174,11 +196,13 @@ class RoleMachine:
                 self._on_revalidated(started_at, now, actions)
             case LeaseLost(reason=reason):
                 self._io_done()
+                self._confirming_while_stopping = False  # the guardian's deadline runs out
                 if self.role in (Role.ACQUIRED, Role.MASTER):
                     self._demote(now, actions, reason, graceful=False, trigger="lease_lost")
             case ChildExited(returncode=code):
                 self._on_child_exit(code, now, actions)
             case ServingStopped():
+                self._confirming_while_stopping = False
                 self._apply("serving_stopped", now, actions, "serving stopped")
                 self._after_role_entry(now, actions)
             case StopRequested(reason=reason):
@@ -249,7 +273,9 @@ class RoleMachine:
                 self._start_io(Revalidate(promotion=True), now, actions)
             elif now >= self._next_revalidation_at:
                 self._start_io(Revalidate(), now, actions)
-        elif self.role is Role.MASTER and now >= self._next_revalidation_at:
+        elif (
+            self.role is Role.MASTER or self._confirming_while_stopping
+        ) and now >= self._next_revalidation_at:
             self._start_io(Revalidate(), now, actions)
 
     def _on_lock_result(self, acquired: bool, now: float, actions: list[Action]) -> None:
@@ -278,11 +304,14 @@ class RoleMachine:
         self._start_io(ClaimEpoch(), now, actions)
 
     def _on_revalidated(self, started_at: float, now: float, actions: list[Action]) -> None:
-        if self.role not in (Role.ACQUIRED, Role.MASTER):
+        stopping = self._confirming_while_stopping and self.role in (Role.DEMOTING, Role.STOPPING)
+        if self.role not in (Role.ACQUIRED, Role.MASTER) and not stopping:
             return
         self.last_ok_revalidation_start = started_at
         self._claim_expires_at = started_at + self.timings.lock_keep_alive_period_s
         self._next_revalidation_at = started_at + self.timings.lock_keep_alive_period_s / 2
+        if stopping:
+            return
         ready = self._takeover_ready_at
         if self._promotion_due(started_at) and ready is not None and started_at >= ready:
             self._takeover_ready_at = None
@@ -315,9 +344,17 @@ class RoleMachine:
         self._apply("child_exited", now, actions, f"child exited with code {code}; restarting")
         actions.append(RestartChild())
 
+    def _on_pre_promote(self, veto: str | None, now: float, actions: list[Action]) -> None:
+        if veto is None:
+            self._pre_promote_passed = True
+            return
+        self._hold_off_until = now + self.timings.crash_loop_hold_off_s
+        self._demote(now, actions, veto, graceful=True, trigger="pre_promote_vetoed")
+
     def _on_stop(self, reason: str, now: float, actions: list[Action]) -> None:
         if self.role in (Role.ACQUIRED, Role.MASTER):
             self._apply("stop", now, actions, reason)
+            self._confirming_while_stopping = self.has_child
             actions.append(StopServing(graceful=True, reason=reason))
         elif self.role in (Role.STARTING, Role.SLAVE):
             self._apply("stop", now, actions, reason)
@@ -330,7 +367,11 @@ class RoleMachine:
     def _promotion_due(self, now: float) -> bool:
         ready = self._takeover_ready_at
         return (
-            self.role is Role.ACQUIRED and self._journal_open and ready is not None and now >= ready
+            self.role is Role.ACQUIRED
+            and self._journal_open
+            and self._pre_promote_passed
+            and ready is not None
+            and now >= ready
         )
 
     def _demote(
@@ -338,6 +379,7 @@ class RoleMachine:
     ) -> None:
         self._takeover_ready_at = None
         self._apply(trigger, now, actions, reason)
+        self._confirming_while_stopping = graceful and self.has_child
         actions.append(StopServing(graceful=graceful, reason=reason))
 
     def _after_role_entry(self, now: float, actions: list[Action]) -> None:

@@ -18,8 +18,11 @@ from primacy.broker.users import UsersFileError
 from primacy.store.journal import JournalStore
 from primacy.supervisor import codes, roles
 from primacy.supervisor.child_control import ChildControl
+from primacy.supervisor.child_ready import ready_check, ready_wait
 from primacy.supervisor.children import ChildProcess
 from primacy.supervisor.config import NodeConfig, parse_host_port
+from primacy.supervisor.node_events import ChildReady
+from primacy.supervisor.pre_promote import run_pre_promote
 
 log = logging.getLogger("primacy.node")
 
@@ -27,12 +30,25 @@ log = logging.getLogger("primacy.node")
 class Serving:
     """The connector and the child of one node; ``start`` when master, ``stop`` on demotion."""
 
-    def __init__(self, config: NodeConfig, post: Callable[[roles.Event], None]) -> None:
+    def __init__(
+        self, config: NodeConfig, post: Callable[[roles.Event | ChildReady], None]
+    ) -> None:
         self._config = config
         self._post = post
         self._broker: BrokerService | None = None
+        self._claim_confirmed = float("-inf")  # what the child's guardian was told last
+        # Resolved once, at start: a path resolved at each takeover would stat a share
+        # that may hang, on the role loop.
+        self._share = str(Path(config.share).resolve())
+        # What a master waits for before it serves: its child's readiness check, or None.
+        self.waiting_for: str | None = None
         self._child = (
-            ChildControl(ChildProcess(config.exec, config.exec_stop_grace_ms / 1000), post)
+            ChildControl(
+                ChildProcess(config.exec, config.exec_stop_grace_ms / 1000),
+                post,
+                lambda: ready_check(config),
+                config.exec_ready_timeout_s,
+            )
             if config.exec
             else None
         )
@@ -45,8 +61,9 @@ class Serving:
     def serving(self) -> bool:
         return self._broker is not None
 
-    def start(self, epoch: int, store: JournalStore | None) -> str | None:
-        """Start the connector, then the child; why serving could not start, or None."""
+    def start(self, epoch: int, store: JournalStore | None, claim_until: float) -> str | None:
+        """Start the connector, then the child (whose guardian kills it at ``claim_until``
+        unless confirmed); why serving could not start, or None."""
         stomp = self._config.stomp
         if stomp is not None and store is not None:
             host, port = parse_host_port(stomp)
@@ -74,16 +91,33 @@ class Serving:
                 )
                 return f"cannot check STOMP logins: {exc}"
             self._broker = service
-        self._start_child(epoch)
+        self._start_child(epoch, claim_until)
         return None
 
-    def restart_child(self, epoch: int) -> None:
+    def restart_child(self, epoch: int, claim_until: float) -> None:
         if self._child is not None:
             self._child.stop(graceful=False)
-            self._start_child(epoch)
+            self._start_child(epoch, claim_until)
+
+    def child_ready(self) -> None:
+        self.waiting_for = None
+
+    def confirm_claim(self, until: float) -> None:
+        """The child may live until ``until`` (the claim's end less the guardian's lead)."""
+        if self._child is not None and until != self._claim_confirmed and until > float("-inf"):
+            self._claim_confirmed = until
+            self._child.confirm_claim(until)
+
+    def run_pre_promote(self, epoch: int) -> None:
+        """Start the ``pre_promote`` command; it posts ``PrePromoteDone``."""
+        assert self._config.pre_promote is not None
+        environment = self._epoch_environment(epoch)
+        timeout_s = self._config.pre_promote_timeout_s
+        run_pre_promote(self._config.pre_promote, timeout_s, epoch, environment, self._post)
 
     def stop(self, graceful: bool, then: Callable[[], None]) -> None:
         """Close every connection at once; stop the child's tree, then call ``then``."""
+        self.waiting_for = None
         broker, self._broker = self._broker, None
         if broker is not None:
             broker.stop()
@@ -104,12 +138,15 @@ class Serving:
             broker.stop()
         return self._child is None or self._child.close(timeout_s)
 
-    def _start_child(self, epoch: int) -> None:
+    def _start_child(self, epoch: int, claim_until: float) -> None:
         if self._child is not None:
-            self._child.start(
-                {
-                    "PRIMACY_EPOCH": str(epoch),
-                    "PRIMACY_NODE_ID": self._config.node_id,
-                    "PRIMACY_SHARE": str(Path(self._config.share).resolve()),
-                }
-            )
+            self.waiting_for = ready_wait(self._config)
+            self._child.start(self._epoch_environment(epoch), claim_until)
+
+    def _epoch_environment(self, epoch: int) -> dict[str, str]:
+        """What the exec child and the pre_promote command are told of the takeover."""
+        return {
+            "PRIMACY_EPOCH": str(epoch),
+            "PRIMACY_NODE_ID": self._config.node_id,
+            "PRIMACY_SHARE": self._share,
+        }

@@ -36,6 +36,7 @@ def build_snapshot(
     now: float,
     version: str,
     share_check: ShareCheck | None,
+    waiting_for: str | None = None,
 ) -> StatusSnapshot:
     """The immutable view the role loop publishes; ``now`` is the loop's clock."""
     keepalive = state.last_keepalive
@@ -52,6 +53,7 @@ def build_snapshot(
         lock_holder=state.holder,
         first_lock_attempt_done=state.first_lock_attempt_done,
         lock_attempt_error=state.lock_attempt_error,
+        waiting_for=waiting_for,
         version=version,
         share=str(config.share),
         share_check=share_check,

@@ -13,6 +13,7 @@ import signal
 import socket
 import time
 
+import psutil
 import pytest
 
 from primacy.cli.localgroup import free_port
@@ -29,6 +30,22 @@ def _connect(port: int) -> socket.socket:
     sock.sendall(b"CONNECT\naccept-version:1.2\nhost:test\n\n\x00")
     assert sock.recv(4096).startswith(b"CONNECTED")
     return sock
+
+
+def _exec_tree(supervisor_pid: int) -> list[psutil.Process]:
+    """The guardian and the exec child below it, once the child's shell loops."""
+    found: list[psutil.Process] = []
+
+    def started() -> bool:
+        found[:] = psutil.Process(supervisor_pid).children(recursive=True)
+        return any(p.cmdline()[:1] == ["sleep"] for p in found)
+
+    wait_until(started, 20, "the exec child to start")
+    return list(found)
+
+
+def _running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
 def _closed_at(sock: socket.socket, give_up_s: float) -> float | None:
@@ -67,6 +84,7 @@ def test_demotion_on_a_hung_share_closes_every_connection_within_a_keepalive(
         "trap '' TERM; while :; do sleep 1; done",
     )
     wait_until(node.is_master, 30, "the node to serve")
+    child_tree = _exec_tree(node.pid)
     clients = [_connect(port) for _ in range(3)]
     # One client is mid-send when the share hangs: its write is stuck in the journal.
     clients[0].sendall(b"SEND\ndestination:/queue/q\nreceipt:r1\n\nbody\x00")
@@ -81,6 +99,10 @@ def test_demotion_on_a_hung_share_closes_every_connection_within_a_keepalive(
         assert latest < 2.5 * KEEP_ALIVE_MS / 1000, f"closed {latest:.2f} s after the hang"
         assert node.status("/master") == 503
         assert node.status("/health") == 200  # the loop itself answers, child or no child
+        # The child ignores SIGTERM and its grace is 20 s, but its guardian kills its tree
+        # when the claim the hung supervisor can no longer confirm runs out.
+        wait_until(lambda: not _running(child_tree), 10, "the exec child's tree to die")
+        assert "PRIMACY-1106" in node.log()
     finally:
         for sock in clients:
             sock.close()

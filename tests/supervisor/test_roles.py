@@ -446,3 +446,60 @@ def test_a_shorter_keepalive_shortens_the_current_claim_at_once() -> None:
     assert start is not None
     d.at(d.now + 0.01, roles.TimingsChanged(Timings(0.1, 0.05, 0.06)))
     assert d.machine.claim_expires_at() == pytest.approx(start + 0.05)
+
+
+def _claimed(driver: Driver) -> list[roles.Action]:
+    driver.at(0.0)
+    driver.at(0.01, LockResult(True))
+    return driver.at(0.02, EpochClaimed(3))
+
+
+def test_pre_promote_runs_during_the_takeover_wait_and_holds_promotion_until_it_allows() -> None:
+    d = Driver()
+    d.machine.has_pre_promote = True
+    assert roles.RunPrePromote(3) in _claimed(d)
+    d.at(0.03, JournalOpened())
+    # The wait is over, but the command has not answered: lease checks, no promotion.
+    assert d.at(0.30) == [Revalidate()]
+    d.at(0.301, RevalidationPassed(0.30))
+    assert d.machine.role is Role.ACQUIRED
+    d.at(0.31, roles.PrePromoteDone(2, None))  # an earlier takeover's answer does not count
+    assert d.at(0.32) == []
+    assert d.at(0.33, roles.PrePromoteDone(3, None)) == [Revalidate(promotion=True)]
+
+
+def test_a_pre_promote_veto_gives_the_lock_up_and_holds_off() -> None:
+    d = Driver()
+    d.machine.has_pre_promote = True
+    _claimed(d)
+    actions = d.at(0.1, roles.PrePromoteDone(3, "old host not fenced"))
+    assert StopServing(graceful=True, reason="old host not fenced") in actions
+    assert d.machine.role is Role.DEMOTING
+    assert d.machine.hold_off_until == pytest.approx(0.1 + TIMINGS.crash_loop_hold_off_s)
+
+
+def _serving(driver: Driver) -> None:
+    _claimed(driver)
+    driver.at(0.03, JournalOpened())
+    driver.at(0.30)
+    driver.at(0.31, RevalidationPassed(0.30))
+    assert driver.machine.role is Role.MASTER
+
+
+@pytest.mark.parametrize("has_child", [True, False])
+def test_lease_checks_go_on_through_a_graceful_stop_only_for_a_child(has_child: bool) -> None:
+    d = Driver()
+    d.machine.has_child = has_child
+    _serving(d)
+    d.at(0.32, StopRequested("SIGTERM"))
+    assert d.machine.role is Role.STOPPING
+    checks = d.at(0.45)
+    assert (checks == [Revalidate()]) is has_child
+    if has_child:
+        d.at(0.46, RevalidationPassed(0.45))
+        lead = roles.GUARDIAN_KILL_LEAD * TIMINGS.lock_keep_alive_period_s
+        assert d.machine.child_may_live_until() == pytest.approx(0.45 + 0.25 - lead)
+        d.at(0.47, LeaseLost("the lock is gone"))
+        assert d.at(0.9) == []  # no more confirmations: the guardian's deadline runs out
+    d.at(1.0, ServingStopped())
+    assert d.machine.child_may_live_until() == float("-inf")

@@ -1,0 +1,176 @@
+"""The exec child's guardian: a small process that kills the child's tree when the claim lapses.
+
+The supervisor cannot be trusted to stop its child: it may be SIGKILLed, OOM
+killed, stopped with SIGSTOP or stuck on a hung share. So the child runs under
+this process, which does no share I/O and holds only a deadline. It kills
+every process below it (it is a child subreaper, so daemonised descendants
+stay below it):
+
+- when the deadline passes: the supervisor confirms its claim after every
+  lease check it passes (``claim T``, T on CLOCK_MONOTONIC, which every process
+  of the machine shares, already ``GUARDIAN_KILL_LEAD`` of a keepalive before
+  the claim's end) and stops confirming when the check fails, hangs, or the
+  supervisor is stopped;
+- when the control pipe closes: the supervisor died;
+- when told to (``stop GRACE``: SIGTERM, SIGKILL after GRACE or at the
+  deadline, whichever is first; ``kill``: SIGKILL at once);
+- when the child exits: whatever it left behind.
+
+It exits with the child's code (128 + signal for a signal), or ``CLAIM_LAPSED``.
+docs/safety.md, "The exec child", gives the argument. Run as
+``python -m primacy.supervisor.guardian --control-fd N --claim-until T -- CMD ARGS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+import psutil
+
+from primacy.supervisor import codes
+
+# Exit code when the guardian killed the tree because the claim lapsed or the supervisor died.
+CLAIM_LAPSED = 125
+_PR_SET_CHILD_SUBREAPER = 36
+_POLL_S = 0.05
+# setpriv is part of util-linux, which every Debian system has: the child gets SIGKILL
+# the moment the guardian dies, with no Python between fork and exec.
+_SETPRIV = shutil.which("setpriv")
+_DIES_WITH_PARENT = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
+
+
+def _log(code: str, message: str) -> None:
+    print(f"{code} guardian {os.getpid()}: {message}", file=sys.stderr, flush=True)
+
+
+def _become_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _descendants() -> list[psutil.Process]:
+    try:
+        below: list[psutil.Process] = psutil.Process().children(recursive=True)
+        return below
+    except psutil.Error:
+        return []
+
+
+def _signal_tree(sig: int, child: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(child.pid, sig)  # the child's session, in one call
+    except OSError:
+        pass
+    for proc in _descendants():
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def _reap(child: subprocess.Popen[bytes]) -> None:
+    """Collect every exited descendant; the child's own status goes to ``child``."""
+    child.poll()
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def kill_tree(child: subprocess.Popen[bytes]) -> None:
+    """SIGKILL everything below this process until nothing is left (a fork may race a walk)."""
+    while True:
+        _signal_tree(signal.SIGKILL, child)
+        psutil.wait_procs(_descendants(), timeout=1.0)
+        _reap(child)
+        if not _descendants():
+            return
+
+
+class Guardian:
+    def __init__(self, control_fd: int, claim_until: float, child: subprocess.Popen[bytes]) -> None:
+        self.control_fd = control_fd
+        self.claim_until = claim_until
+        self.child = child
+        self._pending = b""
+        self._stop_by: float | None = None  # a graceful stop's SIGKILL time
+
+    def run(self) -> int:
+        while True:
+            now = time.monotonic()
+            if now >= self.claim_until:
+                _log(codes.CHILD_CLAIM_LAPSED, "the claim lapsed unconfirmed: killing the tree")
+                return self._killed(CLAIM_LAPSED)
+            if self._stop_by is not None and now >= self._stop_by:
+                return self._killed(None)
+            if self.child.poll() is not None:
+                kill_tree(self.child)  # what it left behind
+                return self._exit_code()
+            wake = min(self.claim_until, self._stop_by or float("inf"), now + _POLL_S)
+            readable, _, _ = select.select([self.control_fd], [], [], max(0.0, wake - now))
+            if readable and not self._read_commands():
+                _log(codes.CHILD_CLAIM_LAPSED, "the supervisor is gone: killing the tree")
+                return self._killed(CLAIM_LAPSED)
+
+    def _read_commands(self) -> bool:
+        """Apply what the supervisor wrote; False once it closed the pipe (it died)."""
+        data = os.read(self.control_fd, 4096)
+        if not data:
+            return False
+        self._pending += data
+        *lines, self._pending = self._pending.split(b"\n")
+        for line in lines:
+            verb, _, value = line.decode("ascii", "replace").partition(" ")
+            if verb == "claim":
+                self.claim_until = float(value)
+            elif verb == "stop" and self._stop_by is None:
+                self._stop_by = time.monotonic() + float(value)
+                _signal_tree(signal.SIGTERM, self.child)
+            elif verb == "kill":
+                self._stop_by = time.monotonic()
+        return True
+
+    def _killed(self, code: int | None) -> int:
+        kill_tree(self.child)
+        return code if code is not None else self._exit_code()
+
+    def _exit_code(self) -> int:
+        code = self.child.wait()
+        return 128 - code if code < 0 else code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="primacy-guardian", description=__doc__)
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--claim-until", type=float, required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    # The supervisor stops the child through the pipe; a terminal's or a unit's signal meant
+    # for the supervisor must not end the guardian and leave the child unguarded. A handler,
+    # not SIG_IGN: an ignored signal would stay ignored in the child across exec.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
+    _become_subreaper()
+    try:
+        child = subprocess.Popen([*_DIES_WITH_PARENT, *command], start_new_session=True)
+    except OSError as exc:
+        _log(codes.CHILD_NOT_STARTED, f"cannot start {command}: {exc}")
+        return 127
+    return Guardian(args.control_fd, args.claim_until, child).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
