@@ -24,7 +24,12 @@ from primacy.nfs_profiles.mountinfo import MOUNTINFO_PATH
 from primacy.nfs_profiles.profiles import PROFILE_NAMES, load_profile
 
 SYSTEMD_SOURCE_DIR = Path(__file__).resolve().parent.parent / "systemd"
-UNIT_FILES = ("primacy@.service", "primacy-replay@.service", "primacy-replay@.timer")
+UNIT_FILES = (
+    "primacy@.service",
+    "primacy-exec@.service",
+    "primacy-replay@.service",
+    "primacy-replay@.timer",
+)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 SYSTEMD_DIR = REPO / "systemd"
 PRIMACY_BIN = "/usr/local/bin/primacy"
 MAX_EXPOSURE = 3.0
-SERVICES = ("primacy@.service", "primacy-replay@.service")
+SERVICES = ("primacy@.service", "primacy-exec@.service", "primacy-replay@.service")
 UNITS = (*SERVICES, "primacy-replay@.timer")
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -128,3 +128,15 @@ def test_example_group_config_loads_and_fits_the_nfs4_profile() -> None:
     assert config.lock_acquire_sleep_interval_ms == nfs4.timings.lock_acquire_sleep_interval_ms
     assert config.lock_keep_alive_period_ms == nfs4.timings.lock_keep_alive_period_ms
     assert str(config.share) == "/srv/primacy/GROUP"
+
+
+def test_the_exec_unit_lets_a_jvm_run_and_stops_after_the_brokers_grace() -> None:
+    node, exec_mode = read_unit("primacy@.service")["Service"], read_unit("primacy-exec@.service")
+    service = exec_mode["Service"]
+    assert "MemoryDenyWriteExecute" not in service  # a JIT writes code it then runs
+    assert "@resources" not in service["SystemCallFilter"]
+    assert service["KillMode"] == "mixed"  # the supervisor orders the broker's stop
+    grace_s = load_config(None, {"node_id": "a", "share": "/srv"}).exec_stop_grace_ms / 1000
+    assert int(service["TimeoutStopSec"].rstrip("s")) >= grace_s + 10
+    for key in ("Type", "NotifyAccess", "ExecStart", "User", "ReadWritePaths", "Restart"):
+        assert service[key] == node[key], key
