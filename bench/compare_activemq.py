@@ -18,7 +18,12 @@ taking turns (A B A B) so that drift in a shared machine's load hits both:
 4. (unless ``--no-tls``, and run right after 1) the throughput figures over TLS: three more
    primacy nodes serving STOMP over TLS only, and the ActiveMQ pair's
    ``stomp+ssl`` connector (a PKCS12 key store of the same certificate),
-   stock stomp.py trusting the run's own CA (made with openssl).
+   stock stomp.py trusting the run's own CA (made with openssl);
+5. (unless ``--no-exec``; needs haproxy) a third group in the failover phase:
+   ActiveMQ under primacy, two nodes each supervising an ActiveMQ on one
+   shared KahaDB (exec mode, readiness on its STOMP port), clients through
+   HAProxy checking ``/master``: kill -9 of the master's supervisor -> first
+   RECEIPT through HAProxy, which includes a cold JVM start.
 
 Prints min / median / max per figure, primacy/ActiveMQ ratios of medians and
 the issue's targets. ActiveMQ comes from Debian's ``activemq`` package, which
@@ -61,6 +66,7 @@ from bench.activemq.config import (
 from bench.activemq.figures import (
     AMQ_DEFAULTS,
     AMQ_TUNED,
+    AMQ_UNDER_PRIMACY,
     FAILOVER,
     PRIMACY,
     RSS_MASTER,
@@ -75,6 +81,7 @@ from bench.activemq.figures import (
     render_table,
     render_targets,
 )
+from bench.activemq.under_primacy import HAPROXY, ActiveMQUnderPrimacy
 from bench.activemq.workload import FailoverSender, drain, throughput
 from tests.tls_certs import make_pki
 
@@ -208,7 +215,7 @@ def failover_phase(
 def run(args: argparse.Namespace) -> Results:
     results = Results()
     workdir = Path(tempfile.mkdtemp(prefix="primacy-bench-activemq-", dir=args.dir))
-    started: list[PrimacyGroup | ActiveMQPair] = []
+    started: list[PrimacyGroup | ActiveMQPair | ActiveMQUnderPrimacy] = []
     try:
         if not args.no_install:
             install_activemq(say)
@@ -247,6 +254,14 @@ def run(args: argparse.Namespace) -> Results:
             started.append(defaults)
             defaults.start()
             groups[AMQ_DEFAULTS] = defaults
+        if not why_not and not args.no_exec and HAPROXY is not None:
+            say("starting ActiveMQ under primacy: 2 nodes in exec mode behind HAProxy")
+            under = ActiveMQUnderPrimacy(workdir / "amq-under-primacy", args.heap_mb)
+            started.append(under)
+            under.start()
+            groups[AMQ_UNDER_PRIMACY] = under
+        elif not args.no_exec:
+            say("ActiveMQ under primacy SKIPPED: it needs ActiveMQ and haproxy")
         say(f"failover: {args.kills} kills per group ({args.default_kills} for ActiveMQ defaults)")
         failover_phase(results, groups, args.kills, args.default_kills)
     finally:
@@ -277,6 +292,11 @@ def main() -> None:
     parser.add_argument("--heap-mb", type=int, default=256, help="ActiveMQ -Xmx (default 256)")
     parser.add_argument(
         "--no-tls", action="store_true", help="skip the throughput figures over TLS"
+    )
+    parser.add_argument(
+        "--no-exec",
+        action="store_true",
+        help="skip the failover figures of ActiveMQ under primacy (exec mode behind HAProxy)",
     )
     args = parser.parse_args()
     for name, full, quick in (

@@ -81,8 +81,9 @@ class Group:
         exec_command: Sequence[str] | None = None,
         env: dict[str, str] | None = None,
         preexec_fn: Callable[[], None] | None = None,
+        http_port: int | None = None,
     ) -> NodeProcess:
-        port = free_port()
+        port = http_port or free_port()
         log_path = self.log_dir / f"{node_id}.log"
         args = [
             sys.executable,

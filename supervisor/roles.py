@@ -132,7 +132,7 @@ class RoleMachine:
             deadlines.append(self._io_started_at + self._io_timeout())
         elif self.role in (Role.STARTING, Role.SLAVE):
             deadlines.append(max(self._next_lock_attempt_at, self._hold_off_until))
-        elif self.role in (Role.ACQUIRED, Role.MASTER):
+        elif self.role in (Role.ACQUIRED, Role.MASTER) or self._confirming_while_stopping:
             deadlines.append(self._next_revalidation_at)
             if self._takeover_ready_at is not None:
                 deadlines.append(self._takeover_ready_at)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 PRIMACY = "primacy"
 AMQ_TUNED = "ActiveMQ tuned"
 AMQ_DEFAULTS = "ActiveMQ defaults"
+AMQ_UNDER_PRIMACY = "ActiveMQ under primacy"  # exec mode, through HAProxy (under_primacy.py)
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,9 @@ class Results:
     def summary(self, metric: Metric, group: str) -> Summary | None:
         return Summary.of(self.samples.get((metric.key, group), []))
 
-    def ratio(self, metric: Metric, other: str = AMQ_TUNED) -> float | None:
-        """primacy's median over ``other``'s median; None when either is missing."""
-        ours, theirs = self.summary(metric, PRIMACY), self.summary(metric, other)
+    def ratio(self, metric: Metric, other: str = AMQ_TUNED, group: str = PRIMACY) -> float | None:
+        """``group``'s median over ``other``'s median; None when either is missing."""
+        ours, theirs = self.summary(metric, group), self.summary(metric, other)
         if ours is None or theirs is None or theirs.median == 0:
             return None
         return ours.median / theirs.median
@@ -159,6 +160,12 @@ def render_table(results: Results) -> str:
                     f"| {metric.title}, vs {other} | {cell(metric, PRIMACY)} "
                     f"| {cell(metric, other)} | {ratio_cell(metric, other)} |"
                 )
+            under = results.ratio(metric, AMQ_TUNED, group=AMQ_UNDER_PRIMACY)
+            rows.append(
+                f"| {metric.title} through HAProxy: {AMQ_UNDER_PRIMACY} (left) vs {AMQ_TUNED} "
+                f"| {cell(metric, AMQ_UNDER_PRIMACY)} | {cell(metric, AMQ_TUNED)} "
+                f"| {'—' if under is None else f'{under:.2f}'} |"
+            )
         else:
             rows.append(
                 f"| {metric.title} | {cell(metric, PRIMACY)} | {cell(metric, AMQ_TUNED)} "
@@ -166,7 +173,7 @@ def render_table(results: Results) -> str:
             )
     theirs = "; ".join(
         f"{group}: {results.losses[group].show()}"
-        for group in (AMQ_TUNED, AMQ_DEFAULTS)
+        for group in (AMQ_TUNED, AMQ_DEFAULTS, AMQ_UNDER_PRIMACY)
         if group in results.losses
     )
     ours = results.losses[PRIMACY].show() if PRIMACY in results.losses else "—"

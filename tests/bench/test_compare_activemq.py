@@ -23,6 +23,7 @@ from bench.activemq.config import (
 from bench.activemq.figures import (
     AMQ_DEFAULTS,
     AMQ_TUNED,
+    AMQ_UNDER_PRIMACY,
     FAILOVER,
     PRIMACY,
     RSS_MASTER,
@@ -128,7 +129,14 @@ def test_targets_without_activemq_are_not_judged() -> None:
 
 
 def test_table_has_a_row_per_figure() -> None:
-    table = render_table(results(0.35, 50 * 2**20))
-    assert table.count("\n") == 1 + 9  # header rule, 2 failover rows, 6 figures, losses
+    figures = results(0.35, 50 * 2**20)
+    for value in (4.0, 5.0, 6.0):  # a cold JVM start behind HAProxy
+        figures.add(FAILOVER, AMQ_UNDER_PRIMACY, value)
+    figures.losses[AMQ_UNDER_PRIMACY] = Loss(50, 0, 1)
+    table = render_table(figures)
+    assert table.count("\n") == 1 + 10  # header rule, 3 failover rows, 6 figures, losses
     assert "| 300 / **350** / 400 ms (n=3) | 1 500 / **2 000** / 2 500 ms (n=3) | 0.17 |" in table
     assert "0 / 2 of 100 receipted" in table
+    under = "| 4 000 / **5 000** / 6 000 ms (n=3) | 1 500 / **2 000** / 2 500 ms (n=3) | 2.50 |"
+    assert f"{AMQ_UNDER_PRIMACY} (left) vs {AMQ_TUNED} {under}" in table
+    assert f"{AMQ_UNDER_PRIMACY}: 0 / 1 of 50 receipted" in table

@@ -104,14 +104,14 @@ def test_a_stopped_supervisor_s_tree_dies_within_its_claim(group: Group) -> None
 
 
 def test_a_graceful_stop_gives_the_child_its_whole_grace(group: Group, tmp_path: Path) -> None:
-    # The child takes three keepalive periods to shut down: the claim must stay confirmed
+    # The child takes four keepalive periods to shut down: the claim must stay confirmed
     # to its guardian while it does, or the guardian would cut it short.
     done = tmp_path / "shut-down-cleanly"
-    script = f"trap 'sleep 1; echo yes > {done}; exit 0' TERM; while :; do sleep 0.1; done"
+    script = f"trap 'sleep 2; echo yes > {done}; exit 0' TERM; while :; do sleep 0.1; done"
     node = group.start(
         "n1",
         "--lock-keep-alive-period-ms",
-        "300",
+        "500",
         "--exec-stop-grace-ms",
         "10000",
         exec_command=["sh", "-c", script],

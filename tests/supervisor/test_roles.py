@@ -493,6 +493,9 @@ def test_lease_checks_go_on_through_a_graceful_stop_only_for_a_child(has_child: 
     _serving(d)
     d.at(0.32, StopRequested("SIGTERM"))
     assert d.machine.role is Role.STOPPING
+    # The shell sleeps until next_deadline: it must wake for the next check, or the
+    # guardian's deadline passes while the loop sleeps.
+    assert (d.machine.next_deadline() == pytest.approx(0.30 + 0.125)) is has_child
     checks = d.at(0.45)
     assert (checks == [Revalidate()]) is has_child
     if has_child:

@@ -1,0 +1,130 @@
+"""ActiveMQ under primacy: two primacy nodes, each supervising an ActiveMQ 5.17 (exec mode)
+on one shared KahaDB directory, behind HAProxy checking each node's ``/master``.
+
+The recipe of docs/operator-guide.md, "Supervising your own broker", on loopback
+ports: used by ``bench/compare_activemq.py`` (its third group) and by
+``tests/integration/test_activemq_under_primacy.py``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from bench.activemq.config import LockerTiming, java_command, write_instance
+from bench.activemq.figures import AMQ_UNDER_PRIMACY
+from primacy.cli.localgroup import Group, NodeProcess, free_port, http_status, wait_until
+from tests.integration.test_haproxy import haproxy_config
+
+Address = tuple[str, int]
+HAPROXY = shutil.which("haproxy")
+NODES = ("node-a", "node-b")
+# ActiveMQ's own shared-file locker stays on as a backstop; with primacy it never contends.
+BACKSTOP = LockerTiming("backstop", 1000, 0)
+# A JVM broker needs seconds to start and to shut down cleanly.
+READY_TIMEOUT_S = 120
+STOP_GRACE_MS = 15_000
+
+
+class ActiveMQUnderPrimacy:
+    """The two nodes and HAProxy; clients connect to HAProxy's one address."""
+
+    label = AMQ_UNDER_PRIMACY
+
+    def __init__(self, root: Path, heap_mb: int = 256, *extra: str) -> None:
+        """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say)."""
+        share = root / "share"
+        share.mkdir(parents=True)
+        self.group = Group(share=share, log_dir=root)
+        self.kahadb = share / "activemq" / "kahadb"
+        self.stomp_ports = {node_id: free_port() for node_id in NODES}
+        self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
+        self.bases = {node_id: root / f"activemq-{node_id}" for node_id in NODES}
+        self.front_port, self.stats_port = free_port(), free_port()
+        self._root, self._heap_mb, self._extra = root, heap_mb, extra
+        self._proxy: subprocess.Popen[bytes] | None = None
+        self._killed: str | None = None
+
+    def start(self) -> None:
+        if HAPROXY is None:
+            raise RuntimeError("haproxy is not installed (apt-get install haproxy)")
+        for node_id in NODES:
+            self.start_node(node_id)
+        config = self._root / "haproxy.cfg"
+        backends = {n: (self.stomp_ports[n], self.http_ports[n]) for n in NODES}
+        config.write_text(haproxy_config(self.front_port, backends, self.stats_port))
+        self._proxy = subprocess.Popen(
+            [HAPROXY, "-db", "-f", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.wait_for_a_master()
+
+    def start_node(self, node_id: str) -> NodeProcess:
+        conf = write_instance(
+            self.bases[node_id],
+            broker_name=node_id.replace("-", ""),
+            stomp_port=self.stomp_ports[node_id],
+            kahadb_dir=self.kahadb,
+            timing=BACKSTOP,
+        )
+        command = java_command(base=self.bases[node_id], conf_file=conf, heap_mb=self._heap_mb)
+        return self.group.start(
+            node_id,
+            "--exec-ready",
+            f"tcp:127.0.0.1:{self.stomp_ports[node_id]}",
+            "--exec-ready-timeout-s",
+            str(READY_TIMEOUT_S),
+            "--exec-stop-grace-ms",
+            str(STOP_GRACE_MS),
+            *self._extra,
+            exec_command=command,
+            http_port=self.http_ports[node_id],
+        )
+
+    def wait_for_a_master(self, timeout_s: float = READY_TIMEOUT_S) -> NodeProcess:
+        """The serving node, once HAProxy sees it too."""
+        master = self.group.wait_for_master(timeout_s=timeout_s)
+        wait_until(
+            lambda: http_status(self.stats_port, "/") == 200, timeout_s, "HAProxy to see a master"
+        )
+        return master
+
+    def stomp_addresses(self) -> list[Address]:
+        return [("127.0.0.1", self.front_port)]
+
+    def master_address(self) -> Address:
+        self.wait_for_a_master()
+        return ("127.0.0.1", self.front_port)
+
+    def master_pid(self) -> int:
+        return self.wait_for_a_master().pid  # the supervisor: its tree holds the JVM
+
+    def slave_pids(self) -> list[int]:
+        master = self.wait_for_a_master()
+        return [node.pid for node in self.group.alive() if node is not master]
+
+    def kill_master(self) -> float:
+        """SIGKILL the master's supervisor (its guardian kills the JVM)."""
+        master = self.wait_for_a_master()
+        self._killed = master.node_id
+        killed_at = time.monotonic()
+        master.signal(signal.SIGKILL)
+        master.process.wait(15)
+        return killed_at
+
+    def restore(self) -> None:
+        if self._killed is not None:
+            node = self.start_node(self._killed)
+            self._killed = None
+            wait_until(lambda: node.status("/slave") == 200, 60, "the restarted node to stand by")
+        self.wait_for_a_master()
+
+    def close(self) -> None:
+        if self._proxy is not None and self._proxy.poll() is None:
+            self._proxy.kill()
+            self._proxy.wait(10)
+        self.group.close()  # SIGKILL by pid; every guardian then kills its JVM
