@@ -59,7 +59,8 @@ def add_parser(subparsers: Any) -> None:
         dest="exec_marker",
         action="store_true",
         help="everything after --exec (and an optional --) is the command to run as "
-        "the master's child",
+        "the master's child, under a guardian that kills its whole tree once this node's "
+        "claim lapses, whatever happens to the supervisor (see --exec-ready)",
     )
     run.set_defaults(func=cmd_run)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import threading
 import time
 
 import psutil
@@ -42,6 +43,16 @@ def _exec_tree(supervisor_pid: int) -> list[psutil.Process]:
 
     wait_until(started, 20, "the exec child to start")
     return list(found)
+
+
+def _note_death(processes: list[psutil.Process], died: list[float]) -> None:
+    """Append when the last of ``processes`` stopped running (polled every 10 ms, 10 s at most)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if not _running(processes):
+            died.append(time.monotonic())
+            return
+        time.sleep(0.01)
 
 
 def _running(processes: list[psutil.Process]) -> list[psutil.Process]:
@@ -88,9 +99,12 @@ def test_demotion_on_a_hung_share_closes_every_connection_within_a_keepalive(
     clients = [_connect(port) for _ in range(3)]
     # One client is mid-send when the share hangs: its write is stuck in the journal.
     clients[0].sendall(b"SEND\ndestination:/queue/q\nreceipt:r1\n\nbody\x00")
+    died: list[float] = []
+    watcher = threading.Thread(target=_note_death, args=(child_tree, died), daemon=True)
     try:
         host.partition("hang")
         hung_at = time.monotonic()
+        watcher.start()
         closed = [_closed_at(sock, give_up_s=10 * KEEP_ALIVE_MS / 1000) for sock in clients]
         assert None not in closed, f"connections left open on a hung share: {closed}"
         # The lease check goes overdue within one keepalive of the hang (it runs every half
@@ -100,8 +114,12 @@ def test_demotion_on_a_hung_share_closes_every_connection_within_a_keepalive(
         assert node.status("/master") == 503
         assert node.status("/health") == 200  # the loop itself answers, child or no child
         # The child ignores SIGTERM and its grace is 20 s, but its guardian kills its tree
-        # when the claim the hung supervisor can no longer confirm runs out.
-        wait_until(lambda: not _running(child_tree), 10, "the exec child's tree to die")
+        # when the claim the hung supervisor can no longer confirm runs out: the last lease
+        # check started before the hang, so within one keepalive of it, before another
+        # node's takeover wait (a tenth longer) could end.
+        watcher.join(10)
+        assert died, "the exec child's tree outlived the claim"
+        assert died[0] - hung_at < 1.1 * KEEP_ALIVE_MS / 1000, f"died {died[0] - hung_at:.2f} s in"
         assert "PRIMACY-1106" in node.log()
     finally:
         for sock in clients:
