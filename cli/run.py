@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import resource
+import signal
 import types
 import typing
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from primacy.api.admin import TokenFileError, load_token
 from primacy.api.server import ApiServerError
@@ -36,6 +37,9 @@ from primacy.supervisor.config import (
     NodeConfig,
     load_config,
 )
+
+if TYPE_CHECKING:
+    from primacy.supervisor.node import Node
 
 
 def add_parser(subparsers: Any) -> None:
@@ -170,7 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         reload_config=lambda: load_config(args.config, overrides),
         share_check=share_check_for_status(verdict),
     )
-    node.install_signal_handlers()
+    _stop_on_signals(node)
     try:
         return node.run()
     except ApiServerError as exc:
@@ -286,3 +290,13 @@ def share_check_for_status(verdict: Diagnosis) -> ShareCheck:
             for finding in verdict.problems
         ),
     )
+
+
+def _stop_on_signals(node: Node) -> None:
+    """SIGTERM (systemd's stop) and SIGINT (Ctrl-C) stop the node gracefully."""
+
+    def on_signal(signum: int, _frame: object) -> None:
+        node.request_stop(f"received {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)

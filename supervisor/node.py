@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import logging
 import queue
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from primacy.supervisor.node_events import (
     NodeEvent,
     RegistryRead,
     ThreadDied,
+    thread_death_hook,
 )
 from primacy.supervisor.registry import NodeRegistry
 from primacy.supervisor.registry_loop import RegistryLoop
@@ -133,7 +133,7 @@ class Node:
         """Run until stopped; returns the process exit code."""
         become_subreaper()
         previous_hook = threading.excepthook
-        threading.excepthook = self._on_thread_death
+        threading.excepthook = thread_death_hook(self.config.node_id, self.post)
         self._api.start()  # raises ApiServerError before anything else has started
         self._registry.start()
         self._watcher.start()
@@ -159,26 +159,6 @@ class Node:
             self._shutdown()
             threading.excepthook = previous_hook
         return self._exit_code
-
-    def install_signal_handlers(self) -> None:
-        def on_signal(signum: int, _frame: object) -> None:
-            self.request_stop(f"received {signal.Signals(signum).name}")
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-
-    def _on_thread_death(self, args: threading.ExceptHookArgs) -> None:
-        """A thread of ours died: log it, and stop the node rather than run on without it."""
-        name = args.thread.name if args.thread is not None else "?"
-        log.error(
-            "%s node %s: thread %s died: %r",
-            codes.THREAD_DIED,
-            self.config.node_id,
-            name,
-            args.exc_value,
-            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),  # type: ignore[arg-type]
-        )
-        self.post(ThreadDied(name, repr(args.exc_value)))
 
     # ---- the role loop -------------------------------------------------------
 
@@ -337,11 +317,9 @@ class Node:
         self.metrics.role_changes.labels(str(change.new)).inc()
         if change.old is Role.STARTING:
             self._state.first_lock_attempt_done = True
-            self._notifier.ready()
-        if change.new is Role.STOPPING or (change.new is Role.STOPPED and change.old is Role.SLAVE):
-            self._notifier.stopping()
         epoch = change.epoch if change.epoch is not None else self.machine.epoch
-        self._notifier.status(f"{change.new} (epoch {epoch}): {change.reason}")
+        status = f"{change.new} (epoch {epoch}): {change.reason}"
+        self._notifier.role_changed(change.old, change.new, status)
         # Publish the new role at once (the machine already has it; the snapshot not yet),
         # except a new master's: it is published once serving started (this iteration).
         if change.new is not Role.MASTER:

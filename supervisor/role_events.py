@@ -1,7 +1,8 @@
 """The role machine's vocabulary: roles, priorities, timings, events in, actions out.
 
-Plain frozen values with no behaviour; ``supervisor/roles.py`` holds the table
-of transitions and the machine that applies it.
+Plain frozen values (``Timings`` also works out the waits they imply);
+``supervisor/role_table.py`` holds the table of transitions and
+``supervisor/roles.py`` the machine that applies it.
 """
 
 from __future__ import annotations
@@ -48,6 +49,17 @@ class Timings:
     child_restart_window_s: float = 60.0
     crash_loop_hold_off_s: float = 10.0
     takeover_drift_margin: float = TAKEOVER_DRIFT_MARGIN
+
+    def takeover_wait(self, previous_keep_alive_period_s: float | None) -> float:
+        """Outlast the previous master's claim, even if it used a longer keepalive than ours."""
+        if previous_keep_alive_period_s is None:
+            return self.takeover_delay_s
+        outlast = previous_keep_alive_period_s * (1 + self.takeover_drift_margin)
+        return max(self.takeover_delay_s, outlast)
+
+    def priority_delay(self, levels_below: int) -> float:
+        """How long a free lock is left to nodes ``levels_below`` priority levels above us."""
+        return max(0, levels_below) * self.lock_acquire_sleep_interval_s
 
 
 # ---- events (what happened) ------------------------------------------------

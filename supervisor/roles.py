@@ -13,7 +13,6 @@ table for the current role is a bug in the shell and raises ``RoleMachineError``
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 # Re-exported (pyproject: implicit_reexport): the shell and the tests say ``roles.Tick``.
@@ -93,19 +92,15 @@ class RoleMachine:
     # Lease checks go on through a graceful stop, so the exec child's guardian keeps hearing
     # that the claim holds while the child shuts down (supervisor/guardian.py).
     _confirming_while_stopping: bool = False
-    _hold_off_until: float = 0.0
-    _child_exits: deque[float] = field(default_factory=deque)
+    # Until when a node that failed to start serving (or crash-looped) tries no lock.
+    hold_off_until: float = 0.0
+    _child_exits: list[float] = field(default_factory=list)
 
     # ---- what the outside may ask ------------------------------------------
 
     def is_serving(self, now: float) -> bool:
         """True only for a master whose last passed lease check started under one keepalive ago."""
         return self.role is Role.MASTER and self.claim_expires_at() > now
-
-    @property
-    def hold_off_until(self) -> float:
-        """Until when a node that failed to start serving (or crash-looped) tries no lock."""
-        return self._hold_off_until
 
     @property
     def lock_io_started_at(self) -> float | None:
@@ -131,7 +126,7 @@ class RoleMachine:
         if self._io_in_flight is not None:
             deadlines.append(self._io_started_at + self._io_timeout())
         elif self.role in (Role.STARTING, Role.SLAVE):
-            deadlines.append(max(self._next_lock_attempt_at, self._hold_off_until))
+            deadlines.append(max(self._next_lock_attempt_at, self.hold_off_until))
         elif self.role in (Role.ACQUIRED, Role.MASTER) or self._confirming_while_stopping:
             deadlines.append(self._next_revalidation_at)
             if self._takeover_ready_at is not None:
@@ -157,7 +152,7 @@ class RoleMachine:
                 self._io_done()
                 self.epoch = epoch
                 self._apply("epoch_claimed", now, actions, f"claimed epoch {epoch}")
-                wait = 0.0 if handed_over else self._takeover_wait(previous)
+                wait = 0.0 if handed_over else self.timings.takeover_wait(previous)
                 self._takeover_ready_at = now + wait
                 self._next_revalidation_at = now + self.timings.lock_keep_alive_period_s
                 # Recovery, the fence and the pre_promote command run during the takeover wait.
@@ -178,19 +173,12 @@ class RoleMachine:
             case JournalFailed(reason=reason):
                 self._io_done()
                 if self.role is Role.ACQUIRED:
-                    self._hold_off_until = now + self.timings.crash_loop_hold_off_s
-                    self._demote(
-                        now,
-                        actions,
-                        f"the journal failed before this node served: {reason}",
-                        graceful=True,
-                        trigger="journal_failed",
-                    )
+                    why = f"the journal failed before this node served: {reason}"
+                    self._give_up(now, actions, why, "journal_failed")
             case ClaimFailed(reason=reason):
                 self._io_done()
                 if self.role is Role.ACQUIRED:
-                    self._hold_off_until = now + self.timings.crash_loop_hold_off_s
-                    self._demote(now, actions, reason, graceful=True, trigger="claim_failed")
+                    self._give_up(now, actions, reason, "claim_failed")
             case RevalidationPassed(started_at=started_at):
                 self._io_done()
                 self._on_revalidated(started_at, now, actions)
@@ -212,8 +200,7 @@ class RoleMachine:
                     self._demote(now, actions, reason, graceful=True, trigger="step_down")
             case ServingFailed(reason=reason):
                 if self.role is Role.MASTER:
-                    self._hold_off_until = now + self.timings.crash_loop_hold_off_s
-                    self._demote(now, actions, reason, graceful=True, trigger="step_down")
+                    self._give_up(now, actions, reason, "step_down")
             case MasterLeft():
                 if self.role in (Role.STARTING, Role.SLAVE):
                     if self._io_in_flight is not None:
@@ -264,7 +251,7 @@ class RoleMachine:
                 return
             if self.paused and self.role is Role.SLAVE:
                 return  # a paused group keeps its master, whatever happens to it
-            if now >= self._next_lock_attempt_at and now >= self._hold_off_until:
+            if now >= self._next_lock_attempt_at and now >= self.hold_off_until:
                 self._last_lock_attempt_at = now
                 self._start_io(TryLock(), now, actions)
         elif self.role is Role.ACQUIRED:
@@ -293,7 +280,8 @@ class RoleMachine:
             return
         if self._first_seen_free_at is None:
             self._first_seen_free_at = now
-        if now - self._first_seen_free_at < self._priority_delay():
+        below = int(self.best_other_priority) - int(self.priority)
+        if now - self._first_seen_free_at < self.timings.priority_delay(below):
             actions.append(YieldLock())
             self._apply(
                 "lock_yielded", now, actions, "the lock is free; a higher priority node goes first"
@@ -324,22 +312,12 @@ class RoleMachine:
     def _on_child_exit(self, code: int, now: float, actions: list[Action]) -> None:
         if self.role is not Role.MASTER:
             return
-        self._child_exits.append(now)
-        while (
-            self._child_exits and now - self._child_exits[0] > self.timings.child_restart_window_s
-        ):
-            self._child_exits.popleft()
+        window = self.timings.child_restart_window_s
+        self._child_exits = [t for t in (*self._child_exits, now) if now - t <= window]
         if len(self._child_exits) > self.timings.child_max_restarts and not self.paused:
             self._child_exits.clear()
-            self._hold_off_until = now + self.timings.crash_loop_hold_off_s
-            self._demote(
-                now,
-                actions,
-                f"the child keeps exiting (last code {code}); "
-                "giving the lock up so another node can try",
-                graceful=True,
-                trigger="child_crash_loop",
-            )
+            why = f"the child keeps exiting (last code {code}); giving the lock up for another"
+            self._give_up(now, actions, why, "child_crash_loop")
             return
         self._apply("child_exited", now, actions, f"child exited with code {code}; restarting")
         actions.append(RestartChild())
@@ -348,8 +326,7 @@ class RoleMachine:
         if veto is None:
             self._pre_promote_passed = True
             return
-        self._hold_off_until = now + self.timings.crash_loop_hold_off_s
-        self._demote(now, actions, veto, graceful=True, trigger="pre_promote_vetoed")
+        self._give_up(now, actions, veto, "pre_promote_vetoed")
 
     def _on_stop(self, reason: str, now: float, actions: list[Action]) -> None:
         if self.role in (Role.ACQUIRED, Role.MASTER):
@@ -373,6 +350,11 @@ class RoleMachine:
             and ready is not None
             and now >= ready
         )
+
+    def _give_up(self, now: float, actions: list[Action], reason: str, trigger: str) -> None:
+        """A graceful demotion after a failed start or a crash loop; no lock for a while."""
+        self.hold_off_until = now + self.timings.crash_loop_hold_off_s
+        self._demote(now, actions, reason, graceful=True, trigger=trigger)
 
     def _demote(
         self, now: float, actions: list[Action], reason: str, *, graceful: bool, trigger: str
@@ -421,14 +403,3 @@ class RoleMachine:
         # Hints can come in bursts (and from this node's own closes of the lock
         # file): never try more often than every MIN_RETRY_GAP_S.
         return max(now, self._last_lock_attempt_at + MIN_RETRY_GAP_S)
-
-    def _takeover_wait(self, previous_keep_alive_period_s: float | None) -> float:
-        """Outlast the previous master's claim, even if it used a longer keepalive than ours."""
-        own = self.timings.takeover_delay_s
-        if previous_keep_alive_period_s is None:
-            return own
-        return max(own, previous_keep_alive_period_s * (1 + self.timings.takeover_drift_margin))
-
-    def _priority_delay(self) -> float:
-        gap = int(self.best_other_priority) - int(self.priority)
-        return max(0, gap) * self.timings.lock_acquire_sleep_interval_s

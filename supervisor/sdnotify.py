@@ -91,6 +91,15 @@ class Notifier:
     def stopping(self) -> bool:
         return self.notify("STOPPING=1")
 
+    def role_changed(self, old: str, new: str, status: str) -> None:
+        """What systemd hears of a role change: READY=1 with the node's first role, STOPPING=1
+        when it starts to stop, and the new role as the unit's status line."""
+        if old == "starting":
+            self.ready()
+        if new == "stopping" or (new == "stopped" and old == "slave"):
+            self.stopping()
+        self.status(status)
+
     def watchdog(self) -> bool:
         return self.notify("WATCHDOG=1")
 
