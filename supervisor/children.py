@@ -113,6 +113,8 @@ class ChildProcess:
     def stop(self, *, graceful: bool) -> None:
         """Stop the child and all descendants: SIGTERM, SIGKILL after the grace (or at once)."""
         process = self._process
+        guardian = process.pid if process is not None else None
+        tree = [p for p in self._tree() if p.pid != guardian]  # for the log: what gets stopped
         if process is not None:
             self._tell(f"stop {self.stop_grace_s!r}\n" if graceful else "kill\n")
             wait_s = (self.stop_grace_s if graceful else 0.0) + _GUARDIAN_EXIT_S
@@ -141,8 +143,9 @@ class ChildProcess:
         self._reap_orphans()
         if process is not None or leftovers:
             log.info(
-                "%s child tree stopped (%s)",
+                "%s child tree stopped (%d processes, %s)",
                 codes.CHILD_TREE_STOPPED,
+                len(tree),
                 "graceful" if graceful else "killed",
             )
 
