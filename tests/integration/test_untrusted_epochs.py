@@ -5,8 +5,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from primacy.client.consumer import Consumer
@@ -105,20 +107,31 @@ def test_a_symlink_put_in_place_of_the_lock_file_costs_neither_the_master_nor_a_
     ports, first, second = _master_with_five_messages_and_a_slave(group)
     os.rename(share / LOCK_FILE_NAME, tmp_path / "lock.moved")
     (share / LOCK_FILE_NAME).symlink_to(outside)
-    wait_until(
-        lambda: (
-            any(node.is_master() for node in (first, second))
-            and not (share / LOCK_FILE_NAME).is_symlink()
-        ),
-        30,
-        "a master on a lock file of the share's own",
-    )
+    swapped_at = time.time()
+
+    settled: list[NodeProcess] = []
+
+    def settled_master() -> bool:
+        # A master whose lease check passed after the swap holds the lock on the share's own
+        # file; the old master cannot pass one (its lock is on the renamed file) and is
+        # stepping down, however long a loaded machine makes it take to notice.
+        for node in (first, second):
+            if node.is_master():
+                status = httpx.get(f"http://127.0.0.1:{node.port}/status", timeout=5).json()
+                if (status["last_keepalive_unix_s"] or 0) > swapped_at:
+                    settled[:] = [node]
+                    return not (share / LOCK_FILE_NAME).is_symlink()
+        return False
+
+    wait_until(settled_master, 30, "a master whose lease holds on a lock file of the share's own")
     assert outside.read_text() == "precious\n"
     # Either node may end up master (the old one notices the swap at its next lease check,
-    # steps down, and may replace the symlink itself): read through a failover URL.
+    # steps down, and may replace the symlink itself): read through a failover URL that
+    # tries the settled master first.
+    order = sorted(ports, key=lambda node_id: node_id != settled[0].node_id)
     url = (
         "failover:("
-        + ",".join(f"tcp://127.0.0.1:{port}" for port in ports.values())
+        + ",".join(f"tcp://127.0.0.1:{ports[node_id]}" for node_id in order)
         + ")?initialReconnectDelay=20&maxReconnectDelay=500&randomize=false&timeout=60000"
     )
     consumer = Consumer(url, "/queue/q")
