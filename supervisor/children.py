@@ -114,7 +114,7 @@ class ChildProcess:
         """Stop the child and all descendants: SIGTERM, SIGKILL after the grace (or at once)."""
         process = self._process
         guardian = process.pid if process is not None else None
-        tree = [p for p in self._tree() if p.pid != guardian]  # for the log: what gets stopped
+        tree = [p for p in descendants() if p.pid != guardian]  # for the log: what gets stopped
         if process is not None:
             self._tell(f"stop {self.stop_grace_s!r}\n" if graceful else "kill\n")
             wait_s = (self.stop_grace_s if graceful else 0.0) + _GUARDIAN_EXIT_S
@@ -127,7 +127,9 @@ class ChildProcess:
                     process.pid,
                 )
             self._forget()
-        leftovers = self._tree()  # a guardian that did not answer, and what it left
+        # A guardian that did not answer, and what it left: orphans re-parented to us (we are a
+        # subreaper) should the guardian have died before its tree.
+        leftovers = descendants()
         for proc in leftovers:
             _signal(proc, signal.SIGKILL)
         psutil.wait_procs(leftovers, timeout=5.0)
@@ -140,7 +142,7 @@ class ChildProcess:
                     codes.CHILD_NOT_KILLED,
                     process.pid,
                 )
-        self._reap_orphans()
+        reap_exited()
         if process is not None or leftovers:
             log.info(
                 "%s child tree stopped (%d processes, %s)",
@@ -166,26 +168,25 @@ class ChildProcess:
                 self._control = None
         self._process = None
 
-    @staticmethod
-    def _tree() -> list[psutil.Process]:
-        """Everything below this process: the guardian, and orphans re-parented to us (we are a
-        subreaper) should the guardian have died before its tree."""
-        try:
-            below: list[psutil.Process] = psutil.Process().children(recursive=True)
-            return below
-        except psutil.Error:
-            return []
 
-    @staticmethod
-    def _reap_orphans() -> None:
-        # Collect exit statuses of re-parented descendants so no zombies linger.
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+def descendants() -> list[psutil.Process]:
+    """Every process below this one (orphans re-parented to a subreaper included)."""
+    try:
+        below: list[psutil.Process] = psutil.Process().children(recursive=True)
+        return below
+    except psutil.Error:
+        return []
+
+
+def reap_exited() -> None:
+    """Collect the exit status of every exited child, so no zombie lingers."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _signal(proc: psutil.Process, sig: int) -> None:

@@ -24,7 +24,6 @@ docs/safety.md, "The exec child", gives the argument. Run as
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import select
 import shutil
@@ -37,10 +36,10 @@ from collections.abc import Sequence
 import psutil
 
 from primacy.supervisor import codes
+from primacy.supervisor.children import become_subreaper, descendants, reap_exited
 
 # Exit code when the guardian killed the tree because the claim lapsed or the supervisor died.
 CLAIM_LAPSED = 125
-_PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.05
 # setpriv is part of util-linux, which every Debian system has: the child gets SIGKILL
 # the moment the guardian dies, with no Python between fork and exec.
@@ -52,50 +51,26 @@ def _log(code: str, message: str) -> None:
     print(f"{code} guardian {os.getpid()}: {message}", file=sys.stderr, flush=True)
 
 
-def _become_subreaper() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _descendants() -> list[psutil.Process]:
-    try:
-        below: list[psutil.Process] = psutil.Process().children(recursive=True)
-        return below
-    except psutil.Error:
-        return []
-
-
 def _signal_tree(sig: int, child: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(child.pid, sig)  # the child's session, in one call
     except OSError:
         pass
-    for proc in _descendants():
+    for proc in descendants():
         try:
             proc.send_signal(sig)
         except psutil.Error:
             pass
 
 
-def _reap(child: subprocess.Popen[bytes]) -> None:
-    """Collect every exited descendant; the child's own status goes to ``child``."""
-    child.poll()
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 def kill_tree(child: subprocess.Popen[bytes]) -> None:
     """SIGKILL everything below this process until nothing is left (a fork may race a walk)."""
     while True:
         _signal_tree(signal.SIGKILL, child)
-        psutil.wait_procs(_descendants(), timeout=1.0)
-        _reap(child)
-        if not _descendants():
+        psutil.wait_procs(descendants(), timeout=1.0)
+        child.poll()  # the child's own status goes to ``child``
+        reap_exited()
+        if not descendants():
             return
 
 
@@ -163,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # not SIG_IGN: an ignored signal would stay ignored in the child across exec.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
-    _become_subreaper()
+    become_subreaper()
     try:
         child = subprocess.Popen([*_DIES_WITH_PARENT, *command], start_new_session=True)
     except OSError as exc:
