@@ -125,7 +125,7 @@ def render_text(diagnosis: Diagnosis) -> str:
             "  timings: "
             f"lock_acquire_sleep_interval_ms = {timings.lock_acquire_sleep_interval_ms}, "
             f"lock_keep_alive_period_ms = {timings.lock_keep_alive_period_ms}, "
-            f"WatchdogSec={timings.watchdog_s}"
+            f"watchdog_s = {timings.watchdog_s}"
         )
     lines.append("")
     for finding in diagnosis.findings:

@@ -32,6 +32,9 @@ from primacy.supervisor.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timi
 # is what keeps load balancers from ever seeing two masters.
 DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS = 100
 DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS = 250
+# systemd's watchdog, unless watchdog_s says otherwise (NodeConfig.watchdog_timeout_s).
+WATCHDOG_KEEPALIVES = 15
+WATCHDOG_MIN_S = 10.0
 
 # A batch must stay below 2 GiB (docs/journal-format.md) and hold one whole message.
 MAX_MESSAGE_SIZE_LIMIT = 1024 * MIB
@@ -112,6 +115,15 @@ class NodeKeys(BaseModel):
     )
     priority: Literal["never", "normal", "high", "highest"] = key(
         "normal", "never: never master; lower priorities wait longer for a free lock", live=True
+    )
+    watchdog_s: Float | None = key(
+        None,
+        "under systemd, the node has itself killed and restarted when no lock operation has "
+        "completed for this long (a hung mount); 0: no watchdog (default: 15 keepalive "
+        "periods, at least 10 s). A unit's WatchdogSec= wins",
+        metavar="S",
+        ge=0,
+        le=3600,
     )
     lock_method: LockMethod = key(LockMethod.FLOCK, "lock primitive")
     crash_loop_hold_off_ms: Int = key(
@@ -276,6 +288,24 @@ class NodeConfig(BrokerKeys, ExecKeys, NodeKeys):
         if self.takeover_delay_ms is not None:
             return self.takeover_delay_ms
         return round(self.lock_keep_alive_period_ms * (1 + TAKEOVER_DRIFT_MARGIN))
+
+    @property
+    def watchdog_timeout_s(self) -> float | None:
+        """The systemd watchdog the node asks for, None for none. Derived from the keepalive
+        unless set: a master completes a lock operation every half keepalive, so 15 periods
+        without one is a hung share, not a slow one; 10 s at least, as the loaded machine's
+        own stalls (GC, swapping) must not restart a healthy node."""
+        if self.watchdog_s is None:
+            return max(WATCHDOG_MIN_S, WATCHDOG_KEEPALIVES * self.lock_keep_alive_period_ms / 1000)
+        return self.watchdog_s or None
+
+    @property
+    def stop_timeout_s(self) -> float:
+        """How long a stop may take: the child's grace, then releasing the lock, a lock call
+        allowed as long as the watchdog allows one (10 s with no watchdog)."""
+        grace_s = self.exec_stop_grace_ms / 1000 if self.exec else 0.0
+        lock_call_s = self.watchdog_timeout_s or WATCHDOG_MIN_S
+        return grace_s + lock_call_s
 
     @property
     def node_priority(self) -> Priority:

@@ -86,7 +86,9 @@ class Node:
         self._role_changed = False
         self._state = NodeState(since_unix_s=time.time())
         self._version = package_version()
-        self._notifier = sdnotify.Notifier()
+        self._notifier = sdnotify.Notifier(
+            watchdog_s=config.watchdog_timeout_s, stop_s=config.stop_timeout_s
+        )
         self._snapshot = self._build_snapshot()
 
         self.metrics = NodeMetrics(self.snapshot)

@@ -7,7 +7,13 @@ for an abstract one) to a ``Type=notify`` service, and ``WATCHDOG_USEC`` /
 
 The keepalive loop calls ``watchdog_if_due(now_s)`` after each successful
 revalidation, so pings stop by themselves when the loop is stuck (a hung
-mount) and systemd kills the node after ``WatchdogSec=``.
+mount) and systemd kills the node after the watchdog timeout.
+
+The timings are the node's, not the unit's: with ``READY=1`` the node sends
+``WATCHDOG_USEC=`` (its ``watchdog_s``, derived from the keepalive), which arms
+systemd's watchdog for the service, unless the unit set ``WatchdogSec=`` itself;
+and with ``STOPPING=1`` it sends ``EXTEND_TIMEOUT_USEC=`` (its child's grace plus
+a lock call), so a unit's ``TimeoutStopSec=`` need not be edited to fit the grace.
 """
 
 from __future__ import annotations
@@ -56,13 +62,30 @@ def watchdog_interval_s(environ: Mapping[str, str] | None = None) -> float | Non
     return None if timeout_s is None else timeout_s / 2
 
 
-class Notifier:
-    """Sends notifications to the socket named by ``NOTIFY_SOCKET`` (read once, at creation)."""
+def _usec(seconds: float) -> int:
+    return round(seconds * 1_000_000)
 
-    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+
+class Notifier:
+    """Sends notifications to the socket named by ``NOTIFY_SOCKET`` (read once, at creation).
+
+    ``watchdog_s``: the watchdog to ask systemd for at ``READY=1`` (None: none) when the
+    unit set none; ``stop_s``: how long a stop may take from ``STOPPING=1`` (None: the
+    unit's ``TimeoutStopSec=``).
+    """
+
+    def __init__(
+        self,
+        environ: Mapping[str, str] | None = None,
+        *,
+        watchdog_s: float | None = None,
+        stop_s: float | None = None,
+    ) -> None:
         env = os.environ if environ is None else environ
         self._address = _socket_address(env.get("NOTIFY_SOCKET"))
         self._watchdog_interval_s = watchdog_interval_s(env)
+        self._asked_watchdog_s = watchdog_s if self._watchdog_interval_s is None else None
+        self._stop_s = stop_s
         self._last_watchdog_s: float | None = None
         self._socket: socket.socket | None = None
 
@@ -81,15 +104,22 @@ class Notifier:
         return True
 
     def ready(self) -> bool:
-        """The node has its first role."""
-        return self.notify("READY=1")
+        """The node has its first role; it asks for its watchdog if the unit armed none."""
+        if self._asked_watchdog_s is None:
+            return self.notify("READY=1")
+        sent = self.notify(f"READY=1\nWATCHDOG_USEC={_usec(self._asked_watchdog_s)}")
+        if sent:
+            self._watchdog_interval_s = self._asked_watchdog_s / 2
+        return sent
 
     def status(self, text: str) -> bool:
         """One line for ``systemctl status``, e.g. the role after a change."""
         return self.notify("STATUS=" + " ".join(text.split()))
 
     def stopping(self) -> bool:
-        return self.notify("STOPPING=1")
+        if self._stop_s is None:
+            return self.notify("STOPPING=1")
+        return self.notify(f"STOPPING=1\nEXTEND_TIMEOUT_USEC={_usec(self._stop_s)}")
 
     def role_changed(self, old: str, new: str, status: str) -> None:
         """What systemd hears of a role change: READY=1 with the node's first role, STOPPING=1

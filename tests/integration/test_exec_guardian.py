@@ -7,9 +7,11 @@ so the tree is more than one process and not all of it is in one group.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,87 @@ def test_the_tree_is_gone_before_another_node_serves_after_a_sigkill(group: Grou
     wait_until(lambda: second.status("/slave") == 200, 30, "the second node to stand by")
     try:
         first.signal(signal.SIGKILL)
+        wait_until(second.is_master, 30, "the second node to take over")
+        assert not _alive(tree), f"the old master's tree outlived it: {_alive(tree)}"
+    finally:
+        _kill(tree)
+
+
+class MemoryCgroup:
+    """A cgroup v1 memory controller group of this test's own, where the kernel's OOM
+    killer acts on the processes moved into it and on nothing else."""
+
+    ROOT = Path("/sys/fs/cgroup/memory")
+
+    def __init__(self, name: str) -> None:
+        self.path = self.ROOT / name
+        self.path.mkdir()
+
+    def move(self, pid: int) -> None:
+        """Moves the whole process (every thread); its children stay where they are, and
+        its memory charged so far stays charged where it was (no charge moves in v1)."""
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def limit(self, limit_bytes: int) -> None:
+        (self.path / "memory.limit_in_bytes").write_text(str(limit_bytes))
+
+    def oom_kills(self) -> int:
+        for line in (self.path / "memory.oom_control").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill":
+                return int(value)
+        raise AssertionError("this kernel's memory.oom_control counts no oom_kill")
+
+    def remove(self) -> None:
+        # The group can be removed once the dead processes in it have been reaped.
+        wait_until(lambda: not (self.path / "cgroup.procs").read_text().strip(), 10, "reaping")
+        self.path.rmdir()
+
+
+def _memory_cgroup_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "the OOM test needs root to make a memory cgroup"
+    if not (MemoryCgroup.ROOT / "memory.limit_in_bytes").exists():
+        return f"no cgroup v1 memory controller at {MemoryCgroup.ROOT}"
+    return None
+
+
+@pytest.fixture
+def memory_cgroup() -> Iterator[MemoryCgroup]:
+    reason = _memory_cgroup_unavailable()
+    if reason:
+        pytest.skip(reason)
+    made = MemoryCgroup(f"primacy-test-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        yield made
+    finally:
+        made.remove()
+
+
+def test_the_tree_is_gone_before_another_node_serves_after_an_oom_kill(
+    group: Group, memory_cgroup: MemoryCgroup
+) -> None:
+    keep_alive = ("--lock-keep-alive-period-ms", str(KEEP_ALIVE_MS))
+    first = group.start("n1", *keep_alive, exec_command=_tree_command("5"))
+    wait_until(first.is_master, 30, "the first node to serve")
+    tree = _exec_tree(first, "5")
+    second = group.start("n2", *keep_alive, exec_command=_tree_command("6"))
+    wait_until(lambda: second.status("/slave") == 200, 30, "the second node to stand by")
+    try:
+        # The supervisor alone goes into a group with no room to grow; its guardian and
+        # child stay outside, as a broker with its own memory settings would.
+        memory_cgroup.move(first.pid)
+        memory_cgroup.limit(64 * 1024)
+        give_up_at = time.monotonic() + 60
+        with httpx.Client(timeout=5) as client:  # each answer makes it allocate a little
+            while first.alive():
+                assert time.monotonic() < give_up_at, "60 s of requests and no OOM kill"
+                try:
+                    client.get(f"http://127.0.0.1:{first.port}/metrics")
+                except httpx.TransportError:
+                    break  # killed mid-answer
+        assert first.process.wait(30) == -signal.SIGKILL
+        assert memory_cgroup.oom_kills() == 1, "the supervisor died, but not by the OOM killer"
         wait_until(second.is_master, 30, "the second node to take over")
         assert not _alive(tree), f"the old master's tree outlived it: {_alive(tree)}"
     finally:

@@ -49,24 +49,44 @@ KEEPALIVE_S = 0.25  # the node's keepalive period (the default, given explicitly
 SCHEDULING_SLACK_S = 0.05  # a lease check or a loop turn late on a loaded two-core machine
 
 
-def test_ready_status_and_watchdog_pings_reach_systemd(group: Group, tmp_path: Path) -> None:
+STOP_GRACE_S = 3.0  # the child's exec_stop_grace_ms
+
+
+@pytest.mark.parametrize("armed_by", ["the unit", "the node"])
+def test_ready_status_and_watchdog_pings_reach_systemd(
+    group: Group, tmp_path: Path, armed_by: str
+) -> None:
     address = tmp_path / "notify.sock"
+    env = {"NOTIFY_SOCKET": str(address)}
+    # A stop needs the child's grace, then a lock call allowed as long as the node's own
+    # watchdog_s allows one (10 s when derived from this short keepalive).
+    if armed_by == "the unit":  # WatchdogSec= in the unit: systemd tells the node
+        env["WATCHDOG_USEC"] = str(round(WATCHDOG_S * 1e6))
+        ready, stop_s = "READY=1", STOP_GRACE_S + 10
+    else:  # none in the unit: the node asks for its own
+        ready = f"READY=1\nWATCHDOG_USEC={round(WATCHDOG_S * 1e6)}"
+        stop_s = STOP_GRACE_S + WATCHDOG_S
+    stopping = f"STOPPING=1\nEXTEND_TIMEOUT_USEC={round(stop_s * 1e6)}"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind(str(address))
         node = group.start(
             "n1",
             "--lock-keep-alive-period-ms",
             str(round(KEEPALIVE_S * 1000)),
-            env={"NOTIFY_SOCKET": str(address), "WATCHDOG_USEC": str(round(WATCHDOG_S * 1e6))},
+            *(() if armed_by == "the unit" else ("--watchdog-s", str(WATCHDOG_S))),
+            "--exec-stop-grace-ms",
+            str(round(STOP_GRACE_S * 1000)),
+            env=env,
+            exec_command=["sleep", "1000"],
         )
         started = time.time()
         messages = _collect(sock, 4.0)
         ended = min(time.time(), started + 4.0)
         messages = [(at, text) for at, text in messages if at <= ended]
         texts = [text for _, text in messages]
-        assert "READY=1" in texts
+        assert ready in texts
         assert any(t.startswith("STATUS=master (epoch 1)") for t in texts), texts
-        ready_at = next(at for at, text in messages if text == "READY=1")
+        ready_at = next(at for at, text in messages if text == ready)
         pings = [at for at, text in messages if text == "WATCHDOG=1"]
         # supervisor/sdnotify.py: a ping after a lease check that passed, once half of
         # WatchdogSec has gone by since the last one. A master checks its lease every half
@@ -88,4 +108,4 @@ def test_ready_status_and_watchdog_pings_reach_systemd(group: Group, tmp_path: P
         node.signal(signal.SIGTERM)
         wait_until(lambda: not node.alive(), 10, "the node to stop")
         tail = [text for _, text in _collect(sock, 0.5)]
-        assert "STOPPING=1" in tail
+        assert stopping in tail

@@ -18,6 +18,24 @@ def test_defaults_and_the_derived_takeover_delay(tmp_path: Path) -> None:
     assert config.priority == "normal" and config.http == "127.0.0.1:8008"
 
 
+@pytest.mark.parametrize(
+    ("settings", "watchdog_s", "stop_s"),
+    [
+        ({}, 10.0, 10.0),  # the floor: 15 keepalives of 250 ms is under 10 s
+        ({"lock_keep_alive_period_ms": 2000}, 30.0, 30.0),  # the nfs4 profile's keepalive
+        ({"watchdog_s": 60.0}, 60.0, 60.0),
+        ({"watchdog_s": 0.0}, None, 10.0),
+        ({"exec": ["broker"], "exec_stop_grace_ms": 15000}, 10.0, 25.0),
+    ],
+)
+def test_the_watchdog_and_stop_timeouts_derive_from_the_keepalive_and_grace(
+    tmp_path: Path, settings: dict[str, object], watchdog_s: float | None, stop_s: float
+) -> None:
+    config = load_config(None, {"node_id": "a", "share": tmp_path, **settings})
+    assert config.watchdog_timeout_s == watchdog_s
+    assert config.stop_timeout_s == stop_s
+
+
 def test_flags_win_over_the_file(tmp_path: Path) -> None:
     file = tmp_path / "node.toml"
     file.write_text(

@@ -148,3 +148,34 @@ def test_no_pings_once_the_keepalive_loop_is_stuck(listener: tuple[socket.socket
     assert len(before_hang) >= 3
     assert set(before_hang) == {"WATCHDOG=1"}
     assert during_hang == []
+
+
+def test_the_node_asks_for_its_own_watchdog_when_the_unit_set_none(
+    listener: tuple[socket.socket, str],
+) -> None:
+    sock, path = listener
+    notifier = Notifier({"NOTIFY_SOCKET": path}, watchdog_s=2.0)
+    assert not notifier.watchdog_if_due(0.0)  # no watchdog is armed before READY
+    assert notifier.ready()
+    sent = [notifier.watchdog_if_due(tick * 0.25) for tick in range(1, 9)]
+    notifier.close()
+    assert [tick * 0.25 for tick, was in enumerate(sent, start=1) if was] == [0.25, 1.25]
+    assert received(sock) == ["READY=1\nWATCHDOG_USEC=2000000", "WATCHDOG=1", "WATCHDOG=1"]
+
+
+def test_the_unit_s_watchdogsec_wins(listener: tuple[socket.socket, str]) -> None:
+    sock, path = listener
+    notifier = Notifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "4000000"}, watchdog_s=2.0)
+    assert notifier.ready()
+    sent = [notifier.watchdog_if_due(tick * 0.5) for tick in range(9)]
+    notifier.close()
+    assert [tick * 0.5 for tick, was in enumerate(sent) if was] == [0.0, 2.0, 4.0]
+    assert received(sock) == ["READY=1"] + ["WATCHDOG=1"] * 3
+
+
+def test_stopping_extends_the_stop_timeout(listener: tuple[socket.socket, str]) -> None:
+    sock, path = listener
+    notifier = Notifier({"NOTIFY_SOCKET": path}, stop_s=25.5)
+    assert notifier.stopping()
+    notifier.close()
+    assert received(sock) == ["STOPPING=1\nEXTEND_TIMEOUT_USEC=25500000"]

@@ -111,7 +111,28 @@ def test_node_unit_matches_the_conventions() -> None:
     assert service["ReadWritePaths"] == "/srv/primacy/%i"
     assert service["Restart"] == "on-failure"
     assert service["User"] == "primacy"
-    assert int(service["WatchdogSec"]) == load_profile("nfs4").timings.watchdog_s
+    # The node arms the watchdog itself from its config (sdnotify.Notifier); a WatchdogSec=
+    # here would win over the watchdog_s derived from its keepalive.
+    assert "WatchdogSec" not in service
+
+
+@pytest.mark.parametrize("name", ["local", "nfs4", "gfs2", "cifs"])
+def test_each_profile_s_watchdog_is_a_config_key_that_reaches_systemd(name: str) -> None:
+    timings = load_profile(name).timings
+    settings = {
+        "node_id": "a",
+        "share": "/srv",
+        "lock_acquire_sleep_interval_ms": timings.lock_acquire_sleep_interval_ms,
+        "lock_keep_alive_period_ms": timings.lock_keep_alive_period_ms,
+    }
+    derived = load_config(None, settings).watchdog_timeout_s
+    assert load_config(None, {**settings, "watchdog_s": timings.watchdog_s}).watchdog_timeout_s == (
+        timings.watchdog_s
+    )
+    if name in ("local", "nfs4"):  # the derivation alone gives what these profiles want
+        assert derived == timings.watchdog_s
+    else:  # these want more, which `primacy doctor` prints as a watchdog_s to set
+        assert derived is not None and derived < timings.watchdog_s
 
 
 def test_timer_starts_the_replay_nightly() -> None:
@@ -128,6 +149,7 @@ def test_example_group_config_loads_and_fits_the_nfs4_profile() -> None:
     assert config.lock_acquire_sleep_interval_ms == nfs4.timings.lock_acquire_sleep_interval_ms
     assert config.lock_keep_alive_period_ms == nfs4.timings.lock_keep_alive_period_ms
     assert str(config.share) == "/srv/primacy/GROUP"
+    assert config.watchdog_timeout_s == nfs4.timings.watchdog_s
 
 
 def test_the_exec_unit_lets_a_jvm_run_and_stops_after_the_brokers_grace() -> None:
@@ -136,6 +158,7 @@ def test_the_exec_unit_lets_a_jvm_run_and_stops_after_the_brokers_grace() -> Non
     assert "MemoryDenyWriteExecute" not in service  # a JIT writes code it then runs
     assert "@resources" not in service["SystemCallFilter"]
     assert service["KillMode"] == "mixed"  # the supervisor orders the broker's stop
+    assert "WatchdogSec" not in service  # the node's watchdog_s, as in primacy@.service
     grace_s = load_config(None, {"node_id": "a", "share": "/srv"}).exec_stop_grace_ms / 1000
     assert int(service["TimeoutStopSec"].rstrip("s")) >= grace_s + 10
     for key in ("Type", "NotifyAccess", "ExecStart", "User", "ReadWritePaths", "Restart"):
