@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing on ``host`` listens on now: taken by whoever binds it first."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
@@ -82,7 +83,10 @@ class Group:
         env: dict[str, str] | None = None,
         preexec_fn: Callable[[], None] | None = None,
         http_port: int | None = None,
+        share: Path | None = None,
     ) -> NodeProcess:
+        """``share``: this node's own path to the group's share (its host's mount), if not
+        ``self.share``."""
         port = http_port or free_port()
         log_path = self.log_dir / f"{node_id}.log"
         args = [
@@ -93,7 +97,7 @@ class Group:
             "--node-id",
             node_id,
             "--share",
-            str(self.share),
+            str(share or self.share),
             "--http",
             f"127.0.0.1:{port}",
             *self.common_args,

@@ -30,11 +30,19 @@ class EmulatedGroup:
     """``count`` nodes on ``count`` emulated hosts with lease ``lease_s``; n1 is master first."""
 
     def __init__(
-        self, hosts: EmulatedHosts, count: int, *, lease_s: float = 1.0, extra: tuple[str, ...] = ()
+        self,
+        hosts: EmulatedHosts,
+        count: int,
+        *,
+        lease_s: float = 1.0,
+        extra: tuple[str, ...] = (),
+        stomp_host: str = "127.0.0.1",
     ) -> None:
         self.emulated = hosts
         self.hosts = hosts(count, lease_s=lease_s)
-        self.stomp = StompGroup(self._start_on_host, count, *extra, start_now=False)
+        self.stomp = StompGroup(
+            self._start_on_host, count, *extra, start_now=False, stomp_host=stomp_host
+        )
         self.url = self.stomp.url
         first = self.stomp.start("n1")
         try:

@@ -37,11 +37,18 @@ class _Collect(logging.Handler):
 
 
 class StompPorts:
-    """Fixed STOMP ports per node id (kept across restarts) and the failover URL over them."""
+    """Fixed STOMP ports per node id (kept across restarts) and the failover URL over them.
 
-    def __init__(self, node_ids: Iterable[str]) -> None:
-        self.ports = {node_id: free_port() for node_id in node_ids}
-        addresses = ",".join(f"tcp://127.0.0.1:{port}" for port in self.ports.values())
+    A port is picked free but bound only while its node is master, so another process
+    on ``host`` may take it meanwhile, and this group's clients would then talk to that
+    process's broker. Groups that run side by side (bench/chaos.py's trials) each give
+    their own ``host`` (every 127.x.y.z is loopback on Linux), so they never share one.
+    """
+
+    def __init__(self, node_ids: Iterable[str], host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.ports = {node_id: free_port(host) for node_id in node_ids}
+        addresses = ",".join(f"tcp://{host}:{port}" for port in self.ports.values())
         self.url = (
             f"failover:({addresses})?initialReconnectDelay=10&maxReconnectDelay=100&randomize=false"
         )
@@ -49,18 +56,23 @@ class StompPorts:
 
     def args(self, node_id: str) -> tuple[str, ...]:
         """The supervisor arguments that serve STOMP on this node's port."""
-        return ("--stomp", f"127.0.0.1:{self.ports[node_id]}")
+        return ("--stomp", f"{self.host}:{self.ports[node_id]}")
 
 
 class StompGroup:
     """Nodes n1..nN started by ``start(node_id, *args)``, each on its fixed STOMP port."""
 
     def __init__(
-        self, start: Callable[..., NodeProcess], count: int, *extra: str, start_now: bool = True
+        self,
+        start: Callable[..., NodeProcess],
+        count: int,
+        *extra: str,
+        start_now: bool = True,
+        stomp_host: str = "127.0.0.1",
     ) -> None:
         self._start = start
         self.extra = extra
-        self.stomp = StompPorts(f"n{i}" for i in range(1, count + 1))
+        self.stomp = StompPorts((f"n{i}" for i in range(1, count + 1)), stomp_host)
         self.url = self.stomp.url
         self.nodes: dict[str, NodeProcess] = {}
         if start_now:
