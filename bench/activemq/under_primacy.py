@@ -34,12 +34,16 @@ class ActiveMQUnderPrimacy:
 
     label = AMQ_UNDER_PRIMACY
 
-    def __init__(self, root: Path, heap_mb: int = 256, *extra: str) -> None:
-        """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say)."""
+    def __init__(
+        self, root: Path, heap_mb: int = 256, *extra: str, shares: dict[str, Path] | None = None
+    ) -> None:
+        """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say). ``shares``:
+        each node's own path to the share (emulated hosts' mounts of one directory, say);
+        by default both use one local directory."""
         share = root / "share"
         share.mkdir(parents=True)
         self.group = Group(share=share, log_dir=root)
-        self.kahadb = share / "activemq" / "kahadb"
+        self.shares = shares or {node_id: share for node_id in NODES}
         self.stomp_ports = {node_id: free_port() for node_id in NODES}
         self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
         self.bases = {node_id: root / f"activemq-{node_id}" for node_id in NODES}
@@ -68,7 +72,7 @@ class ActiveMQUnderPrimacy:
             self.bases[node_id],
             broker_name=node_id.replace("-", ""),
             stomp_port=self.stomp_ports[node_id],
-            kahadb_dir=self.kahadb,
+            kahadb_dir=self.shares[node_id] / "activemq" / "kahadb",
             timing=BACKSTOP,
         )
         command = java_command(base=self.bases[node_id], conf_file=conf, heap_mb=self._heap_mb)
@@ -83,6 +87,7 @@ class ActiveMQUnderPrimacy:
             *self._extra,
             exec_command=command,
             http_port=self.http_ports[node_id],
+            share=self.shares[node_id],
         )
 
     def wait_for_a_master(self, timeout_s: float = READY_TIMEOUT_S) -> NodeProcess:
