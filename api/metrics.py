@@ -105,6 +105,11 @@ class _SnapshotCollector(Collector):
             value=float(broker.get("messages_in", 0)),
         )
         yield CounterMetricFamily(
+            "primacy_journal_loop_wakeups",
+            "Times the broker's event loop woke for completed journal writes (at most one a batch)",
+            value=float(broker.get("journal_wakeups", 0)),
+        )
+        yield CounterMetricFamily(
             "primacy_messages_out",
             "Messages delivered to consumers",
             value=float(broker.get("messages_out", 0)),

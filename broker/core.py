@@ -24,6 +24,7 @@ from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
 from primacy.broker.counters import Counters
 from primacy.broker.dead_letter import dead_letter_headers, dead_letter_queue, is_dead_letter_queue
+from primacy.broker.journal_waits import JournalWaits
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
 from primacy.broker.tls import ServerTls
@@ -61,6 +62,9 @@ class Broker:
         self.loop = loop
         self.book = QueueBook(ack_id_prefix=f"{store.epoch}-")
         self.counters = Counters()
+        # Journal writes complete on the writer thread; their waiters here, once per batch.
+        self.journal_waits = JournalWaits(loop)
+        store.add_completion_listener(self.journal_waits.batch_done)
         self.peers: set[Peer] = set()
         self.failure: str | None = None
         self.on_fatal: Callable[[str], None] | None = None
@@ -340,7 +344,7 @@ class Broker:
 
     def _watch(self, written: Future[int]) -> asyncio.Future[int]:
         """The journal's future on this loop; a failure of it stops the broker."""
-        future = asyncio.wrap_future(written, loop=self.loop)
+        future = self.journal_waits.watch(written)
         future.add_done_callback(self._check_journal)
         return future
 

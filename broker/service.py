@@ -146,6 +146,7 @@ class BrokerService:
             "destinations": len(broker.book.queues),
             "body_memory_bytes": broker.body_memory_bytes,
             "messages_ready": broker.book.ready_count(),
+            "journal_wakeups": broker.journal_waits.wakeups,
         }
 
     # ---- the loop thread --------------------------------------------------------

@@ -284,6 +284,11 @@ class JournalStore:
             failure=str(writer.failure) if writer and writer.failure else None,
         )
 
+    def add_completion_listener(self, listener: Callable[[], None]) -> None:
+        """``listener()`` runs on the writer thread after each batch's futures completed (or
+        failed): one call per batch, for a thread that waits on many of them."""
+        self._require_writer().add_completion_listener(listener)
+
     def close(self) -> None:
         """Write what is queued, sync, stop the writer thread. Safe to call twice."""
         if self._writer is not None:

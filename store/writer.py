@@ -2,9 +2,9 @@
 
 For each batch: encode, one ``os.write`` of the whole batch, fdatasync if the
 policy asks, then the fencing check (which therefore starts after the write
-returned), then the commit hook, then every waiter is completed. If the check
-or the write fails, no waiter of that batch or behind it is acknowledged and
-the writer stops for good.
+returned), then the commit hook, then every waiter is completed, then the
+completion listeners are told once. If the check or the write fails, no waiter
+of that batch or behind it is acknowledged and the writer stops for good.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from primacy.store.config import SyncPolicy
 from primacy.store.errors import JournalClosed, JournalError, JournalFenced, JournalWriteFailed
 from primacy.store.segments import segment_name
 from primacy.store.share_io import create_exclusive, fsync_directory
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,9 @@ class GroupCommitWriter:
         self.batches_written = 0
         self.records_written = 0
         self.bytes_written = 0
+        # Told on this thread after each burst of completed (or failed) waiters: who hands
+        # them to another thread can wake it once per batch, not once per record.
+        self._completion_listeners: tuple[Callable[[], None], ...] = ()
         self._queue: deque[QueuedRecord] = deque()
         self._jobs: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
         self._closing = False
@@ -156,6 +161,12 @@ class GroupCommitWriter:
             self._queue.append(queued)
             self._condition.notify()
         return future
+
+    def add_completion_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` on the writer thread after each batch's waiters are completed,
+        and after waiters are failed. It must be quick and must not raise."""
+        with self._condition:
+            self._completion_listeners = (*self._completion_listeners, listener)
 
     def call(self, job: Callable[[], Any]) -> Future[Any]:
         """Run ``job`` on the writer thread between batches (checkpoints, retention)."""
@@ -262,7 +273,15 @@ class GroupCommitWriter:
         for queued in batch:
             if not queued.future.done():
                 queued.future.set_result(queued.sequence)
+        self._tell_completion_listeners()
         return True
+
+    def _tell_completion_listeners(self) -> None:
+        for listener in self._completion_listeners:
+            try:
+                listener()
+            except Exception:  # a listener's bug must not stop the journal
+                log.exception("a journal completion listener failed")
 
     def _sync_or_fail(self) -> None:
         try:
@@ -287,3 +306,4 @@ class GroupCommitWriter:
                 queued.future.set_exception(error)
         for _, future in jobs:
             future.set_exception(error)
+        self._tell_completion_listeners()
