@@ -62,13 +62,21 @@ def _kill(processes: list[psutil.Process]) -> None:
         process.kill()
 
 
-def test_the_tree_is_gone_before_another_node_serves_after_a_sigkill(group: Group) -> None:
+def _master_and_standby(
+    group: Group, tags: tuple[str, str]
+) -> tuple[NodeProcess, list[psutil.Process], NodeProcess]:
+    """A serving node with its exec tree up, and a second node standing by."""
     keep_alive = ("--lock-keep-alive-period-ms", str(KEEP_ALIVE_MS))
-    first = group.start("n1", *keep_alive, exec_command=_tree_command("1"))
+    first = group.start("n1", *keep_alive, exec_command=_tree_command(tags[0]))
     wait_until(first.is_master, 30, "the first node to serve")
-    tree = _exec_tree(first, "1")
-    second = group.start("n2", *keep_alive, exec_command=_tree_command("2"))
+    tree = _exec_tree(first, tags[0])
+    second = group.start("n2", *keep_alive, exec_command=_tree_command(tags[1]))
     wait_until(lambda: second.status("/slave") == 200, 30, "the second node to stand by")
+    return first, tree, second
+
+
+def test_the_tree_is_gone_before_another_node_serves_after_a_sigkill(group: Group) -> None:
+    first, tree, second = _master_and_standby(group, ("1", "2"))
     try:
         first.signal(signal.SIGKILL)
         wait_until(second.is_master, 30, "the second node to take over")
@@ -131,12 +139,7 @@ def memory_cgroup() -> Iterator[MemoryCgroup]:
 def test_the_tree_is_gone_before_another_node_serves_after_an_oom_kill(
     group: Group, memory_cgroup: MemoryCgroup
 ) -> None:
-    keep_alive = ("--lock-keep-alive-period-ms", str(KEEP_ALIVE_MS))
-    first = group.start("n1", *keep_alive, exec_command=_tree_command("5"))
-    wait_until(first.is_master, 30, "the first node to serve")
-    tree = _exec_tree(first, "5")
-    second = group.start("n2", *keep_alive, exec_command=_tree_command("6"))
-    wait_until(lambda: second.status("/slave") == 200, 30, "the second node to stand by")
+    first, tree, second = _master_and_standby(group, ("5", "6"))
     try:
         # The supervisor alone goes into a group with no room to grow; its guardian and
         # child stay outside, as a broker with its own memory settings would.

@@ -1,0 +1,176 @@
+"""Soak: a million persistent messages through one master with a slow consumer; RSS as it goes.
+
+Starts a primacy group (default settings: a 100 000-id dedupe window, built-in
+STOMP) and, where Debian's ActiveMQ 5.17 is installed, an ActiveMQ
+shared-file pair, one after the other on this machine. Against each: producer
+processes (stomp.py, a RECEIPT awaited per 1 KiB persistent message, every
+message id new, so every one passes through the dedupe window) send
+``--messages`` in all, while one consumer process takes them at most
+``--consumer-rate`` per second, so a backlog builds up to the broker's flow
+control. The master's RSS (its whole process tree, psutil) is printed every
+``--every`` messages, with its ratio to the figure after 200 000 (the issue's
+"flat": at most 1.1) and primacy's ratio to ActiveMQ's at the same count.
+Asserts nothing; every process started is killed by pid on exit.
+
+    .venv/bin/python bench/soak.py                       # 1 000 000 messages, ~25 min per broker
+    .venv/bin/python bench/soak.py --messages 300000 --every 50000 --no-activemq
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import multiprocessing
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import stomp
+
+from bench.activemq.brokers import ActiveMQPair, HaGroup, PrimacyGroup, tree_rss_bytes
+from bench.activemq.config import TUNED, missing_activemq
+from bench.activemq.workload import Address, connection_to, producer_loop
+
+QUEUE = "/queue/soak"
+FLAT_FROM = 200_000  # the issue's reference point: RSS after this many messages
+
+
+def slow_consumer(address: Address, rate: float, stop: Any, consumed: Any) -> None:
+    """One consumer process: ack each message, at most ``rate`` per second."""
+    received = threading.Semaphore(0)
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: Any) -> None:
+            received.release()
+
+    connection = connection_to(address)
+    connection.set_listener("soak", Listener())
+    connection.connect(wait=True)
+    # A small prefetch: the backlog stays with the broker, as with a consumer that lags.
+    connection.subscribe(QUEUE, id="soak", ack="auto", headers={"activemq.prefetchSize": "100"})
+    started = time.monotonic()
+    while not stop.is_set():
+        if not received.acquire(timeout=0.5):
+            continue
+        consumed.value += 1
+        ahead = consumed.value / rate - (time.monotonic() - started)
+        if ahead > 0:
+            time.sleep(ahead)
+    connection.disconnect()
+
+
+def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]:
+    """RSS of the master's process tree after every ``args.every`` receipted messages."""
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    counts = context.Array("q", args.producers, lock=False)
+    consumed = context.Value("q", 0, lock=False)
+    address = group.master_address()
+    master = group.master_pid()
+    processes = [
+        context.Process(
+            target=producer_loop, args=(address, QUEUE, f"soak-{label}", stop, counts, slot)
+        )
+        for slot in range(args.producers)
+    ]
+    processes.append(
+        context.Process(target=slow_consumer, args=(address, args.consumer_rate, stop, consumed))
+    )
+    rss: dict[int, int] = {0: tree_rss_bytes(master)}
+    print(f"{label}: RSS at start {rss[0] / 2**20:.0f} MiB", flush=True)
+    started = time.monotonic()
+    try:
+        for process in processes:
+            process.start()
+        mark = args.every
+        while mark <= args.messages:
+            sent = sum(counts)
+            if sent >= mark:
+                rss[mark] = tree_rss_bytes(master)
+                elapsed = time.monotonic() - started
+                print(
+                    f"{label}: {mark:>9,} sent, {consumed.value:>9,} consumed, "
+                    f"RSS {rss[mark] / 2**20:6.0f} MiB, {sent / elapsed:6.0f} msg/s",
+                    flush=True,
+                )
+                mark += args.every
+            elif not all(p.is_alive() for p in processes):
+                raise RuntimeError(f"a client process against {label} died")
+            else:
+                time.sleep(0.2)
+    finally:
+        stop.set()
+        for process in processes:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+                process.join(10)
+    return rss
+
+
+def report(figures: dict[str, dict[int, int]]) -> None:
+    print()
+    labels = list(figures)
+    print("| messages | " + " | ".join(f"{label} RSS (MiB)" for label in labels) + " | ratio |")
+    print("| --- |" + " --- |" * (len(labels) + 1))
+    for mark in sorted(figures[labels[0]]):
+        cells = [f"{figures[label].get(mark, 0) / 2**20:.0f}" for label in labels]
+        ratio = ""
+        if len(labels) == 2 and figures[labels[1]].get(mark):
+            ratio = f"{figures[labels[0]][mark] / figures[labels[1]][mark]:.2f}"
+        print(f"| {mark:,} | " + " | ".join(cells) + f" | {ratio} |")
+    for label, rss in figures.items():
+        last = max(rss)
+        if FLAT_FROM in rss and last > FLAT_FROM:
+            print(
+                f"{label}: RSS after {last:,} / after {FLAT_FROM:,}: "
+                f"{rss[last] / rss[FLAT_FROM]:.2f} (target <= 1.1)"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--every", type=int, default=100_000, help="print RSS this often")
+    parser.add_argument("--producers", type=int, default=8)
+    parser.add_argument(
+        "--consumer-rate", type=float, default=1000.0, help="the consumer's messages per second"
+    )
+    parser.add_argument("--no-activemq", action="store_true", help="primacy only")
+    args = parser.parse_args()
+    print(
+        f"soak: {args.messages:,} messages, {args.producers} producers, consumer at most "
+        f"{args.consumer_rate:.0f}/s; {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
+        f"{platform.node()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    figures: dict[str, dict[int, int]] = {}
+    with tempfile.TemporaryDirectory(prefix="primacy-soak-") as root:
+        primacy = PrimacyGroup(Path(root) / "primacy", nodes=2)
+        try:
+            primacy.start()
+            figures["primacy"] = soak(primacy, "primacy", args)
+        finally:
+            primacy.close()
+        reason = missing_activemq()
+        if args.no_activemq or reason is not None:
+            print(f"ActiveMQ skipped: {reason or '--no-activemq'}")
+        else:
+            pair = ActiveMQPair(Path(root) / "activemq", TUNED)
+            try:
+                pair.start()
+                figures["ActiveMQ"] = soak(pair, "ActiveMQ", args)
+            finally:
+                pair.close()
+    report(figures)
+
+
+if __name__ == "__main__":
+    main()
