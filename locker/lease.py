@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from primacy.locker import claimant
 from primacy.locker.epoch import EpochRegistry
 from primacy.locker.lockfile import HolderInfo, LockLost, LockMethod, ShareLock
 
@@ -25,6 +26,11 @@ from primacy.locker.lockfile import HolderInfo, LockLost, LockMethod, ShareLock
 OUTLASTED_TERM = "outlasted"
 # The epoch-record term saying its master had stopped claiming the role when it let go.
 RELEASED_TERM = "released"
+# The epoch-record term naming its master as a process of its kernel (locker/claimant.py).
+PROCESS_TERM = "process"
+# The epoch-record term saying whether its master supervises an exec child, whose death
+# its claim bounds (its guardian's deadline), not its supervisor's.
+EXEC_CHILD_TERM = "exec_child"
 
 
 class LeaseLost(Exception):
@@ -71,6 +77,7 @@ class Lease:
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
                 "claimed_unix_s": time.time(),
+                PROCESS_TERM: claimant.this_process(),
                 OUTLASTED_TERM: False,  # until ``mark_outlasted``
                 **(terms or {}),
             }
@@ -186,6 +193,19 @@ class Lease:
         """
         return bool(records) and all(
             records[-1].get(term) is True for term in (OUTLASTED_TERM, RELEASED_TERM)
+        )
+
+    @staticmethod
+    def claimant_has_ended(records: list[dict[str, Any]]) -> bool:
+        """Whether the master of ``terms_to_outlast``'s records that may have served is a
+        process of this kernel that can run no code of its own any more, and had no exec
+        child: a dead process answers no ``/master`` and serves no client, so there is no
+        claim to outlast (docs/safety.md). A child's tree dies by its guardian's deadline,
+        the claim's, so a master with one is always waited out."""
+        return (
+            bool(records)
+            and records[-1].get(EXEC_CHILD_TERM) is False
+            and claimant.has_ended(records[-1].get(PROCESS_TERM))
         )
 
     def abandon(self) -> None:

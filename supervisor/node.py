@@ -214,7 +214,7 @@ class Node:
             case EpochTaken() as taken:
                 self._state.holder = taken.holder
                 return roles.EpochClaimed(
-                    taken.epoch, taken.previous_keep_alive_period_s, taken.handed_over
+                    taken.epoch, taken.previous_keep_alive_period_s, taken.nothing_to_outlast
                 )
             case JournalReady(store=store):
                 if self.machine.role is not Role.ACQUIRED:

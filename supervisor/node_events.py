@@ -37,7 +37,7 @@ class EpochTaken:
 
     epoch: int
     previous_keep_alive_period_s: float | None
-    handed_over: bool
+    nothing_to_outlast: bool
     holder: dict[str, Any] | None
 
 

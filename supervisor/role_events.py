@@ -83,8 +83,9 @@ class EpochClaimed:
     epoch: int
     previous_keep_alive_period_s: float | None = None
     # The master that may have served before us released the lock after it stopped
-    # claiming the role (a graceful stop or switchover): no claim is left to outlast.
-    handed_over: bool = False
+    # claiming the role (a graceful stop or switchover), or its process has ended: no
+    # claim is left to outlast (``Lease.handed_over``, ``Lease.claimant_has_ended``).
+    nothing_to_outlast: bool = False
 
 
 @dataclass(frozen=True)

@@ -147,12 +147,14 @@ class RoleMachine:
                 self._io_done()
                 self._on_lock_result(acquired, now, actions)
             case EpochClaimed(
-                epoch=epoch, previous_keep_alive_period_s=previous, handed_over=handed_over
+                epoch=epoch,
+                previous_keep_alive_period_s=previous,
+                nothing_to_outlast=nothing_to_outlast,
             ):
                 self._io_done()
                 self.epoch = epoch
                 self._apply("epoch_claimed", now, actions, f"claimed epoch {epoch}")
-                wait = 0.0 if handed_over else self.timings.takeover_wait(previous)
+                wait = 0.0 if nothing_to_outlast else self.timings.takeover_wait(previous)
                 self._takeover_ready_at = now + wait
                 self._next_revalidation_at = now + self.timings.lock_keep_alive_period_s
                 # Recovery, the fence and the pre_promote command run during the takeover wait.

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from primacy.locker.lease import Lease, LeaseLost
+from primacy.locker.lease import EXEC_CHILD_TERM, Lease, LeaseLost
 from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.journal import JournalStore
 from primacy.supervisor import codes, group_control, roles
@@ -60,7 +60,9 @@ class ShareJobs:
             case roles.YieldLock():
                 return self.yield_lock, lambda exc: None
             case roles.ClaimEpoch():
-                return lambda: self.claim_epoch(keep_alive_ms), lease_lost("claiming an epoch")
+                return lambda: self.claim_epoch(keep_alive_ms, bool(config.exec)), lease_lost(
+                    "claiming an epoch"
+                )
             case roles.OpenJournal(epoch=epoch):
                 return lambda: self.open_journal(config, epoch), lambda exc: roles.JournalFailed(
                     f"opening the journal failed: {exc!r}"
@@ -113,10 +115,12 @@ class ShareJobs:
     # ---- taking over -------------------------------------------------------
 
     def claim_epoch(
-        self, keep_alive_period_ms: int
+        self, keep_alive_period_ms: int, exec_child: bool = False
     ) -> EpochTaken | roles.LeaseLost | roles.ClaimFailed:
         try:
-            epoch = self.lease.claim_epoch({KEEP_ALIVE_TERM: keep_alive_period_ms})
+            epoch = self.lease.claim_epoch(
+                {KEEP_ALIVE_TERM: keep_alive_period_ms, EXEC_CHILD_TERM: exec_child}
+            )
             # Every earlier master that may still claim the role: the previous one, and
             # before it any whose successor stopped during its takeover wait.
             earlier = self.lease.terms_to_outlast()
@@ -130,12 +134,18 @@ class ShareJobs:
             if isinstance(record.get(KEEP_ALIVE_TERM), int | float)
             and not isinstance(record.get(KEEP_ALIVE_TERM), bool)
         ]
-        log.info("%s node %s claimed epoch %d", codes.EPOCH_CLAIMED, self.node_id, epoch)
+        if self.lease.handed_over(earlier):
+            why = "; the previous master handed over: no takeover wait"
+        elif self.lease.claimant_has_ended(earlier):
+            why = "; the previous master's process has ended: no takeover wait"
+        else:
+            why = ""
+        log.info("%s node %s claimed epoch %d%s", codes.EPOCH_CLAIMED, self.node_id, epoch, why)
         group_control.clear_switchover(self.share)
         return EpochTaken(
             epoch,
             max(periods) / 1000 if periods else None,
-            handed_over=self.lease.handed_over(earlier),
+            nothing_to_outlast=bool(why),
             holder=self._holder(),
         )
 

@@ -344,7 +344,7 @@ def test_an_epoch_that_cannot_be_claimed_gives_the_lock_up_and_holds_off() -> No
     assert TryLock in d.kinds(d.at(0.03 + TIMINGS.crash_loop_hold_off_s + 0.01))
 
 
-def _serving_starts_at(previous_keep_alive_s: float, *, handed_over: bool = False) -> float:
+def _serving_starts_at(previous_keep_alive_s: float, *, nothing_to_outlast: bool = False) -> float:
     """Claim at 0.02 after a master with that keepalive, pass every check: when do we serve?"""
     d = Driver()
     d.at(0.0)
@@ -352,7 +352,9 @@ def _serving_starts_at(previous_keep_alive_s: float, *, handed_over: bool = Fals
     d.at(
         0.02,
         EpochClaimed(
-            3, previous_keep_alive_period_s=previous_keep_alive_s, handed_over=handed_over
+            3,
+            previous_keep_alive_period_s=previous_keep_alive_s,
+            nothing_to_outlast=nothing_to_outlast,
         ),
     )
     now = 0.021
@@ -378,7 +380,7 @@ def test_a_shorter_previous_keepalive_does_not_shorten_our_wait() -> None:
 def test_a_master_that_handed_over_leaves_no_claim_to_wait_for() -> None:
     # It released the lock after it stopped claiming: the first lease check after the
     # journal is open promotes, whatever its keepalive or our takeover delay.
-    assert _serving_starts_at(2.0, handed_over=True) == pytest.approx(0.021, abs=0.006)
+    assert _serving_starts_at(2.0, nothing_to_outlast=True) == pytest.approx(0.021, abs=0.006)
 
 
 def test_paused_slave_does_not_try_the_lock_and_resumes_after() -> None:

@@ -1,0 +1,122 @@
+"""Who claimed an epoch, as a process of this kernel, and whether it can still run any code.
+
+A master's claim on the role is a promise its process keeps by answering
+``/master`` and serving clients, and a process that can no longer run code of
+its own keeps no promise. An epoch's record therefore names its claimant as a
+process: the kernel's boot id and the PID namespace (so a PID means the same
+process to whoever reads it on the same kernel), the PID and the start time in
+clock ticks since boot (so a reused PID is not mistaken for it). A node that
+takes over on the same kernel can then see that the previous master has ended
+(docs/safety.md, "A master whose process has ended has nothing to outlast").
+
+Everything read from the share is hostile: an identity that is not exactly
+what ``this_process`` writes, or that names another kernel or namespace, says
+nothing, and the caller waits as if it could still run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from typing import Any
+
+# include/linux/sched.h: a thread that has started to exit.
+PF_EXITING = 0x4
+SIGKILL_MASK = 1 << (signal.SIGKILL - 1)
+_BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_PID_NAMESPACE = re.compile(r"pid:\[[0-9]{1,20}\]")
+_MAX_PID = 2**22  # the kernel's PID_MAX_LIMIT
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as file:
+            return file.read(65536).decode(errors="replace")
+    except OSError:  # gone meanwhile, or no such process
+        return None
+
+
+def _stat_fields(pid: int | str, tid: int | str | None = None) -> list[str] | None:
+    """``/proc/PID[/task/TID]/stat`` from its third field (state) on: the command name,
+    in parentheses, may hold spaces and parentheses of its own."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    text = _read(path)
+    return None if text is None else text.rpartition(")")[2].split()
+
+
+def this_process() -> dict[str, Any]:
+    """This process's identity, as an epoch record carries it; empty off Linux."""
+    boot_id = (_read("/proc/sys/kernel/random/boot_id") or "").strip()
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return {}
+    fields = _stat_fields("self")
+    if not boot_id or fields is None:
+        return {}
+    return {
+        "boot_id": boot_id,
+        "pid_namespace": namespace,
+        "pid": os.getpid(),
+        "start_ticks": int(fields[19]),  # field 22 of stat: start time after boot
+    }
+
+
+def has_ended(identity: object) -> bool:
+    """Whether ``identity`` (from an epoch record) names a process of this kernel and PID
+    namespace that can never run code of its own again: gone (its PID free, or another
+    process's), a zombie, or killed with every thread left exiting or holding SIGKILL
+    (blocked in the kernel, on a hung share say). False whenever that cannot be shown."""
+    if not isinstance(identity, dict):
+        return False
+    boot_id, namespace = identity.get("boot_id"), identity.get("pid_namespace")
+    pid, start = identity.get("pid"), identity.get("start_ticks")
+    if not (
+        isinstance(boot_id, str)
+        and _BOOT_ID.fullmatch(boot_id)
+        and isinstance(namespace, str)
+        and _PID_NAMESPACE.fullmatch(namespace)
+        and type(pid) is int
+        and 0 < pid < _MAX_PID
+        and type(start) is int
+        and start >= 0
+    ):
+        return False
+    ours = this_process()
+    if (ours.get("boot_id"), ours.get("pid_namespace")) != (boot_id, namespace):
+        return False  # another kernel or namespace: its PIDs mean nothing here
+    if pid == ours["pid"]:
+        return False  # this very process (a lease lost and taken again)
+    fields = _stat_fields(pid)
+    if fields is None:
+        return True  # no such process
+    if int(fields[19]) != start:
+        return True  # the PID was reused by a later process
+    return not may_run_its_own_code(pid)
+
+
+def may_run_its_own_code(pid: int) -> bool:
+    """Whether any thread of ``pid`` may still run user code: one that is neither exiting
+    nor has a SIGKILL pending. A killed process whose thread is blocked in the kernel
+    stays in the process table until the call returns, its descriptors with it, but no
+    code of its own runs again. A stopped process (SIGSTOP) may: SIGCONT resumes it."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in threads:
+        fields = _stat_fields(pid, tid)
+        status = _read(f"/proc/{pid}/task/{tid}/status")
+        if fields is None or status is None:
+            continue  # this thread is gone
+        if fields[0] in ("Z", "X"):
+            continue
+        pending = 0
+        for line in status.splitlines():
+            name, _, value = line.partition(":")
+            if name in ("SigPnd", "ShdPnd"):
+                pending |= int(value.strip(), 16)
+        if not (int(fields[6]) & PF_EXITING or pending & SIGKILL_MASK):
+            return True
+    return False

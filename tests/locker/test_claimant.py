@@ -1,0 +1,88 @@
+"""An epoch's claimant, named as a process: whether it can still run, judged on real processes.
+
+The takeover wait is skipped only when this says the previous master has ended,
+so every doubt must answer "it may still run": a stopped process, another
+kernel or PID namespace, and anything malformed from the (hostile) share.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from typing import Any
+
+import psutil
+import pytest
+
+from primacy.locker.claimant import has_ended, this_process
+from tests.harness.group import wait_until
+
+
+def _identity_of(pid: int) -> dict[str, Any]:
+    """What ``this_process`` would have written in ``pid`` (same kernel and namespace)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        start_ticks = int(stat.read().rpartition(")")[2].split()[19])
+    return {**this_process(), "pid": pid, "start_ticks": start_ticks}
+
+
+def test_this_process_names_itself_and_has_not_ended() -> None:
+    mine = this_process()
+    assert mine["pid"] == os.getpid()
+    assert mine["pid_namespace"].startswith("pid:[")
+    assert not has_ended(mine)
+
+
+def test_a_running_or_stopped_process_has_not_ended_a_dead_one_has() -> None:
+    child = subprocess.Popen(["sleep", "600"])
+    try:
+        identity = _identity_of(child.pid)
+        assert not has_ended(identity)
+        child.send_signal(signal.SIGSTOP)  # SIGCONT would resume it: still a claimant
+        wait_until(lambda: psutil.Process(child.pid).status() == "stopped", 10, "the stop")
+        assert not has_ended(identity)
+        child.kill()
+        wait_until(lambda: psutil.Process(child.pid).status() == "zombie", 10, "a zombie")
+        assert has_ended(identity)  # not reaped yet: a zombie runs nothing
+    finally:
+        child.kill()
+        child.wait(10)
+    assert has_ended(identity)  # reaped: no such process
+
+
+def test_a_reused_pid_is_not_the_claimant() -> None:
+    child = subprocess.Popen(["sleep", "600"])
+    try:
+        identity = _identity_of(child.pid)
+        assert not has_ended({**identity, "start_ticks": identity["start_ticks"]})
+        # Same PID, another start time: a later process got the PID; the claimant is gone.
+        assert has_ended({**identity, "start_ticks": identity["start_ticks"] + 1})
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        None,
+        "pid 1",
+        {},
+        {"boot_id": "00000000-0000-0000-0000-000000000000"},  # another kernel
+        {"pid_namespace": "pid:[1]"},  # another namespace
+        {"pid": True},
+        {"pid": 0},
+        {"pid": 2**40},
+        {"pid": "12"},
+        {"start_ticks": -1},
+        {"start_ticks": 1.5},
+        {"boot_id": "../../etc"},
+    ],
+)
+def test_anything_but_an_identity_of_this_kernel_says_nothing(forged: object) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait(10)
+    dead = _identity_of(os.getpid()) | {"pid": gone.pid, "start_ticks": 0}
+    assert has_ended(dead)  # the honest record of a dead process does end the wait...
+    record = {**dead, **forged} if isinstance(forged, dict) and forged else forged
+    assert not has_ended(record)  # ...and every altered one keeps it
