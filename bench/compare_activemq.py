@@ -68,6 +68,7 @@ from bench.activemq.figures import (
     AMQ_TUNED,
     AMQ_UNDER_PRIMACY,
     FAILOVER,
+    FAILOVER_STOCK,
     PRIMACY,
     RSS_MASTER,
     RSS_SLAVE,
@@ -82,7 +83,13 @@ from bench.activemq.figures import (
     render_targets,
 )
 from bench.activemq.under_primacy import HAPROXY, ActiveMQUnderPrimacy
-from bench.activemq.workload import FailoverSender, drain, throughput
+from bench.activemq.workload import (
+    FailoverSender,
+    OurClient,
+    StockStompClient,
+    drain,
+    throughput,
+)
 from tests.tls_certs import make_pki
 
 FAILOVER_QUEUE = "/queue/failover"
@@ -188,9 +195,15 @@ def failover_phase(
     results: Results, groups: dict[str, HaGroup], kills: int, default_kills: int
 ) -> None:
     senders = {
-        label: FailoverSender(group.stomp_addresses(), FAILOVER_QUEUE, f"f-{slug(label)}")
+        label: FailoverSender(
+            OurClient(group.stomp_addresses()), FAILOVER_QUEUE, f"f-{slug(label)}"
+        )
         for label, group in groups.items()
     }
+    # primacy's failover as stock stomp.py sees it too (issue 17), kill for kill.
+    stock = FailoverSender(
+        StockStompClient(groups[PRIMACY].stomp_addresses()), FAILOVER_QUEUE, "f-stock"
+    )
     try:
         for index in range(max(kills, default_kills)):
             for label, group in groups.items():
@@ -199,15 +212,23 @@ def failover_phase(
                 took = one_failover(group, senders[label])
                 results.add(FAILOVER, label, took)
                 say(f"  kill {index + 1}, {label}: first RECEIPT after {took * 1000:.0f} ms")
+                if label == PRIMACY:
+                    took = one_failover(group, stock)
+                    results.add(FAILOVER_STOCK, label, took)
+                    say(f"  kill {index + 1}, {label}, stock stomp.py: {took * 1000:.0f} ms")
         for label, group in groups.items():
             sender = senders.pop(label)
             sender.pause()
             receipted = sender.receipted_ids()
             sender.close()
+            if label == PRIMACY:
+                stock.pause()
+                receipted += stock.receipted_ids()
             delivered = drain(group.master_address(), FAILOVER_QUEUE, idle_s=3.0)
             results.losses[label] = Loss.count(receipted, delivered)
             say(f"  {label}: lost / duplicated {results.losses[label].show()}")
     finally:
+        stock.close()
         for sender in senders.values():
             sender.close()
 

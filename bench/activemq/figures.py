@@ -28,13 +28,29 @@ class Metric:
 
 
 FAILOVER = Metric("failover", "kill -9 of the master → first RECEIPT", "ms", 1000.0, False)
+FAILOVER_STOCK = Metric(
+    "failover_stock",
+    "the same on stock stomp.py (its defaults, a plain reconnect loop)",
+    "ms",
+    1000.0,
+    False,
+)
 TPUT_1 = Metric("tput1", "persistent throughput, 1 producer", "msg/s", 1.0, True)
 TPUT_8 = Metric("tput8", "persistent throughput, 8 producers", "msg/s", 1.0, True)
 TPUT_1_TLS = Metric("tput1tls", "the same over TLS, 1 producer", "msg/s", 1.0, True)
 TPUT_8_TLS = Metric("tput8tls", "the same over TLS, 8 producers", "msg/s", 1.0, True)
 RSS_MASTER = Metric("rss_master", "RSS of the master after warm-up", "MiB", 1 / 2**20, False)
 RSS_SLAVE = Metric("rss_slave", "RSS of a slave after warm-up", "MiB", 1 / 2**20, False)
-METRICS = (FAILOVER, TPUT_1, TPUT_8, TPUT_1_TLS, TPUT_8_TLS, RSS_MASTER, RSS_SLAVE)
+METRICS = (
+    FAILOVER,
+    FAILOVER_STOCK,
+    TPUT_1,
+    TPUT_8,
+    TPUT_1_TLS,
+    TPUT_8_TLS,
+    RSS_MASTER,
+    RSS_SLAVE,
+)
 
 
 def number(value: float) -> str:
@@ -111,8 +127,17 @@ class Results:
         return ours.median / theirs.median
 
 
+def stock_failover_ratio(results: Results) -> float | None:
+    """primacy's failover on stock stomp.py over ActiveMQ tuned's on our client (the one it
+    is measured with everywhere): the issue's "about 0.2 s" against 1.5-2.2 s."""
+    ours, theirs = results.summary(FAILOVER_STOCK, PRIMACY), results.summary(FAILOVER, AMQ_TUNED)
+    if ours is None or theirs is None or theirs.median == 0:
+        return None
+    return ours.median / theirs.median
+
+
 def _ratio_target(results: Results, metric: Metric, name: str, limit: float) -> TargetResult:
-    ratio = results.ratio(metric)
+    ratio = stock_failover_ratio(results) if metric is FAILOVER_STOCK else results.ratio(metric)
     if ratio is None:
         return TargetResult(name, None, "no ActiveMQ figure to compare with")
     met = ratio >= limit if metric.higher_is_better else ratio <= limit
@@ -120,11 +145,17 @@ def _ratio_target(results: Results, metric: Metric, name: str, limit: float) -> 
 
 
 def evaluate_targets(results: Results) -> list[TargetResult]:
-    """The issue's targets, each judged on medians against the tuned ActiveMQ pair."""
+    """The targets (issue 17, "The message path at the speed of the disk"), each judged on
+    medians against the tuned ActiveMQ pair. The soak's RSS target is bench/soak.py's."""
     targets = [
-        _ratio_target(results, FAILOVER, "failover median ≤ 1/4 of ActiveMQ tuned", 0.25),
-        _ratio_target(results, TPUT_1, "throughput, 1 producer ≥ ActiveMQ", 1.0),
-        _ratio_target(results, TPUT_8, "throughput, 8 producers ≥ twice ActiveMQ", 2.0),
+        _ratio_target(
+            results,
+            FAILOVER_STOCK,
+            "failover on stock stomp.py ≤ 0.1 of ActiveMQ tuned (our client's)",
+            0.1,
+        ),
+        _ratio_target(results, TPUT_1, "throughput, 1 producer ≥ 1.5 times ActiveMQ", 1.5),
+        _ratio_target(results, TPUT_8, "throughput, 8 producers ≥ 2.5 times ActiveMQ", 2.5),
         _ratio_target(results, RSS_MASTER, "RSS of the master ≤ 0.6 of ActiveMQ", 0.6),
         _ratio_target(results, RSS_SLAVE, "RSS of a slave ≤ 0.6 of ActiveMQ", 0.6),
     ]
@@ -154,7 +185,13 @@ def render_table(results: Results) -> str:
         return "—" if ratio is None else f"{ratio:.2f}"
 
     for metric in METRICS:
-        if metric is FAILOVER:
+        if metric is FAILOVER_STOCK:
+            ratio = stock_failover_ratio(results)
+            rows.append(
+                f"| {metric.title}, vs {AMQ_TUNED} on our client | {cell(metric, PRIMACY)} "
+                f"| {cell(FAILOVER, AMQ_TUNED)} | {'—' if ratio is None else f'{ratio:.2f}'} |"
+            )
+        elif metric is FAILOVER:
             for other in (AMQ_TUNED, AMQ_DEFAULTS):
                 rows.append(
                     f"| {metric.title}, vs {other} | {cell(metric, PRIMACY)} "

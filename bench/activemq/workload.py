@@ -166,20 +166,116 @@ def drain(
     return delivered
 
 
+class OurClient:
+    """The project's failover client, with the short reconnect delays a latency-sensitive
+    client sets (as bench/broker.py)."""
+
+    label = "our client"
+
+    def __init__(self, addresses: list[Address]) -> None:
+        listed = ",".join(f"tcp://{host}:{port}" for host, port in addresses)
+        url = f"failover:({listed})?initialReconnectDelay=10&maxReconnectDelay=100&randomize=false"
+        self.producer = Producer(url, window=1, receipt_timeout_s=5.0)
+
+    @property
+    def generation(self) -> int:
+        return self.client.generation
+
+    def send(self, queue: str, bench_id: str) -> None:
+        """Returns once this send is receipted (window 1), reconnecting as it must."""
+        self.producer.send(queue, BODY.encode(), headers={ID_HEADER: bench_id}, message_id=bench_id)
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+class StockStompClient:
+    """stomp.py's ``Connection12`` with its defaults, given every node's address, and the
+    plain loop a user writes around it: when a send is not receipted (the connection
+    died), connect again (stomp.py tries each address in turn, sleeping its default
+    0.1 s and more between rounds) and send the same message again."""
+
+    label = "stock stomp.py"
+
+    def __init__(self, addresses: list[Address]) -> None:
+        self.addresses = addresses
+        self.generation = 0
+        self._connection: stomp.Connection12 | None = None
+        self._receipts: set[str] = set()
+        self._changed = threading.Condition()
+
+    def _connect(self) -> stomp.Connection12:
+        client = self
+
+        class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+            def on_receipt(self, frame: Any) -> None:
+                with client._changed:
+                    client._receipts.add(frame.headers.get("receipt-id", ""))
+                    client._changed.notify_all()
+
+            def on_disconnected(self) -> None:
+                with client._changed:
+                    client._changed.notify_all()
+
+        while True:
+            connection = stomp.Connection12(self.addresses)
+            connection.set_listener("bench", Listener())
+            try:
+                connection.connect(wait=True)
+            except stomp.exception.ConnectFailedException:
+                continue  # stomp.py slept between its rounds already
+            self.generation += 1
+            return connection
+
+    def send(self, queue: str, bench_id: str) -> None:
+        while True:
+            if self._connection is None or not self._connection.is_connected():
+                self._connection = self._connect()
+            connection = self._connection
+            try:
+                connection.send(
+                    queue,
+                    BODY,
+                    headers={
+                        "receipt": bench_id,
+                        "message-id": bench_id,
+                        ID_HEADER: bench_id,
+                        "persistent": "true",
+                    },
+                )
+            except stomp.exception.NotConnectedException:
+                continue
+            if self._receipted(connection, bench_id):
+                return
+            self._connection = None  # lost, or no receipt in 5 s: connect again, send again
+
+    def _receipted(self, connection: stomp.Connection12, bench_id: str) -> bool:
+        """Wait up to 5 s for the receipt of ``bench_id``; False once the connection died."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: bench_id in self._receipts or not connection.is_connected(), 5.0
+            )
+            return bench_id in self._receipts
+
+    def close(self) -> None:
+        if self._connection is not None and self._connection.is_connected():
+            try:
+                self._connection.disconnect()
+            except (OSError, stomp.exception.NotConnectedException):
+                pass
+
+
 class FailoverSender:
-    """Our failover client sending receipted messages on a thread; paused between kills.
+    """A client sending receipted messages on a thread; paused between kills.
 
     ``records`` holds (monotonic time, connection generation, bench_id) per
     RECEIPT, in order. The generation grows with every reconnect, so the first
     record after a kill with a newer generation is the first RECEIPT from the
-    node that took over.
+    node that took over. ``client`` is ``OurClient`` or ``StockStompClient``.
     """
 
-    def __init__(self, addresses: list[Address], queue: str, tag: str) -> None:
-        listed = ",".join(f"tcp://{host}:{port}" for host, port in addresses)
-        # Short reconnect delays, as a latency-sensitive client sets them (as bench/broker.py).
-        url = f"failover:({listed})?initialReconnectDelay=10&maxReconnectDelay=100&randomize=false"
-        self.producer = Producer(url, window=1, receipt_timeout_s=5.0)
+    def __init__(self, client: OurClient | StockStompClient, queue: str, tag: str) -> None:
+        self.client = client
         self.queue = queue
         self.tag = tag
         self.records: list[tuple[float, int, str]] = []
@@ -202,16 +298,9 @@ class FailoverSender:
                     self._sending = True
                 number += 1
                 bench_id = f"{self.tag}-{number}"
-                self.producer.send(
-                    self.queue,
-                    BODY.encode(),
-                    headers={ID_HEADER: bench_id},
-                    message_id=bench_id,
-                )  # window 1: returns once this send is receipted
+                self.client.send(self.queue, bench_id)  # returns once receipted
                 with self._condition:
-                    self.records.append(
-                        (time.monotonic(), self.producer.failover.generation, bench_id)
-                    )
+                    self.records.append((time.monotonic(), self.client.generation, bench_id))
                     self._sending = False
                     self._condition.notify_all()
         except BaseException as error:
@@ -283,4 +372,4 @@ class FailoverSender:
             self._wanted = False
             self._condition.notify_all()
         self._thread.join(30)
-        self.producer.close()
+        self.client.close()

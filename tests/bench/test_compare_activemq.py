@@ -25,6 +25,7 @@ from bench.activemq.figures import (
     AMQ_TUNED,
     AMQ_UNDER_PRIMACY,
     FAILOVER,
+    FAILOVER_STOCK,
     PRIMACY,
     RSS_MASTER,
     RSS_SLAVE,
@@ -35,6 +36,7 @@ from bench.activemq.figures import (
     Summary,
     evaluate_targets,
     render_table,
+    stock_failover_ratio,
 )
 
 pytestmark = pytest.mark.slow
@@ -115,10 +117,15 @@ def results(primacy_failover_s: float, primacy_rss: int) -> Results:
 
 
 def test_targets_are_judged_on_medians() -> None:
-    verdicts = [t.met for t in evaluate_targets(results(0.35, 50 * 2**20))]
-    # failover 0.35 / 2.0; 1.2x; 1.5x (needs 2x); RSS 50/200 and 50/100 (needs 0.6); no loss
-    assert verdicts == [True, True, False, True, True, True]
+    figures = results(0.35, 50 * 2**20)
+    for value in (0.15, 0.18, 0.30):  # stock stomp.py against primacy
+        figures.add(FAILOVER_STOCK, PRIMACY, value)
+    verdicts = [t.met for t in evaluate_targets(figures)]
+    # stock failover 0.18 / 2.0 (needs 0.1); 1.2x (needs 1.5x); 1.5x (needs 2.5x);
+    # RSS 50/200 and 50/100 (needs 0.6); no loss
+    assert verdicts == [True, False, False, True, True, True]
     assert results(0.6, 50 * 2**20).ratio(FAILOVER) == pytest.approx(0.3)
+    assert stock_failover_ratio(figures) == pytest.approx(0.09)
 
 
 def test_targets_without_activemq_are_not_judged() -> None:
@@ -134,7 +141,7 @@ def test_table_has_a_row_per_figure() -> None:
         figures.add(FAILOVER, AMQ_UNDER_PRIMACY, value)
     figures.losses[AMQ_UNDER_PRIMACY] = Loss(50, 0, 1)
     table = render_table(figures)
-    assert table.count("\n") == 1 + 10  # header rule, 3 failover rows, 6 figures, losses
+    assert table.count("\n") == 1 + 11  # header rule, 4 failover rows, 6 figures, losses
     assert "| 300 / **350** / 400 ms (n=3) | 1 500 / **2 000** / 2 500 ms (n=3) | 0.17 |" in table
     assert "0 / 2 of 100 receipted" in table
     under = "| 4 000 / **5 000** / 6 000 ms (n=3) | 1 500 / **2 000** / 2 500 ms (n=3) | 2.50 |"
