@@ -153,6 +153,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
     parser.add_argument("--policy", choices=[p.value for p in SyncPolicy], default="sync")
     parser.add_argument(
+        "--producers",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1, 8],
+        help="comma-separated producer counts to measure (default 1,8)",
+    )
+    parser.add_argument(
         "--failovers",
         type=int,
         default=20,
@@ -172,7 +178,7 @@ def main() -> None:
         service.start()
         print(f"python {platform.python_version()}, {os.cpu_count()} cores, share {share}")
         print(f"policy {args.policy}, 1 KiB bodies, receipt awaited per message, stomp.py 1.2")
-        for producers in (1, 8):
+        for producers in args.producers:
             rate = throughput(service.address, producers, args.seconds)
             print(f"{producers} producer(s): {rate:,.0f} messages/s")
         stats = store.stats()
