@@ -179,7 +179,7 @@ class OurClient:
 
     @property
     def generation(self) -> int:
-        return self.client.generation
+        return self.producer.failover.generation
 
     def send(self, queue: str, bench_id: str) -> None:
         """Returns once this send is receipted (window 1), reconnecting as it must."""
@@ -338,7 +338,7 @@ class FailoverSender:
 
     @property
     def generation(self) -> int:
-        return self.producer.failover.generation
+        return self.client.generation
 
     def first_receipt_after(self, killed_at: float, generation: int, timeout_s: float) -> float:
         """Seconds from ``killed_at`` to the first RECEIPT on a connection after ``generation``."""
