@@ -33,6 +33,11 @@ def connection_to(address: Address, tls_ca: str | None = None) -> stomp.Connecti
     return connection
 
 
+def receipted_headers(bench_id: str) -> dict[str, str]:
+    """A persistent SEND's headers: a receipt, and ``bench_id`` as its id for both brokers."""
+    return {"receipt": bench_id, "message-id": bench_id, ID_HEADER: bench_id, "persistent": "true"}
+
+
 def producer_loop(
     address: Address,
     queue: str,
@@ -61,16 +66,7 @@ def producer_loop(
     while not stop.is_set():
         number += 1
         bench_id = f"{tag}-{slot}-{number}"
-        connection.send(
-            queue,
-            BODY,
-            headers={
-                "receipt": bench_id,
-                "message-id": bench_id,
-                ID_HEADER: bench_id,
-                "persistent": "true",
-            },
-        )
+        connection.send(queue, BODY, headers=receipted_headers(bench_id))
         if not receipts.acquire(timeout=30):
             raise RuntimeError(f"no receipt from {address} within 30 s")
         if errors:
@@ -233,16 +229,7 @@ class StockStompClient:
                 self._connection = self._connect()
             connection = self._connection
             try:
-                connection.send(
-                    queue,
-                    BODY,
-                    headers={
-                        "receipt": bench_id,
-                        "message-id": bench_id,
-                        ID_HEADER: bench_id,
-                        "persistent": "true",
-                    },
-                )
+                connection.send(queue, BODY, headers=receipted_headers(bench_id))
             except stomp.exception.NotConnectedException:
                 continue
             if self._receipted(connection, bench_id):

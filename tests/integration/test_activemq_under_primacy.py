@@ -148,6 +148,16 @@ def _consume(amq: ActiveMQUnderPrimacy, expected: list[str]) -> set[str]:
     return consumed
 
 
+def _assert_one_broker_and_nothing_lost(
+    watch: BrokerWatch, receipted: list[str], consumed: set[str], sent: int
+) -> None:
+    assert watch.samples > 100
+    assert watch.overlaps == [], f"two ActiveMQ JVMs ran at once: {watch.overlaps[:5]}"
+    assert watch.listening_overlaps == []
+    assert len(receipted) == sent, f"ActiveMQ receipted {len(receipted)} of {sent}"
+    assert set(receipted) <= consumed, sorted(set(receipted) - consumed)[:10]
+
+
 def _skip_without_activemq_or_haproxy() -> None:
     if HAPROXY is None:
         pytest.skip("haproxy is not installed (bash .ci/setup dev installs it as root)")
@@ -199,11 +209,7 @@ def test_activemq_under_primacy_never_runs_twice_and_keeps_what_it_receipted(
         receipted += _send(amq, [f"after stop {n}" for n in range(20)])
 
         consumed = _consume(amq, receipted)
-    assert watch.samples > 100
-    assert watch.overlaps == [], f"two ActiveMQ JVMs ran at once: {watch.overlaps[:5]}"
-    assert watch.listening_overlaps == []
-    assert len(receipted) == 60, f"ActiveMQ receipted {len(receipted)} of 60"
-    assert set(receipted) <= consumed, sorted(set(receipted) - consumed)[:10]
+    _assert_one_broker_and_nothing_lost(watch, receipted, consumed, 60)
     assert "PRIMACY-1106" in second.log()  # its guardian killed it, not the test
 
 
@@ -251,9 +257,5 @@ def test_a_cut_share_kills_the_masters_activemq_before_the_other_serves(
         for host in hosts.values():
             host.heal()  # nothing may stay blocked on the mount while the nodes are killed
         amq.close()
-    assert watch.samples > 100
-    assert watch.overlaps == [], f"two ActiveMQ JVMs ran at once: {watch.overlaps[:5]}"
-    assert watch.listening_overlaps == []
-    assert len(receipted) == 40, f"ActiveMQ receipted {len(receipted)} of 40"
-    assert set(receipted) <= consumed, sorted(set(receipted) - consumed)[:10]
+    _assert_one_broker_and_nothing_lost(watch, receipted, consumed, 40)
     assert "PRIMACY-1106" in first.log()  # its guardian killed it
