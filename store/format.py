@@ -267,15 +267,40 @@ def check_batch_header(
 # ---------------------------------------------------------------- decoding
 
 
-def iter_records(batch: bytes | memoryview, *, keys_only: bool = False) -> Iterator[Record]:
+def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
     """Yield the records of one checked batch (``batch`` starts at its header).
 
-    ``keys_only`` leaves headers and payload empty, which is all recovery needs.
     A batch whose CRC holds but whose records we never wrote (a record type we do
     not know, lengths that do not add up, text that is not UTF-8, sequences or
     epochs other than the batch's) raises FormatError: the CRC proves the bytes
     are whole, not that they are ours.
     """
+    for seq, epoch, ts, record_type, destination, message_id, headers, payload in _walk(batch):
+        yield Record(
+            sequence=seq,
+            epoch=epoch,
+            timestamp_unix_ns=ts,
+            record_type=record_type,
+            destination=destination,
+            message_id=message_id,
+            headers=decode_headers(headers) if headers else {},
+            payload=bytes(payload),
+        )
+
+
+def record_keys(batch: bytes | memoryview) -> list[tuple[RecordType, int, str, str]]:
+    """(type, sequence, destination, message id) of each record of one checked batch.
+
+    All recovery needs, checked exactly as ``iter_records`` checks (FormatError), without
+    building a Record or copying a payload: recovery's time is per record.
+    """
+    return [(rtype, seq, dest, mid) for seq, _, _, rtype, dest, mid, _, _ in _walk(batch)]
+
+
+def _walk(
+    batch: bytes | memoryview,
+) -> Iterator[tuple[int, int, int, RecordType, str, str, memoryview, memoryview]]:
+    """Each record's sequence, epoch, time, type, destination, id, headers and payload bytes."""
     view = memoryview(batch)
     header = batch_header_at(view)
     slots = [
@@ -293,27 +318,26 @@ def iter_records(batch: bytes | memoryview, *, keys_only: bool = False) -> Itera
     for index, (seq, epoch, ts, rtype, _, dlen, mlen, _, hlen, plen) in enumerate(slots):
         if seq != header.first_sequence + index or epoch != header.epoch:
             raise FormatError(f"record {index} has sequence {seq} and epoch {epoch}")
-        if rtype not in _RECORD_TYPES:
+        record_type = _RECORD_TYPES.get(rtype)
+        if record_type is None:
             raise FormatError(f"record {seq} has unknown type {rtype}")
-        headers = (
-            decode_headers(view[headers_at : headers_at + hlen]) if hlen and not keys_only else {}
-        )
-        yield Record(
-            sequence=seq,
-            epoch=epoch,
-            timestamp_unix_ns=ts,
-            record_type=RecordType(rtype),
-            destination=utf8_text(view[dest_at : dest_at + dlen], "destination"),
-            message_id=utf8_text(view[id_at : id_at + mlen], "message id"),
-            headers=headers,
-            payload=b"" if keys_only else bytes(view[payload_at : payload_at + plen]),
+        yield (
+            seq,
+            epoch,
+            ts,
+            record_type,
+            utf8_text(view[dest_at : dest_at + dlen], "destination"),
+            utf8_text(view[id_at : id_at + mlen], "message id"),
+            view[headers_at : headers_at + hlen],
+            view[payload_at : payload_at + plen],
         )
         dest_at, id_at, headers_at, payload_at = (
             dest_at + dlen, id_at + mlen, headers_at + hlen, payload_at + plen,
         )  # fmt: skip
 
 
-_RECORD_TYPES = frozenset(int(t) for t in RecordType)
+# By value: a dictionary lookup per record, where calling the enum costs as much again.
+_RECORD_TYPES = {int(t): t for t in RecordType}
 
 
 def batch_header_at(view: memoryview, offset: int = 0) -> BatchHeader:

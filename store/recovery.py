@@ -142,6 +142,7 @@ def recover(
         if position is not None and position.complete and not _grew(segment, position):
             valid_ends[segment.name] = position.offset
             continue
+        segment_name = segment.name  # a pathlib property: not once per record
         # A covered segment that grew since has bytes written after its epoch was
         # fenced (a stale master): scan them so they are reported, never applied.
         with open_segment(segment.path) as source:
@@ -172,7 +173,7 @@ def recover(
                 )
             for batch, view in iter_batches(source, scan):
                 try:
-                    records = list(fmt.iter_records(view, keys_only=True))
+                    records = fmt.record_keys(view)
                 except fmt.FormatError as exc:  # whole (its CRC holds) but not written by us
                     damage = Damage(
                         DamageKind.DAMAGED_BATCH, segment.name, batch.offset, len(view), str(exc)
@@ -184,15 +185,10 @@ def recover(
                 counts["batches"] += 1
                 if visit is not None:
                     visit(segment, batch, view)
-                for record in records:
-                    counts["records"] += 1
+                counts["records"] += len(records)
+                for record_type, sequence, destination, message_id in records:
                     state.apply(
-                        record.record_type,
-                        record.sequence,
-                        record.destination,
-                        record.message_id,
-                        segment.name,
-                        batch.offset,
+                        record_type, sequence, destination, message_id, segment_name, batch.offset
                     )
     report = RecoveryReport(
         segments=len(segments),

@@ -41,6 +41,13 @@ def test_batch_round_trips_through_the_record_iterator() -> None:
     assert records[3].destination == "q/é" and records[3].payload == b"\x00\xff" * 7
 
 
+def test_recovery_reads_the_same_keys_the_record_iterator_gives() -> None:
+    batch = fmt.encode_batch(3, 100, 999, sample_records())
+    assert fmt.record_keys(batch) == [
+        (r.record_type, r.sequence, r.destination, r.message_id) for r in fmt.iter_records(batch)
+    ]
+
+
 def test_columnar_decoding_matches_the_record_iterator() -> None:
     batch = fmt.encode_batch(3, 100, 999, sample_records())
     columns = decode_batch(batch)
