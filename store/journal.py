@@ -150,8 +150,9 @@ class JournalStore:
             # Every takeover adds a segment; without this, a journal of few records over
             # many epochs is never checkpointed and each takeover reads every segment.
             # Waited for, so the fence is kept twice (its batch may be damaged later)
-            # before this master serves; a new master is still outlasting its
-            # predecessor's claim here, so the wait rarely delays a takeover.
+            # before this master serves. Hidden behind the takeover wait where there is
+            # one; after a master whose process ended, it is part of the failover
+            # (docs/safety.md, "A fence is kept twice before anyone relies on it").
             _log_failure(store.checkpoint())
         return store
 
