@@ -18,6 +18,9 @@ the share at the same path as the driver.
 
 from __future__ import annotations
 
+import os
+import socket
+import stat
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -97,7 +100,33 @@ class JournalReader(DataSourceReader):  # type: ignore[misc]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SegmentPartition)
-        return read_segment_batches(partition.plan, self.window)
+        return read_on_this_host(partition.plan, self.window)
+
+
+class ShareNotReadable(OSError):
+    """A task's host cannot read the share the driver planned from: it is not mounted there."""
+
+
+def read_on_this_host(plan: SegmentPlan, window: TimeWindow) -> Iterator[pa.RecordBatch]:
+    """``read_segment_batches``, with a missing share told apart from retention.
+
+    The reader returns nothing for a segment that is gone, which is right when
+    retention removed it after planning; but on an executor where the share is
+    not mounted every segment is gone, and the job would end with empty tables
+    and no error. So the journal directory must be there: if it is not (or the
+    segment cannot be opened for any other reason), the task fails naming the
+    host, since the driver could read the same path.
+    """
+    journal = os.path.dirname(plan.path)
+    try:
+        if not stat.S_ISDIR(os.stat(journal).st_mode):
+            raise NotADirectoryError(f"{journal} is not a directory")
+        yield from read_segment_batches(plan, window)
+    except OSError as exc:
+        raise ShareNotReadable(
+            f"segment {plan.path} is not readable on executor host {socket.gethostname()}: "
+            f"{exc}; mount the share at the same path on every executor (docs/replay.md)"
+        ) from exc
 
 
 class JournalDataSource(DataSource):  # type: ignore[misc]
