@@ -3,13 +3,16 @@
 Runs on the driver. For every segment it works out what a reader needs to
 classify the segment's bytes the way recovery does: the length later fences
 allow (``store.fences.FenceTable``) and whether it is its epoch's last segment
-(where a crash can tear a batch). The plan is small and picklable, so each
-segment becomes one Spark input partition.
+(where a crash can tear a batch). The plan is small and picklable; a large
+segment is split into byte ranges (``split_ranges``), each one Spark input
+partition, so one segment's decoding spreads over several executors.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -19,10 +22,21 @@ from primacy.store.checkpoint import Checkpoint, list_checkpoints
 from primacy.store.fences import FenceTable
 from primacy.store.segments import CHECKPOINT_DIR_NAME, epoch_tails, list_segments
 
+# A segment larger than this is read by several tasks, one byte range each: small enough to
+# spread a 64 MiB segment (the store's default size) over four executors, large enough that a
+# task's fixed cost (opening the file, walking batch headers to its range) stays small.
+RANGE_BYTES = 16 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class SegmentPlan:
-    """One segment file and what a reader needs to know to classify its bytes."""
+    """One segment file (or a byte range of it) and what a reader needs to classify its bytes.
+
+    ``size_bytes`` is the segment's length when planned: readers read no further,
+    so every range of a segment still being written sees the same bytes. A plan
+    reads the rows whose byte offset (a batch's start, a damaged range's start)
+    lies in ``[range_start, range_end)``; ``range_end`` None is the segment's end.
+    """
 
     path: str
     epoch: int
@@ -30,10 +44,50 @@ class SegmentPlan:
     fence_limit: int | None  # bytes later fences allow; 0: all fenced; None: no later fence
     is_epoch_tail: bool
     size_bytes: int
+    range_start: int = 0
+    range_end: int | None = None
 
     @property
     def name(self) -> str:
         return Path(self.path).name
+
+    @property
+    def whole_segment(self) -> bool:
+        return self.range_start == 0 and self.range_end is None
+
+    def holds(self, offset: int) -> bool:
+        """Is a row starting at this byte offset one of this plan's?"""
+        return self.range_start <= offset and (self.range_end is None or offset < self.range_end)
+
+    def from_offset(self, offset: int) -> SegmentPlan:
+        """The rows at or after ``offset``: what an incremental replay has not read yet."""
+        return replace(self, range_start=offset, range_end=None)
+
+
+def split_ranges(plan: SegmentPlan, range_bytes: int = RANGE_BYTES) -> list[SegmentPlan]:
+    """The plan as consecutive byte ranges of about ``range_bytes``, the last open-ended.
+
+    Rows are the same whatever the split: each belongs to the one range holding
+    its start offset.
+    """
+    if range_bytes <= 0:
+        raise OptionError(f"range_bytes must be a positive number of bytes, not {range_bytes}")
+    end = plan.size_bytes if plan.range_end is None else min(plan.range_end, plan.size_bytes)
+    starts = range(plan.range_start, max(end, plan.range_start + 1), range_bytes)
+    ranges = [replace(plan, range_start=s, range_end=s + range_bytes) for s in starts]
+    return [*ranges[:-1], replace(ranges[-1], range_end=plan.range_end)]
+
+
+def plans_to_json(plans: Iterable[SegmentPlan]) -> str:
+    """Plans as the data source's ``plan`` option carries them."""
+    return json.dumps([asdict(plan) for plan in plans])
+
+
+def plans_from_json(text: str) -> list[SegmentPlan]:
+    try:
+        return [SegmentPlan(**fields) for fields in json.loads(text)]
+    except (ValueError, TypeError) as exc:
+        raise OptionError(f"plan must be what plans_to_json writes: {exc}") from exc
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The ``journal`` PySpark data source: ``spark.read.format("journal").load(SHARE)``.
 
-One input partition per segment file; each partition is read by
+One input partition per segment file, or per byte range of about
+``range_bytes`` of a larger one; each partition is read by
 ``spark.segment_reader`` into Arrow record batches, which PySpark 4 takes as
 they are. Damaged and fenced bytes become rows with a ``status`` rather than
 failing the job.
@@ -11,6 +12,11 @@ Options (all optional):
 - ``since`` / ``until``: keep records with ``since <= timestamp < until``; ISO
   8601 (no offset means UTC) or Unix seconds. Rows for damaged byte ranges
   have no timestamp and are always kept.
+- ``range_bytes``: split segments larger than this into byte ranges of this
+  size, one partition each (default ``journal_plan.RANGE_BYTES``, 16 MiB).
+- ``plan``: the segments to read and where in each to start, as
+  ``journal_plan.plans_to_json`` writes them, instead of listing the share
+  (the replay's incremental runs use it).
 
 Executors need this package and ``store`` importable (see docs/replay.md) and
 the share at the same path as the driver.
@@ -28,6 +34,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     LongType,
     StringType,
     StructField,
@@ -36,11 +43,14 @@ from pyspark.sql.types import (
 )
 
 from primacy.spark.journal_plan import (
+    RANGE_BYTES,
     OptionError,
     SegmentPlan,
     TimeWindow,
     parse_time,
     plan_segments,
+    plans_from_json,
+    split_ranges,
 )
 from primacy.spark.segment_reader import RECORDS_SCHEMA, read_segment_batches
 
@@ -51,6 +61,7 @@ _SPARK_TYPES = {
     pa.int64(): LongType(),
     pa.binary(): BinaryType(),
     pa.timestamp("us", tz="UTC"): TimestampType(),
+    pa.bool_(): BooleanType(),
 }
 RECORDS_SPARK_SCHEMA = StructType(
     [StructField(f.name, _SPARK_TYPES[f.type], nullable=True) for f in RECORDS_SCHEMA]
@@ -79,8 +90,19 @@ def epochs_from_options(options: dict[str, str]) -> frozenset[int] | None:
         raise OptionError(f"epochs must be comma-separated numbers, not {text!r}") from exc
 
 
+def range_bytes_from_options(options: dict[str, str]) -> int:
+    text = options.get("range_bytes")
+    try:
+        value = int(text) if text else RANGE_BYTES
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise OptionError(f"range_bytes must be a positive number of bytes, not {text!r}")
+    return value
+
+
 class SegmentPartition(InputPartition):  # type: ignore[misc]
-    """One segment file: the unit of parallelism."""
+    """One segment file, or one byte range of it: the unit of parallelism."""
 
     def __init__(self, plan: SegmentPlan) -> None:
         super().__init__(plan)
@@ -88,15 +110,23 @@ class SegmentPartition(InputPartition):  # type: ignore[misc]
 
 
 class JournalReader(DataSourceReader):  # type: ignore[misc]
-    """Plans on the driver (fences, epoch tails); reads one segment per task."""
+    """Plans on the driver (fences, epoch tails); reads one segment or byte range per task."""
 
     def __init__(self, share: str, options: dict[str, str]) -> None:
         self.share = share
         self.window = window_from_options(options)
         self.epochs = epochs_from_options(options)
+        self.range_bytes = range_bytes_from_options(options)
+        self.plan = plans_from_json(options["plan"]) if options.get("plan") else None
 
     def partitions(self) -> list[SegmentPartition]:
-        return [SegmentPartition(plan) for plan in plan_segments(self.share, self.epochs)]
+        plans = self.plan if self.plan is not None else plan_segments(self.share, self.epochs)
+        chosen = [p for p in plans if self.epochs is None or p.epoch in self.epochs]
+        return [
+            SegmentPartition(part)
+            for plan in chosen
+            for part in split_ranges(plan, self.range_bytes)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SegmentPartition)

@@ -17,8 +17,11 @@ trusted, and a format this release does not know cannot be read.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +30,14 @@ import pyarrow.compute as pc
 from primacy.spark.columns import decode_batches
 from primacy.spark.journal_plan import ALL_TIME, SegmentPlan, TimeWindow
 from primacy.store import format as fmt
-from primacy.store.segments import Damage, SegmentRef, read_segment, scan_segment
+from primacy.store.segments import (
+    SEGMENT_HEADER_MAX_BYTES,
+    Damage,
+    SegmentRef,
+    SegmentScan,
+    open_journal_file,
+    scan_segment,
+)
 
 STATUS_OK = "ok"
 STATUS_FENCED = "fenced"
@@ -54,6 +64,7 @@ RECORDS_SCHEMA = pa.schema(
         pa.field("headers", pa.binary()),
         pa.field("payload", pa.binary()),
         pa.field("byte_length", pa.int64()),
+        pa.field("provisional", pa.bool_()),
     ]
 )
 
@@ -68,27 +79,135 @@ _TYPE_NAMES = pa.array(
 def read_segment_batches(
     plan: SegmentPlan, window: TimeWindow = ALL_TIME
 ) -> Iterator[pa.RecordBatch]:
-    """Every row of one segment: its valid records, fenced records and damaged ranges."""
+    """The rows of one segment, or of the byte range the plan names.
+
+    Reads the segment's first ``plan.size_bytes`` bytes (its length when
+    planned), so every range of a segment still being written sees the same
+    bytes. A range whose batches check clean is read alone (``_clean_range``);
+    any other range, and a whole segment, is classified by ``scan_segment`` over
+    the whole segment, keeping the rows that start in the plan's range.
+    """
     segment = SegmentRef(plan.epoch, plan.first_sequence, Path(plan.path))
     try:
-        data = read_segment(segment)
+        handle = open_journal_file(segment.path)
     except FileNotFoundError:
         return  # removed by retention after planning: nothing left to report
+    with handle:
+        source = _PlannedBytes(handle, plan.size_bytes)
+        clean = None if plan.whole_segment else _clean_range(source, plan)
+        if clean is not None:
+            node, first, span, batches = clean
+            yield from _record_rows(plan.name, node, STATUS_OK, span, batches, window, first)
+            return
+        data = source.read(0, source.size)
+    yield from _scanned_rows(plan, segment, data, window)
+
+
+def _scanned_rows(
+    plan: SegmentPlan, segment: SegmentRef, data: bytes, window: TimeWindow
+) -> Iterator[pa.RecordBatch]:
+    """The rows of the plan's range, from the store's classification of the whole segment.
+
+    Rows from the segment's open end on (its trailing damage, and the fenced
+    bytes after it) are ``provisional``: a later read, after the segment grew or
+    its epoch went on in a new segment, may see them otherwise.
+    """
     scan = scan_segment(
         segment, data, fence_limit=plan.fence_limit, is_epoch_tail=plan.is_epoch_tail
     )
     node = scan.header.node_id if scan.header is not None else None
-    if scan.damage:
-        yield _damage_rows(plan, node, scan.damage)
-    valid = ((batch.offset, batch.header) for batch in scan.batches)
+    open_from = _open_end(scan, plan.fence_limit)
+    damage = [d for d in scan.damage if plan.holds(d.offset)]
+    if damage:
+        yield _damage_rows(plan, node, damage, open_from)
+    valid = ((batch.offset, batch.header) for batch in scan.batches if plan.holds(batch.offset))
     yield from _record_rows(plan.name, node, STATUS_OK, data, valid, window)
     if scan.fenced_offset is not None:
         fenced = _FencedBatches(data, scan.fenced_offset)
-        yield from _record_rows(plan.name, node, STATUS_FENCED, data, fenced, window)
-        if fenced.stopped_at < len(data):
+        provisional = scan.fenced_offset >= open_from
+        mine = ((offset, header) for offset, header in fenced if plan.holds(offset))
+        yield from _record_rows(
+            plan.name, node, STATUS_FENCED, data, mine, window, provisional=provisional
+        )
+        if fenced.stopped_at < len(data) and plan.holds(fenced.stopped_at):
             detail = "bytes past the fence that are not a complete batch"
             ranges = [(STATUS_FENCED, fenced.stopped_at, len(data) - fenced.stopped_at, detail)]
-            yield _range_rows(plan, node, ranges)
+            yield _range_rows(plan, node, ranges, provisional=True)
+
+
+def _open_end(scan: SegmentScan, fence_limit: int | None) -> int:
+    """Where the segment's open end starts: its trailing damage, which runs to the end of
+    the bytes (or to the fence); past the end of the bytes if there is none."""
+    bound = scan.size if fence_limit is None else min(fence_limit, scan.size)
+    if scan.damage and scan.damage[-1].offset + scan.damage[-1].length >= bound:
+        return scan.damage[-1].offset
+    return scan.size + 1
+
+
+class _PlannedBytes:
+    """The segment's bytes up to its planned length, read with ``pread`` where asked: a
+    range's task reads the headers on its way and its own batches, not the whole file."""
+
+    def __init__(self, handle: BinaryIO, size_bytes: int) -> None:
+        self._fd = handle.fileno()
+        self.size = min(os.fstat(self._fd).st_size, size_bytes)
+
+    def read(self, offset: int, length: int) -> bytes:
+        return os.pread(self._fd, max(0, min(length, self.size - offset)), offset)
+
+
+# How much a range's walk to its first batch reads at a time: several small batches' headers
+# per read, and little more than one header when batches are large.
+_WALK_READ_BYTES = 64 * 1024
+
+
+def _clean_range(
+    source: _PlannedBytes, plan: SegmentPlan
+) -> tuple[str, int, bytes, list[tuple[int, fmt.BatchHeader]]] | None:
+    """The range's batches when they, and the batch headers before them, check clean.
+
+    Returns (node, offset of the range's first batch, the bytes of its batches,
+    each batch's offset in those bytes and header), or None where the segment
+    needs the whole scan: a bad segment header, anything but a complete batch
+    header on the way to the range, or a batch in the range that is not a
+    complete batch with a good CRC ending within the fence.
+
+    The walk to the range reads headers only. Those batches' CRCs are not
+    checked, and need not be: after a batch with a bad CRC the store's scan
+    resumes first at the batch its header says is next, which is where the walk
+    goes, so its classification reaches the range's first batch the same way.
+    (Only if two consecutive batches there had bad CRCs and the payloads in
+    them held a whole valid batch at an 8-byte boundary could the scan resume
+    elsewhere.)
+    """
+    try:
+        header = fmt.decode_segment_header(source.read(0, SEGMENT_HEADER_MAX_BYTES))
+    except fmt.FormatError:  # UnsupportedFormatVersion too
+        return None
+    limit = source.size if plan.fence_limit is None else min(plan.fence_limit, source.size)
+    offset, window_start, window = header.header_len, 0, b""
+    starts: list[int] = []
+    while offset < source.size and (plan.range_end is None or offset < plan.range_end):
+        if offset + fmt.BATCH_HEADER_LEN > window_start + len(window):
+            window_start = offset
+            window = source.read(offset, _WALK_READ_BYTES)
+        status, batch = fmt.check_batch_header(window, offset - window_start, source.size - offset)
+        if status is not fmt.BatchStatus.OK or batch is None:
+            return None
+        if offset >= plan.range_start:
+            starts.append(offset)
+        offset += batch.batch_len
+    if not starts:
+        return header.node_id, 0, b"", []
+    first = starts[0]
+    span = source.read(first, offset - first)
+    batches = []
+    for start in starts:
+        status, batch = fmt.check_batch(span, start - first)
+        if status is not fmt.BatchStatus.OK or batch is None or start + batch.batch_len > limit:
+            return None
+        batches.append((start - first, batch))
+    return header.node_id, first, span, batches
 
 
 def _record_rows(
@@ -98,13 +217,19 @@ def _record_rows(
     data: bytes,
     batches: Iterable[tuple[int, fmt.BatchHeader]],
     window: TimeWindow,
+    data_offset: int = 0,
+    *,
+    provisional: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Checked batches as rows of ``RECORDS_SCHEMA``, several journal batches per Arrow batch.
 
-    The column decoder decodes each group of journal batches at once (``decode_batches``);
-    the casts and the per-row location columns are then done once per group,
-    so the Python work per journal batch is a few attribute reads.
+    ``data`` holds the segment's bytes from ``data_offset`` on, and each batch's
+    offset is in ``data``. The column decoder decodes each group of journal
+    batches at once (``decode_batches``); the casts and the per-row location
+    columns are then done once per group, so the Python work per journal batch
+    is a few attribute reads.
     """
+    rows = _RowsOf(segment, node, status, data, data_offset, provisional)
     group: list[tuple[int, fmt.BatchHeader]] = []
     size = 0
     for offset, header in batches:
@@ -113,59 +238,67 @@ def _record_rows(
         group.append((offset, header))
         size += header.batch_len
         if size >= ROWS_GROUP_BYTES:
-            yield from _nonempty(_assemble(segment, node, status, data, group, window))
+            yield from _nonempty(rows.assemble(group, window))
             group, size = [], 0
     if group:
-        yield from _nonempty(_assemble(segment, node, status, data, group, window))
+        yield from _nonempty(rows.assemble(group, window))
 
 
 def _nonempty(rows: pa.RecordBatch | None) -> list[pa.RecordBatch]:
     return [rows] if rows is not None else []
 
 
-def _assemble(
-    segment: str,
-    node: str | None,
-    status: str,
-    data: bytes,
-    group: list[tuple[int, fmt.BatchHeader]],
-    window: TimeWindow,
-) -> pa.RecordBatch | None:
-    columns = decode_batches(data, group)
-    offsets = np.fromiter((offset for offset, _ in group), np.int64, len(group))
-    decoded = columns.to_arrow()
-    counts = columns.record_counts
-    n = decoded.num_rows
-    commits_us = np.fromiter((h.commit_unix_ns for _, h in group), np.int64, len(group)) // 1000
-    rows = pa.RecordBatch.from_arrays(
-        [
-            pa.repeat(pa.scalar(segment, pa.string()), n),
-            pa.array(np.repeat(offsets, counts), pa.int64()),
-            pa.repeat(pa.scalar(status, pa.string()), n),
-            pa.nulls(n, pa.string()),
-            pa.repeat(pa.scalar(node, pa.string()), n),
-            decoded.column("epoch").cast(pa.int64()),
-            decoded.column("sequence").cast(pa.int64()),
-            decoded.column("timestamp").cast(_TIMESTAMP, safe=False),
-            pa.array(np.repeat(commits_us, counts).view("datetime64[us]"), _TIMESTAMP),
-            pc.take(_TYPE_NAMES, decoded.column("record_type")),
-            decoded.column("destination"),
-            decoded.column("message_id"),
-            decoded.column("headers"),
-            decoded.column("payload"),
-            pa.nulls(n, pa.int64()),
-        ],
-        schema=RECORDS_SCHEMA,
-    )
-    if window.since_unix_ns is not None or window.until_unix_ns is not None:
-        stamps = columns.timestamp_unix_ns
-        keep = np.ones(n, dtype=bool)
-        if window.since_unix_ns is not None:
-            keep &= stamps >= window.since_unix_ns
-        if window.until_unix_ns is not None:
-            keep &= stamps < window.until_unix_ns
-        rows = rows.filter(pa.array(keep))
-    return rows if rows.num_rows else None
+@dataclass(frozen=True)
+class _RowsOf:
+    """Where a group of batches comes from: what every row of it shares."""
+
+    segment: str
+    node: str | None
+    status: str
+    data: bytes
+    data_offset: int
+    provisional: bool
+
+    def assemble(
+        self, group: list[tuple[int, fmt.BatchHeader]], window: TimeWindow
+    ) -> pa.RecordBatch | None:
+        columns = decode_batches(self.data, group)
+        offsets = np.fromiter((offset for offset, _ in group), np.int64, len(group))
+        offsets += self.data_offset
+        decoded = columns.to_arrow()
+        counts = columns.record_counts
+        n = decoded.num_rows
+        commits_us = np.fromiter((h.commit_unix_ns for _, h in group), np.int64, len(group)) // 1000
+        rows = pa.RecordBatch.from_arrays(
+            [
+                pa.repeat(pa.scalar(self.segment, pa.string()), n),
+                pa.array(np.repeat(offsets, counts), pa.int64()),
+                pa.repeat(pa.scalar(self.status, pa.string()), n),
+                pa.nulls(n, pa.string()),
+                pa.repeat(pa.scalar(self.node, pa.string()), n),
+                decoded.column("epoch").cast(pa.int64()),
+                decoded.column("sequence").cast(pa.int64()),
+                decoded.column("timestamp").cast(_TIMESTAMP, safe=False),
+                pa.array(np.repeat(commits_us, counts).view("datetime64[us]"), _TIMESTAMP),
+                pc.take(_TYPE_NAMES, decoded.column("record_type")),
+                decoded.column("destination"),
+                decoded.column("message_id"),
+                decoded.column("headers"),
+                decoded.column("payload"),
+                pa.nulls(n, pa.int64()),
+                pa.repeat(pa.scalar(self.provisional, pa.bool_()), n),
+            ],
+            schema=RECORDS_SCHEMA,
+        )
+        if window.since_unix_ns is not None or window.until_unix_ns is not None:
+            stamps = columns.timestamp_unix_ns
+            keep = np.ones(n, dtype=bool)
+            if window.since_unix_ns is not None:
+                keep &= stamps >= window.since_unix_ns
+            if window.until_unix_ns is not None:
+                keep &= stamps < window.until_unix_ns
+            rows = rows.filter(pa.array(keep))
+        return rows if rows.num_rows else None
 
 
 class _FencedBatches:
@@ -189,13 +322,20 @@ class _FencedBatches:
             yield start, header
 
 
-def _damage_rows(plan: SegmentPlan, node: str | None, damage: list[Damage]) -> pa.RecordBatch:
+def _damage_rows(
+    plan: SegmentPlan, node: str | None, damage: list[Damage], open_from: int
+) -> pa.RecordBatch:
     ranges = [(d.kind.value, d.offset, d.length, d.reason) for d in damage]
-    return _range_rows(plan, node, ranges)
+    return _range_rows(plan, node, ranges, open_from=open_from)
 
 
 def _range_rows(
-    plan: SegmentPlan, node: str | None, ranges: list[tuple[str, int, int, str]]
+    plan: SegmentPlan,
+    node: str | None,
+    ranges: list[tuple[str, int, int, str]],
+    *,
+    provisional: bool = False,
+    open_from: int | None = None,
 ) -> pa.RecordBatch:
     """One row per byte range with no trustworthy records: status, where, how long, why."""
     rows = [
@@ -207,6 +347,7 @@ def _range_rows(
             "node": node,
             "epoch": plan.epoch,
             "byte_length": length,
+            "provisional": provisional or (open_from is not None and offset >= open_from),
         }
         for status, offset, length, detail in ranges
     ]
