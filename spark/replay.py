@@ -27,6 +27,7 @@ if __package__ in (
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from primacy.spark.journal_plan import OptionError, parse_time
+from primacy.spark.replay_state import forget_state, read_state
 
 _RECORD_STATUSES = ("ok", "fenced")
 TABLES = ("records", "messages", "tenure", "gaps", "anomalies")
@@ -44,6 +45,15 @@ class ReplayOptions:
     until: str | None = None
     epochs: str | None = None
     quiet: bool = False
+    incremental: bool = False
+
+    @property
+    def windowed(self) -> bool:
+        return bool(self.since or self.until or self.epochs)
+
+    @property
+    def out_is_local(self) -> bool:
+        return "://" not in self.out or self.out.startswith("file://")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +71,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", metavar="T", help="records before T (ISO 8601 UTC or Unix s)")
     parser.add_argument("--epochs", metavar="N[,N...]", help="only these epochs")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--incremental",
+        action="store_true",
+        help="read only the segments added, and the bytes appended, since the last run into "
+        "--out (as its replay-state.json records), add their records to the records table, and "
+        "recompute the other tables and the report from the whole table; with no state in "
+        "--out, read everything. --out must be a local path; not with --since, --until or "
+        "--epochs",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:
@@ -71,7 +90,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
             parse_time(value)
     if not Path(args.share, "journal").is_dir():
         raise OptionError(f"{args.share} has no journal/ directory; give the share itself")
-    return ReplayOptions(
+    options = ReplayOptions(
         share=os.path.abspath(args.share),
         out=args.out if "://" in args.out else os.path.abspath(args.out),
         master=args.master,
@@ -79,7 +98,21 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         until=args.until,
         epochs=args.epochs,
         quiet=args.quiet,
+        incremental=args.incremental,
     )
+    if options.incremental:
+        if options.windowed:
+            raise OptionError(
+                "--incremental reads the whole journal a piece at a time; it cannot be "
+                "combined with --since, --until or --epochs"
+            )
+        if not options.out_is_local:
+            raise OptionError(
+                f"--incremental needs a local --out (its state file is replaced by a rename); "
+                f"{options.out} is not"
+            )
+        read_state(_local_path(options.out), options.share)  # damaged or another share's: say so
+    return options
 
 
 def start_session(master: str | None) -> Any:
@@ -134,6 +167,7 @@ def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
 
     from primacy.spark import replay_tables as tables
     from primacy.spark.replay_progress import Progress
+    from primacy.spark.replay_records import read_records
     from primacy.spark.replay_report import ReportInputs, write_html, write_json
     from primacy.spark.tenure import build_gaps, build_tenures, read_epoch_claims
 
@@ -143,13 +177,14 @@ def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
     progress.say(f"{options.share} -> {out} on {session.sparkContext.master}")
     started = time.monotonic()
 
-    with progress.step("records: decoding every segment"):
-        reader = session.read.format("journal")
-        for name in ("since", "until", "epochs"):
-            if getattr(options, name):
-                reader = reader.option(name, getattr(options, name))
-        reader.load(options.share).write.mode("overwrite").parquet(f"{out}/records")
-        records = session.read.parquet(f"{out}/records")
+    first_step = (
+        "records: decoding what is new since the last run"
+        if options.incremental
+        else "records: decoding every segment"
+    )
+    with progress.step(first_step):
+        _write_records(session, options, out, progress)
+        records = read_records(session, out)
     with progress.step("messages: pairing sends, deliveries and acks"):
         tables.messages(records).write.mode("overwrite").parquet(f"{out}/messages")
         messages = session.read.parquet(f"{out}/messages")
@@ -229,6 +264,38 @@ def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
         f"{sum(inputs.anomalies_by_kind.values())} anomaly row(s); tables and report in {out}"
     )
     return document
+
+
+def _write_records(session: Any, options: ReplayOptions, out: str, progress: Any) -> None:
+    """The records table: continued from the state in ``out`` where it can be, else rewritten."""
+    from primacy.spark import replay_records
+
+    if options.out_is_local and not options.windowed:
+        local = _local_path(out)
+        done = replay_records.write_continued(
+            session, options.share, local, incremental=options.incremental
+        )
+        if options.incremental:
+            read = f"    {done.segments_read} of {done.segments_listed} segment(s) read, "
+            read += f"{done.bytes_read} bytes"
+            if not done.continued:
+                read += " (no state in --out: the whole journal)"
+            if done.read_again_wholly:
+                read += f"; read again wholly: {', '.join(done.read_again_wholly)}"
+            progress.say(read)
+        return
+    if options.out_is_local:
+        forget_state(_local_path(out))  # a windowed table cannot be continued
+    source_options = {
+        name: getattr(options, name)
+        for name in ("since", "until", "epochs")
+        if getattr(options, name)
+    }
+    replay_records.write_all(session, options.share, out, source_options)
+
+
+def _local_path(out: str) -> str:
+    return out.removeprefix("file://")
 
 
 _TENURE_COLUMNS = (
