@@ -129,7 +129,10 @@ class JournalReader(DataSourceReader):  # type: ignore[misc]
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SegmentPartition)
+        if not isinstance(partition, SegmentPartition):
+            # With nothing to read (an empty journal, an incremental run with nothing new)
+            # Spark still runs one task, on a placeholder partition of its own.
+            return iter(())
         return read_on_this_host(partition.plan, self.window)
 
 
