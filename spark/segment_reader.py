@@ -153,7 +153,17 @@ class _PlannedBytes:
         self.size = min(os.fstat(self._fd).st_size, size_bytes)
 
     def read(self, offset: int, length: int) -> bytes:
-        return os.pread(self._fd, max(0, min(length, self.size - offset)), offset)
+        """Up to ``length`` bytes from ``offset``; fewer past the planned length or if the file
+        shrank. A loop: one ``pread`` returns at most about 2 GiB."""
+        wanted = max(0, min(length, self.size - offset))
+        pieces, done = [], 0
+        while done < wanted:
+            piece = os.pread(self._fd, wanted - done, offset + done)
+            if not piece:
+                break
+            pieces.append(piece)
+            done += len(piece)
+        return b"".join(pieces)
 
 
 # How much a range's walk to its first batch reads at a time: several small batches' headers
