@@ -188,7 +188,8 @@ def _clean_range(
     goes, so its classification reaches the range's first batch the same way.
     (Only if two consecutive batches there had bad CRCs and the payloads in
     them held a whole valid batch at an 8-byte boundary could the scan resume
-    elsewhere.)
+    elsewhere; or if bytes crafted to do so spent the scan's resynchronisation
+    budget, which honest damage never does.)
     """
     try:
         header = fmt.decode_segment_header(source.read(0, SEGMENT_HEADER_MAX_BYTES))

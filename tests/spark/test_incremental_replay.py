@@ -25,6 +25,7 @@ from primacy.spark import replay_state
 from primacy.spark.journal_plan import SegmentPlan
 from primacy.spark.replay import ReplayOptions, run
 from primacy.spark.replay_state import ReplayState, SegmentRead, next_run
+from primacy.store import format as fmt
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore
 from primacy.store.segments import list_segments
@@ -168,6 +169,16 @@ def assert_as_full_replay(session: Any, share: Path, out: Path, full_out: Path) 
     assert len(seen) == len(set(seen))  # no record twice
 
 
+def batch_offsets(segment: bytes) -> list[int]:
+    offset, found = fmt.decode_segment_header(segment).header_len, []
+    while offset < len(segment):
+        status, header = fmt.check_batch(segment, offset)
+        assert status is fmt.BatchStatus.OK and header is not None
+        found.append(offset)
+        offset += header.batch_len
+    return found
+
+
 def state_of(out: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((out / replay_state.STATE_FILE_NAME).read_text())
     return data
@@ -259,3 +270,30 @@ def test_segments_removed_by_retention_after_they_were_read_keep_their_rows(
 
     assert {s.name for s in oldest} <= {r["segment"] for r in records(spark_session, out)}
     assert_as_full_replay(spark_session, whole_journal, out, full_out)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_segment_a_later_fence_cuts_below_what_was_read_is_read_again_wholly(
+    spark_session: Any, dirs: tuple[Path, Path, Path]
+) -> None:
+    share, out, full_out = dirs
+    store = open_master(share, 1, "node-a")
+    send(store, "a", 12)
+    store.close()
+    live = list_segments(share / "journal")[-1].path
+    whole = live.read_bytes()
+    replay(spark_session, share, out, incremental=True)  # reads every byte of it as ok
+
+    cut = batch_offsets(whole)[-3]
+    live.write_bytes(whole[:cut])  # the next master sees the last batches' bytes not yet there
+    successor = open_master(share, 2, "node-b")
+    send(successor, "b", 5)
+    successor.close()
+    live.write_bytes(whole)  # ... which the replay had read, and now reads as fenced
+    replay(spark_session, share, out, incremental=True)
+
+    assert state_of(out)["segments"][live.name]["fence_limit"] == cut
+    fenced = [r for r in records(spark_session, out) if r["status"] == "fenced"]
+    assert fenced and {r["segment"] for r in fenced} == {live.name}
+    assert_as_full_replay(spark_session, share, out, full_out)
