@@ -286,7 +286,10 @@ def _newest_usable_checkpoint(
                         f"{size} bytes, more than a journal of {sum(sizes.values())} bytes "
                         "can need: not read"
                     )
-                checkpoint = Checkpoint.from_bytes(handle.read(limit + 1), dedupe_window)
+                # Its own size, not the bound: read(n) reserves n bytes up front, and the
+                # bound grows with the journal (a journal of 1.6 GB made a 26 GB request
+                # and every takeover failed with MemoryError).
+                checkpoint = Checkpoint.from_bytes(handle.read(size), dedupe_window)
             for position in checkpoint.positions.values():
                 if not position.complete and sizes.get(position.segment, -1) < position.offset:
                     raise CheckpointUnusable(f"segment {position.segment} is missing or shorter")

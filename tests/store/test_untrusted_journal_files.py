@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
+import tracemalloc
 from pathlib import Path
 
 import crc32c
@@ -92,3 +93,24 @@ def test_a_checkpoint_far_larger_than_the_journal_is_skipped_unread(share: Path)
         assert store.stats().pending_messages == 1
         (skipped,) = [s for s in store.recovery.report.skipped_checkpoints if huge.name in s]
         assert "not read" in skipped
+
+
+def test_a_checkpoint_is_read_with_memory_of_its_own_size(share: Path) -> None:
+    """The bound on a checkpoint's size grows with the journal (16 times it, plus the dedupe
+    window's 64 MiB); reading up to that bound reserved it all at every takeover, so a
+    journal of a few GB made every new master fail with MemoryError. Opening a small
+    journal with a checkpoint now costs far less than the bound."""
+    config = StoreConfig(share=share, node_id="a")
+    with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
+        for n in range(100):
+            store.append_send("/queue/q", f"m{n}", b"kept", {}).result()
+        store.checkpoint().result()
+    tracemalloc.start()
+    try:
+        with _open_within(config, epoch=2) as store:
+            assert store.recovery.report.checkpoint is not None
+            assert store.stats().pending_messages == 100
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, f"opening took {peak / 2**20:.0f} MiB at its peak"
