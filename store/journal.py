@@ -38,7 +38,7 @@ from primacy.store.segments import (
     open_segment,
 )
 from primacy.store.share_io import fsync_directory, real_directory, remove
-from primacy.store.state import JournalState, PendingMessage
+from primacy.store.state import PendingMessage
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
 # A new master that had to read more segments than this writes a checkpoint at once.
@@ -76,9 +76,7 @@ class JournalStore:
         # The one dedupe window and pending set of this master. Changed only by the writer
         # thread (as batches commit), read by others (``is_duplicate``, ``stats``) under the
         # lock; a copy, so ``recovery.state`` stays what was recovered.
-        self._state = JournalState.from_json(
-            recovery.state.to_json(), config.dedupe_window_messages
-        )
+        self._state = recovery.state.copy(config.dedupe_window_messages)
         self._state_lock = threading.Lock()
         # SENDs submitted and not yet in ``_state``: a resend of one is a duplicate too.
         self._unapplied_sends: set[tuple[str, str]] = set()
