@@ -94,30 +94,76 @@ class JournalState:
         return self.last_sequence, pending, list(self.seen_messages.items())
 
     def to_json(self) -> dict[str, Any]:
+        """The state as columns (checkpoint version 4): one JSON list per field, names and
+        segments as indices into lists of their own, so reading it back makes a few lists
+        of strings and numbers instead of a small list per message; a new master reads
+        it on the way to serving."""
         messages = sorted(
             (m for queue in self.pending.values() for m in queue.values()),
             key=lambda m: m.sequence,
         )
-        pending = [
-            [m.destination, m.message_id, m.sequence, m.segment, m.batch_offset] for m in messages
-        ]
+        names = _Index()
+        segments = _Index()
+        pending = {
+            "destination": [names.of(m.destination) for m in messages],
+            "message_id": [m.message_id for m in messages],
+            "sequence": [m.sequence for m in messages],
+            "segment": [segments.of(m.segment) for m in messages],
+            "batch_offset": [m.batch_offset for m in messages],
+        }
+        seen = {
+            "destination": [names.of(destination) for destination, _ in self.seen_messages],
+            "message_id": [message_id for _, message_id in self.seen_messages],
+            "sequence": list(self.seen_messages.values()),
+        }
         return {
             "last_sequence": self.last_sequence,
             "dedupe_window_messages": self.dedupe_window_messages,
+            "destinations": names.values,
+            "segments": segments.values,
             "pending": pending,
-            "seen_messages": [[dest, mid, seq] for (dest, mid), seq in self.seen_messages.items()],
+            "seen": seen,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any], dedupe_window_messages: int) -> JournalState:
+        """Read ``to_json``'s columns, or the rows of checkpoint versions 2 and 3.
+
+        ValueError, KeyError or TypeError for any shape ``to_json`` does not write.
+        """
+        if "seen" not in data:
+            return cls._from_rows(data, dedupe_window_messages)
+        state = cls(dedupe_window_messages)
+        state.last_sequence = int(data["last_sequence"])
+        names = _strings(data["destinations"])
+        segments = _strings(data["segments"])
+        pending = data["pending"]
+        destinations = _lookup(names, pending["destination"])
+        in_segments = _lookup(segments, pending["segment"])
+        sequences = _integers(pending["sequence"])
+        offsets = _integers(pending["batch_offset"])
+        for destination, message_id, sequence, segment, offset in zip(
+            destinations, _strings(pending["message_id"]), sequences, in_segments, offsets,
+            strict=True,
+        ):  # fmt: skip
+            message = PendingMessage(destination, message_id, sequence, segment, offset)
+            state.pending.setdefault(destination, {})[message_id] = message
+        state.pending_by_segment.update(in_segments)
+        seen = data["seen"]
+        keys = zip(_lookup(names, seen["destination"]), _strings(seen["message_id"]), strict=True)
+        state.seen_messages = OrderedDict(zip(keys, _integers(seen["sequence"]), strict=True))
+        state._trim_window()
+        return state
+
+    @classmethod
+    def _from_rows(cls, data: dict[str, Any], dedupe_window_messages: int) -> JournalState:
+        """Checkpoint versions 2 and 3: a list per pending message and per id of the window."""
         state = cls(dedupe_window_messages)
         state.last_sequence = int(data["last_sequence"])
         for destination, message_id, sequence, segment, offset in data["pending"]:
             message = PendingMessage(destination, message_id, int(sequence), segment, int(offset))
             state.pending.setdefault(destination, {})[message_id] = message
             state.pending_by_segment[segment] += 1
-        # Built in one call, not an assignment per id: the window is 100 000 ids, and a new
-        # master reads it on the way to serving.
         state.seen_messages = OrderedDict(
             ((destination, message_id), int(sequence))
             for destination, message_id, sequence in data["seen_messages"]
@@ -143,3 +189,40 @@ class JournalState:
     def _trim_window(self) -> None:
         while len(self.seen_messages) > self.dedupe_window_messages:
             self.seen_messages.popitem(last=False)
+
+
+class _Index:
+    """Distinct values in first-seen order, each written once and referred to by position."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self._positions: dict[str, int] = {}
+
+    def of(self, value: str) -> int:
+        position = self._positions.get(value)
+        if position is None:
+            position = self._positions[value] = len(self.values)
+            self.values.append(value)
+        return position
+
+
+def _strings(column: Any) -> list[str]:
+    # set(map(type, ...)) runs in C: a checkpoint's columns hold 100 000 values and more.
+    if not isinstance(column, list) or not set(map(type, column)) <= {str}:
+        raise TypeError("a column of text holds something else")
+    return column
+
+
+def _integers(column: Any) -> list[int]:
+    if not isinstance(column, list) or not set(map(type, column)) <= {int}:
+        raise TypeError("a column of numbers holds something else")
+    return column
+
+
+def _lookup(values: list[str], positions: Any) -> list[str]:
+    """Each position's value; a position outside ``values`` (a negative one included) is an
+    error, never another value."""
+    positions = _integers(positions)
+    if positions and (min(positions) < 0 or max(positions) >= len(values)):
+        raise ValueError("a column refers to a name the checkpoint does not list")
+    return [values[position] for position in positions]
