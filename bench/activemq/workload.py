@@ -220,6 +220,8 @@ class StockStompClient:
                 connection.connect(wait=True)
             except stomp.exception.ConnectFailedException:
                 continue  # stomp.py slept between its rounds already
+            except stomp.exception.NotConnectedException:
+                continue  # the node died during CONNECT: try the addresses again
             self.generation += 1
             return connection
 
