@@ -153,11 +153,19 @@ def write_code_bundle(archive: Path) -> Path:
     return archive
 
 
+CODE_BUNDLE_NAME = "primacy_replay.zip"
+
+
 def ship_code(session: Any) -> None:
-    """Send the replay's code to the executors."""
-    archive = write_code_bundle(
-        Path(tempfile.mkdtemp(prefix="primacy-replay-")) / "primacy_replay.zip"
-    )
+    """Send the replay's code to the executors, unless ``--py-files`` already sends the bundle.
+
+    ``spark-submit --py-files primacy_replay.zip`` (docs/replay.md) has shipped
+    it, and Spark refuses a second file of the same name from another path.
+    """
+    submitted = session.sparkContext.getConf().get("spark.submit.pyFiles", "")
+    if any(Path(name).name == CODE_BUNDLE_NAME for name in submitted.split(",") if name):
+        return
+    archive = write_code_bundle(Path(tempfile.mkdtemp(prefix="primacy-replay-")) / CODE_BUNDLE_NAME)
     session.sparkContext.addPyFile(str(archive))
 
 
