@@ -220,7 +220,7 @@ class StockStompClient:
                 connection.connect(wait=True)
             except stomp.exception.ConnectFailedException:
                 continue  # stomp.py slept between its rounds already
-            except stomp.exception.NotConnectedException:
+            except (stomp.exception.StompException, OSError):
                 continue  # the node died during CONNECT: try the addresses again
             self.generation += 1
             return connection
@@ -232,7 +232,10 @@ class StockStompClient:
             connection = self._connection
             try:
                 connection.send(queue, BODY, headers=receipted_headers(bench_id))
-            except stomp.exception.NotConnectedException:
+            except (stomp.exception.StompException, OSError):
+                # Not connected, or the socket broke under the send (stomp.py re-raises
+                # BrokenPipeError): connect again and send the same message again.
+                self._connection = None
                 continue
             if self._receipted(connection, bench_id):
                 return
