@@ -201,9 +201,10 @@ def next_run(state: ReplayState, plans: list[SegmentPlan]) -> NextRun:
 
     - A segment not read before: from its start.
     - A segment whose settled rows may no longer hold: wholly, dropping its
-      rows. That is a fence allowing fewer bytes than were settled (the old
+      rows. That is a fence whose verdict changed since the segment was read,
+      where the smaller of the two limits is below the settled bytes (the old
       master's tail was read before the new master found it shorter), or a file
-      now shorter than that.
+      now shorter than the settled bytes.
     - A segment with provisional rows, or grown since: from where its rows are
       settled (a batch boundary, or the start of its trailing damage).
     - Anything else is not read again.
@@ -213,14 +214,22 @@ def next_run(state: ReplayState, plans: list[SegmentPlan]) -> NextRun:
         seen = state.segments.get(plan.name)
         if seen is None:
             reads.append(plan)
-        elif plan.size_bytes < seen.settled_up_to or (
-            plan.fence_limit is not None and plan.fence_limit < seen.settled_up_to
-        ):
+        elif plan.size_bytes < seen.settled_up_to or _fence_moved(seen, plan):
             reads.append(plan)
             redo.add(plan.name)
         elif seen.provisional or plan.size_bytes > seen.settled_up_to:
             reads.append(plan.from_offset(seen.settled_up_to))
     return NextRun(reads, frozenset(redo), state.next_load, state.next_load + 1)
+
+
+def _fence_moved(seen: SegmentRead, plan: SegmentPlan) -> bool:
+    """Would the fences now classify bytes already settled otherwise? A batch is valid when
+    it ends within the limit, so only a limit below the settled bytes can, and only if it
+    is not the one they were read with."""
+    if plan.fence_limit == seen.fence_limit:
+        return False
+    limits = [limit for limit in (plan.fence_limit, seen.fence_limit) if limit is not None]
+    return min(limits) < seen.settled_up_to
 
 
 def after_run(

@@ -75,8 +75,14 @@ def test_the_next_run_reads_new_segments_new_bytes_and_open_ends_and_redoes_what
     assert starts == {new.name: 0, grown.name: 600, torn.name: 900, cut.name: 0, shrunk.name: 0}
     assert planned.redo == {cut.name, shrunk.name}
     assert (planned.final_load, planned.provisional_load) == (3, 4)
-    # A fence at or past what was settled changes nothing already read.
+    # A fence at or past what was settled changes nothing already read, nor does one that
+    # was already applied when it was read (a stale master's segment).
     assert next_run(state, [replace(same, fence_limit=1000)]).reads == []
+    fenced = replace(same, fence_limit=400)
+    applied = replace(state, segments={same.name: read_before(fenced, 1000)})
+    assert next_run(applied, [fenced]).reads == []
+    # A fence that is gone (its batch damaged, the checkpoint's copy pruned) is a change too.
+    assert next_run(applied, [same]).redo == {same.name}
 
 
 def test_the_state_file_round_trips_and_a_crashed_runs_loads_are_removed(tmp_path: Path) -> None:
@@ -245,6 +251,9 @@ def test_a_crash_before_the_state_file_is_written_is_redone_without_counting_twi
 
     replay(spark_session, share, out, incremental=True)
     assert_as_full_replay(spark_session, share, out, full_out)
+    loads = state_of(out)["loads"]
+    replay(spark_session, share, out, incremental=True)  # nothing new: no load added or replaced
+    assert state_of(out)["loads"] == loads
 
 
 @pytest.mark.spark
