@@ -23,7 +23,10 @@ from tests.spark.journal_scenario import write_failover_journal
 
 
 def rows(plans: list[SegmentPlan]) -> list[dict[str, Any]]:
-    batches = [batch for plan in plans for batch in read_segment_batches(plan)]
+    return in_order([batch for plan in plans for batch in read_segment_batches(plan)])
+
+
+def in_order(batches: list[pa.RecordBatch]) -> list[dict[str, Any]]:
     table = pa.Table.from_batches(batches, schema=RECORDS_SCHEMA)
     return sorted(
         table.to_pylist(), key=lambda r: (r["segment"], r["batch_offset"], r["sequence"] or -1)
@@ -128,3 +131,21 @@ def test_bytes_written_after_planning_are_not_read(tmp_path: Path) -> None:
         handle.write(b"\0" * 64)
     assert rows([plan]) == rows(in_ranges([plan], 100))
     assert statuses(rows([plan])) == {"ok"}
+
+
+def test_the_data_source_splits_by_its_range_bytes_option_and_refuses_a_bad_one(
+    scenario: Path,
+) -> None:
+    pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
+    from primacy.spark.journal_plan import OptionError
+    from primacy.spark.journal_source import JournalReader
+
+    segments = len(plan_segments(scenario))
+    whole = JournalReader(str(scenario), {})
+    split = JournalReader(str(scenario), {"range_bytes": "512"})
+    assert len(whole.partitions()) == segments < len(split.partitions())
+    tasks = [split.read(partition) for partition in split.partitions()]
+    assert in_order([batch for task in tasks for batch in task]) == rows(plan_segments(scenario))
+    for bad in ("0", "-5", "16MiB"):
+        with pytest.raises(OptionError, match="range_bytes"):
+            JournalReader(str(scenario), {"range_bytes": bad})
