@@ -319,6 +319,10 @@ def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[payloads.Fenc
     except (OSError, fmt.FormatError):
         return None
     try:
+        # Most segments open with a batch of messages: their keys say so without copying
+        # every payload (recovery and the replay's planner ask this of each segment).
+        if all(kind is not fmt.RecordType.FENCE for kind, _, _, _ in fmt.record_keys(view)):
+            return None
         for record in fmt.iter_records(view):
             if record.record_type is fmt.RecordType.FENCE:
                 return record.epoch, payloads.decode_fence(record.payload)
