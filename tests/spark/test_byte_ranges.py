@@ -20,6 +20,7 @@ from primacy.store import format as fmt
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore
 from tests.spark.journal_scenario import write_failover_journal
+from tests.spark.test_segment_reader import batch_offsets
 
 
 def rows(plans: list[SegmentPlan]) -> list[dict[str, Any]]:
@@ -39,18 +40,6 @@ def in_ranges(plans: list[SegmentPlan], range_bytes: int) -> list[SegmentPlan]:
 
 def statuses(table: list[dict[str, Any]]) -> set[str]:
     return {row["status"] for row in table}
-
-
-def batch_starts(path: Path) -> list[tuple[int, int]]:
-    """(offset, length) of each batch of an undamaged segment."""
-    data = path.read_bytes()
-    offset, found = fmt.decode_segment_header(data).header_len, []
-    while offset < len(data):
-        status, header = fmt.check_batch(data, offset)
-        assert status is fmt.BatchStatus.OK and header is not None
-        found.append((offset, header.batch_len))
-        offset += header.batch_len
-    return found
 
 
 def one_store_share(tmp_path: Path, payload_bytes: int, count: int) -> Path:
@@ -85,8 +74,8 @@ def test_a_boundary_inside_a_batch_leaves_the_batch_to_the_range_it_starts_in(
 ) -> None:
     share = one_store_share(tmp_path, payload_bytes=3000, count=6)
     [plan] = plan_segments(share)
-    (second, length), *_ = batch_starts(Path(plan.path))[1:]
-    inside = second + length // 2
+    _, second, third, *_ = batch_offsets(Path(plan.path))
+    inside = (second + third) // 2
     before = replace(plan, range_end=inside)
     after = plan.from_offset(inside)
     before_rows, after_rows = rows([before]), rows([after])
@@ -100,8 +89,8 @@ def test_a_boundary_inside_a_batch_leaves_the_batch_to_the_range_it_starts_in(
 def test_a_range_holding_no_batch_start_reads_nothing(tmp_path: Path) -> None:
     share = one_store_share(tmp_path, payload_bytes=50_000, count=3)
     [plan] = plan_segments(share)
-    (second, length), *_ = batch_starts(Path(plan.path))[1:]
-    inside = replace(plan, range_start=second + 8, range_end=second + length - 8)
+    _, second, third, *_ = batch_offsets(Path(plan.path))
+    inside = replace(plan, range_start=second + 8, range_end=third - 8)
     assert rows([inside]) == []
     assert rows(in_ranges([plan], 4096)) == rows([plan])
 
@@ -112,7 +101,7 @@ def test_a_torn_tail_is_classified_as_the_whole_segment_is_and_marked_provisiona
     share = one_store_share(tmp_path, payload_bytes=700, count=20)
     [plan] = plan_segments(share)
     path = Path(plan.path)
-    last, _ = batch_starts(path)[-1]
+    last = batch_offsets(path)[-1]
     with path.open("r+b") as handle:  # a crash in the middle of the last batch
         handle.truncate(last + fmt.BATCH_HEADER_LEN + 5)
     [plan] = plan_segments(share)

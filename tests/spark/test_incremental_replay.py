@@ -25,11 +25,11 @@ from primacy.spark import replay_state
 from primacy.spark.journal_plan import SegmentPlan
 from primacy.spark.replay import ReplayOptions, run
 from primacy.spark.replay_state import ReplayState, SegmentRead, next_run
-from primacy.store import format as fmt
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore
 from primacy.store.segments import list_segments
 from tests.spark.journal_scenario import write_failover_journal
+from tests.spark.test_segment_reader import batch_offsets
 
 SEGMENT_BYTES = 4096  # several segments per epoch, some sealed, one growing
 
@@ -175,16 +175,6 @@ def assert_as_full_replay(session: Any, share: Path, out: Path, full_out: Path) 
     assert len(seen) == len(set(seen))  # no record twice
 
 
-def batch_offsets(segment: bytes) -> list[int]:
-    offset, found = fmt.decode_segment_header(segment).header_len, []
-    while offset < len(segment):
-        status, header = fmt.check_batch(segment, offset)
-        assert status is fmt.BatchStatus.OK and header is not None
-        found.append(offset)
-        offset += header.batch_len
-    return found
-
-
 def state_of(out: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((out / replay_state.STATE_FILE_NAME).read_text())
     return data
@@ -294,7 +284,7 @@ def test_a_segment_a_later_fence_cuts_below_what_was_read_is_read_again_wholly(
     whole = live.read_bytes()
     replay(spark_session, share, out, incremental=True)  # reads every byte of it as ok
 
-    cut = batch_offsets(whole)[-3]
+    cut = batch_offsets(live)[-3]
     live.write_bytes(whole[:cut])  # the next master sees the last batches' bytes not yet there
     successor = open_master(share, 2, "node-b")
     send(successor, "b", 5)
