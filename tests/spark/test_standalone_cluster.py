@@ -1,0 +1,172 @@
+"""The replay on a real Spark standalone cluster gives the tables the local replay gives (issue 18).
+
+A master and two one-core workers from pyspark's own distribution
+(tests/spark/standalone.py), on loopback; the executors run a Python made for
+the test with numpy, pyarrow and crc32c and no primacy, so everything they run
+of ours comes in the code bundle. The same journal, written through failovers
+with fenced and damaged records, is replayed three ways:
+
+- ``primacy replay SHARE --out A --master spark://...``: the CLI ships the bundle;
+- ``spark-submit --master spark://... --py-files primacy_replay.zip spark/replay.py
+  SHARE --out B``: as docs/replay.md tells a cluster's users;
+- ``primacy replay SHARE --out C``: the embedded ``local[*]`` session.
+
+Every table (schema and sorted rows) and report.json (but its generation time)
+must be the same in all three.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from primacy.spark.replay import TABLES, write_code_bundle
+from tests.spark.conftest import java_is_missing
+from tests.spark.journal_scenario import write_failover_journal
+from tests.spark.standalone import (
+    StandaloneCluster,
+    clean_environment,
+    driver_process,
+    finished,
+    make_executor_venv,
+    run_to_end,
+    spark_home,
+    standalone_cluster,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[2]
+PRIMACY = Path(sys.executable).parent / "primacy"  # the installed command, as users run it
+RUN_TIMEOUT_S = 300.0  # bounds a hang only
+# Small JVMs: two cores run the master, two workers, two drivers and two executors at once.
+# A few shuffle partitions for a journal of 191 records (Spark's 200 cost each run about
+# 10 s here); all three runs get the same settings.
+DRIVER_DEFAULTS = """\
+spark.driver.memory 512m
+spark.executor.memory 512m
+spark.sql.shuffle.partitions 4
+spark.ui.enabled false
+"""
+
+
+@pytest.fixture(scope="session")
+def executor_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The executors' interpreter: numpy, pyarrow and crc32c, no primacy; made once a session."""
+    if java_is_missing():
+        pytest.skip("Spark needs a JDK 17 and no java is on PATH or in JAVA_HOME")
+    return make_executor_venv(tmp_path_factory.mktemp("executor-python") / "venv")
+
+
+def sorted_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Rows in one order whatever the partitioning; nulls sort apart from values."""
+    as_tuples = [tuple(row.values()) for row in rows]
+    return sorted(as_tuples, key=lambda row: [(v is None, 0 if v is None else v) for v in row])
+
+
+def replayed(out: Path) -> dict[str, Any]:
+    """What a user reads from one replay: each table's schema and rows, and report.json."""
+    result: dict[str, Any] = {}
+    for name in TABLES:
+        table = pq.read_table(out / name)
+        result[name] = (table.schema, sorted_rows(table.to_pylist()))
+    report = json.loads((out / "report.json").read_text())
+    report.pop("generated_at")
+    result["report.json"] = report
+    return result
+
+
+def assert_ran(run: subprocess.CompletedProcess[str], what: str) -> None:
+    assert run.returncode == 0, f"{what} exited {run.returncode}:\n{run.stdout[-8000:]}"
+
+
+def wait_for_completed_apps(cluster: StandaloneCluster, count: int) -> list[dict[str, Any]]:
+    """The master's list of finished applications, once it holds ``count`` of them."""
+    cluster.wait_for(
+        lambda: len(cluster.completed_apps()) == count, f"{count} completed app(s)", 60.0
+    )
+    return cluster.completed_apps()
+
+
+def test_a_two_worker_cluster_replays_the_journal_as_the_local_session_does(
+    tmp_path: Path, executor_python: Path
+) -> None:
+    probe = subprocess.run(
+        [str(executor_python), "-c", "import primacy"],
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+    )
+    assert probe.returncode != 0, "the executors' Python must not have primacy"
+    assert "No module named 'primacy'" in probe.stderr, probe.stderr
+
+    share = tmp_path / "share"
+    write_failover_journal(share)
+    conf = tmp_path / "driver-conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(DRIVER_DEFAULTS)
+    outs = {name: tmp_path / f"out-{name}" for name in ("cli", "submit", "local")}
+
+    # The local run goes alongside the cluster's start and runs: most of each run is
+    # Spark's per-stage latency, not CPU, and the test's time is bounded.
+    local_log = tmp_path / "local.log"
+    with driver_process(
+        [str(PRIMACY), "replay", str(share), "--out", str(outs["local"])],
+        clean_environment(SPARK_CONF_DIR=str(conf)),
+        local_log,
+    ) as local_process:
+        bundle = write_code_bundle(tmp_path / "primacy_replay.zip")
+        with standalone_cluster(tmp_path / "cluster", workers=2) as cluster:
+            on_cluster = clean_environment(
+                SPARK_CONF_DIR=str(conf), PYSPARK_PYTHON=str(executor_python)
+            )
+            cli = run_to_end(
+                [str(PRIMACY), "replay", str(share), "--out", str(outs["cli"]),
+                 "--master", cluster.master_url],
+                on_cluster,
+                tmp_path / "cli.log",
+                RUN_TIMEOUT_S,
+            )  # fmt: skip
+            assert_ran(cli, "primacy replay --master")
+            assert f"on {cluster.master_url}" in cli.stdout
+            wait_for_completed_apps(cluster, 1)
+
+            submitted = run_to_end(
+                [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url,
+                 "--py-files", str(bundle), str(ROOT / "spark" / "replay.py"), str(share),
+                 "--out", str(outs["submit"])],
+                # The driver's Python has pyspark and the report's pandas and matplotlib.
+                {**on_cluster, "PYSPARK_DRIVER_PYTHON": sys.executable},
+                tmp_path / "submit.log",
+                RUN_TIMEOUT_S,
+            )  # fmt: skip
+            assert_ran(submitted, "spark-submit spark/replay.py")
+            apps = wait_for_completed_apps(cluster, 2)
+        local = finished(local_process, local_log, RUN_TIMEOUT_S)
+    assert_ran(local, "primacy replay on local[*]")
+    assert "on local[*]" in local.stdout
+
+    # Both ran as applications of this master, each with an executor on both workers.
+    assert [app["name"] for app in apps] == ["primacy-replay"] * 2, apps
+    for app in apps:
+        for worker in ("worker-0", "worker-1"):
+            assert (tmp_path / "cluster" / worker / app["id"]).is_dir(), (worker, app)
+
+    expected = replayed(outs["local"])
+    schema, records = expected["records"]
+    statuses = {row[schema.get_field_index("status")] for row in records}
+    assert {"ok", "fenced", "damaged_batch"} <= statuses  # the scenario's damage is in it
+    assert len(expected["tenure"][1]) == 4 and len(expected["gaps"][1]) == 3
+    for run in ("cli", "submit"):
+        got = replayed(outs[run])
+        for name in TABLES:
+            schema, rows = got[name]
+            assert schema.equals(expected[name][0], check_metadata=True), (run, name, schema)
+            assert rows == expected[name][1], f"{run}: table {name} differs from local[*]'s"
+        assert got["report.json"] == expected["report.json"], run
