@@ -1,6 +1,7 @@
 """Replay benchmark: raw segment reads, the decoder alone, and the Spark data source, one journal.
 
-Run: ``.venv/bin/python bench/replay.py [--dir DIR] [--records N] [--payload-bytes B]``.
+Run: ``.venv/bin/python bench/replay.py [--dir DIR] [--records N | --quick]
+[--payload-bytes B] [--no-cluster]``.
 Generates a journal (one epoch, 64 MiB segments, group-commit batches of
 ``--batch-records`` SENDs) with the store's own encoder, then prints, each the
 best of a few runs over page-cached files:
@@ -10,9 +11,14 @@ best of a few runs over page-cached files:
 - decoder: ``spark.segment_reader`` over every segment (read, the store's scan
   and CRC check, ``decode_batch(...).to_arrow()``, status columns), no Spark;
 - Spark: ``spark.read.format("journal")`` on ``local[2]`` into the ``noop``
-  sink (every row materialised, nothing written), after one warm-up run.
+  sink (every row materialised, nothing written), after one warm-up run;
+- Spark on a standalone cluster: the same read on a master and two one-core
+  workers started from pyspark's own distribution on loopback
+  (tests/spark/standalone.py), the code shipped as on any cluster, after one
+  warm-up run. On by default when Java is there; ``--no-cluster`` skips it.
 
-Ratios are against raw. Prints figures; asserts nothing.
+``--quick`` generates 200 000 records instead of 2 000 000. Ratios are against
+raw. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -30,11 +36,13 @@ from typing import BinaryIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from primacy.cli.replay import missing_requirement
 from primacy.spark.journal_plan import plan_segments
 from primacy.spark.segment_reader import read_segment_batches
 from primacy.store import format as fmt
 from primacy.store import payloads
 from primacy.store.segments import list_segments, segment_name
+from tests.spark.standalone import LOOPBACK, standalone_cluster
 
 SEGMENT_MAX_BYTES = 64 * 1024 * 1024
 
@@ -115,10 +123,10 @@ def decode_only(share: Path) -> int:
     )
 
 
-def spark_read(share: Path) -> Callable[[], int]:
+def spark_read(share: Path, master: str = "local[2]") -> Callable[[], int]:
     from primacy.spark.replay import start_session
 
-    session = start_session("local[2]")
+    session = start_session(master)
     frame = session.read.format("journal").load(str(share))
 
     def run() -> int:
@@ -127,6 +135,22 @@ def spark_read(share: Path) -> Callable[[], int]:
 
     run.session = session  # type: ignore[attr-defined]
     return run
+
+
+def spark_seconds(share: Path, runs: int, master: str = "local[2]") -> float:
+    """The best of ``runs`` Spark reads into the noop sink, after a warm-up run."""
+    spark = spark_read(share, master)
+    try:
+        spark()  # warm-up: JVM JIT, Python workers, imports
+        return best_of(runs, spark)[0]
+    finally:
+        spark.session.stop()  # type: ignore[attr-defined]
+
+
+def cluster_seconds(share: Path, root: Path, runs: int) -> float:
+    """``spark_seconds`` on a two-worker standalone cluster, stopped afterwards."""
+    with standalone_cluster(root / "cluster", workers=2) as cluster:
+        return spark_seconds(share, runs, cluster.master_url)
 
 
 def best_of(runs: int, action: Callable[[], int]) -> tuple[float, int]:
@@ -145,7 +169,21 @@ def main() -> None:
     parser.add_argument("--payload-bytes", type=int, default=256)
     parser.add_argument("--batch-records", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--quick", action="store_true", help="200 000 records (overrides --records)"
+    )
+    parser.add_argument(
+        "--cluster",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also read on a two-worker standalone cluster (default: when Java is there)",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.records = 200_000
+    cluster = missing_requirement() is None if args.cluster is None else args.cluster
+    # The driver binds where the cluster does; set before the first JVM starts.
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     root = Path(tempfile.mkdtemp(prefix="replay-bench-", dir=args.dir))
     share = root / "share"
     try:
@@ -163,19 +201,21 @@ def main() -> None:
         assert raw_bytes == size
         decode_s, rows = best_of(args.runs, lambda: decode_only(share))
         assert rows == args.records + 1, rows  # every SEND and the fence
-        spark = spark_read(share)
-        spark()  # warm-up: JVM JIT, Python workers, imports
-        spark_s, _ = best_of(max(1, args.runs - 1), spark)
-        spark.session.stop()  # type: ignore[attr-defined]
+        figures = [("raw readinto", raw_s), ("decoder only (no Spark)", decode_s)]
+        spark_runs = max(1, args.runs - 1)
+        figures.append(("Spark local[2], warm, noop", spark_seconds(share, spark_runs)))
+        if cluster:
+            figures.append(
+                (
+                    "Spark standalone 2 x 1 core, warm, noop",
+                    cluster_seconds(share, root, spark_runs),
+                )
+            )
         records = args.records + 1
-        print(f"{'reader':<30}{'seconds':>9}{'MiB/s':>10}{'records/s':>14}{'vs raw':>8}")
-        for name, seconds in (
-            ("raw readinto", raw_s),
-            ("decoder only (no Spark)", decode_s),
-            ("Spark local[2], warm, noop", spark_s),
-        ):
+        print(f"{'reader':<42}{'seconds':>9}{'MiB/s':>10}{'records/s':>14}{'vs raw':>8}")
+        for name, seconds in figures:
             print(
-                f"{name:<30}{seconds:>9.3f}{size / 2**20 / seconds:>10.0f}"
+                f"{name:<42}{seconds:>9.3f}{size / 2**20 / seconds:>10.0f}"
                 f"{records / seconds:>14,.0f}{raw_s / seconds:>8.2f}"
             )
         print("targets: decoder >= 0.80 of raw, Spark >= 0.50 of raw")
