@@ -38,9 +38,10 @@ def register(subparsers: Any) -> None:
     replay = subparsers.add_parser(
         "replay",
         help="replay the journal on Spark into Parquet tables and a report",
-        description="Read every segment of the share's journal with Spark (an embedded local[*] "
-        "session unless --master is given) and write the Parquet tables records, messages, "
-        "tenure, gaps and anomalies, plus report.html and report.json, into --out. "
+        description="Read the share's journal with Spark (an embedded local[*] session unless "
+        "--master is given) and write the Parquet tables records, messages, tenure, gaps and "
+        "anomalies, plus report.html and report.json, into --out: every segment, or with "
+        "--incremental only what the journal gained since the last run into that --out. "
         "Damaged and fenced records are reported, not fatal. See docs/replay.md.",
     )
     add_arguments(replay)
