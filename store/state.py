@@ -102,25 +102,26 @@ class JournalState:
             (m for queue in self.pending.values() for m in queue.values()),
             key=lambda m: m.sequence,
         )
-        names = _Index()
-        segments = _Index()
+        # Each name's position in first-use order (a dict keeps insertion order).
+        names: dict[str, int] = {}
+        segments: dict[str, int] = {}
         pending = {
-            "destination": [names.of(m.destination) for m in messages],
+            "destination": [names.setdefault(m.destination, len(names)) for m in messages],
             "message_id": [m.message_id for m in messages],
             "sequence": [m.sequence for m in messages],
-            "segment": [segments.of(m.segment) for m in messages],
+            "segment": [segments.setdefault(m.segment, len(segments)) for m in messages],
             "batch_offset": [m.batch_offset for m in messages],
         }
         seen = {
-            "destination": [names.of(destination) for destination, _ in self.seen_messages],
+            "destination": [names.setdefault(d, len(names)) for d, _ in self.seen_messages],
             "message_id": [message_id for _, message_id in self.seen_messages],
             "sequence": list(self.seen_messages.values()),
         }
         return {
             "last_sequence": self.last_sequence,
             "dedupe_window_messages": self.dedupe_window_messages,
-            "destinations": names.values,
-            "segments": segments.values,
+            "destinations": list(names),
+            "segments": list(segments),
             "pending": pending,
             "seen": seen,
         }
@@ -189,21 +190,6 @@ class JournalState:
     def _trim_window(self) -> None:
         while len(self.seen_messages) > self.dedupe_window_messages:
             self.seen_messages.popitem(last=False)
-
-
-class _Index:
-    """Distinct values in first-seen order, each written once and referred to by position."""
-
-    def __init__(self) -> None:
-        self.values: list[str] = []
-        self._positions: dict[str, int] = {}
-
-    def of(self, value: str) -> int:
-        position = self._positions.get(value)
-        if position is None:
-            position = self._positions[value] = len(self.values)
-            self.values.append(value)
-        return position
 
 
 def _strings(column: Any) -> list[str]:
