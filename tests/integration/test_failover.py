@@ -237,14 +237,12 @@ def _read_pids(base: Path) -> tuple[int, int, int]:
 
 
 def _gone(pid: int) -> bool:
+    # A zombie is gone for our purposes. psutil, not a read of /proc/<pid>/stat:
+    # the process can be reaped between opening that file and reading it, and
+    # the read then raises ProcessLookupError (seen in CI).
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # A zombie is gone for our purposes, but our subreaper should reap them.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except FileNotFoundError:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return True
 
 
