@@ -18,7 +18,9 @@ trusted, and a format this release does not know cannot be read.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -92,19 +94,19 @@ def read_segment_batches(
         handle = open_journal_file(segment.path)
     except FileNotFoundError:
         return  # removed by retention after planning: nothing left to report
-    with handle:
-        source = _PlannedBytes(handle, plan.size_bytes)
+    with handle, _READ_BUFFERS.lend() as loan:
+        source = _PlannedBytes(handle, plan.size_bytes, loan)
         clean = None if plan.whole_segment else _clean_range(source, plan)
         if clean is not None:
             node, first, span, batches = clean
             yield from _record_rows(plan.name, node, STATUS_OK, span, batches, window, first)
             return
-        data = source.read(0, source.size)
-    yield from _scanned_rows(plan, segment, data, window)
+        data = source.read_span(0, source.size)
+        yield from _scanned_rows(plan, segment, data, window)
 
 
 def _scanned_rows(
-    plan: SegmentPlan, segment: SegmentRef, data: bytes, window: TimeWindow
+    plan: SegmentPlan, segment: SegmentRef, data: memoryview, window: TimeWindow
 ) -> Iterator[pa.RecordBatch]:
     """The rows of the plan's range, from the store's classification of the whole segment.
 
@@ -144,26 +146,74 @@ def _open_end(scan: SegmentScan, fence_limit: int | None) -> int:
     return scan.size + 1
 
 
+class _ReadBuffers:
+    """Buffers a reader lends for a segment's bytes and takes back when done with it.
+
+    Reading a segment into fresh memory costs twice a read into memory already
+    touched (the kernel zero-fills and maps every page on first write), and the
+    replay reads segment after segment in the same worker: it keeps one buffer,
+    the last one returned. Nothing yielded refers to a lent buffer (the decoder
+    copies, ``decode_batches(copy=True)``), so the rows stay valid after it is
+    reused. A buffer is never resized, only replaced: a view of it may outlive
+    the loan (in a traceback, say), and a bytearray with views cannot change size.
+    """
+
+    def __init__(self) -> None:
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def lend(self) -> Iterator[_Loan]:
+        with self._lock:
+            loan = _Loan(self._free.pop() if self._free else bytearray())
+        try:
+            yield loan
+        finally:
+            with self._lock:
+                self._free[:] = [loan.buffer]
+
+
+@dataclass
+class _Loan:
+    buffer: bytearray
+
+    def at_least(self, size: int) -> bytearray:
+        if len(self.buffer) < size:
+            self.buffer = bytearray(size)
+        return self.buffer
+
+
+_READ_BUFFERS = _ReadBuffers()
+
+
 class _PlannedBytes:
-    """The segment's bytes up to its planned length, read with ``pread`` where asked: a
+    """The segment's bytes up to its planned length, read with ``preadv`` where asked: a
     range's task reads the headers on its way and its own batches, not the whole file."""
 
-    def __init__(self, handle: BinaryIO, size_bytes: int) -> None:
+    def __init__(self, handle: BinaryIO, size_bytes: int, loan: _Loan) -> None:
         self._fd = handle.fileno()
         self.size = min(os.fstat(self._fd).st_size, size_bytes)
+        self._loan = loan
 
     def read(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``offset``, a copy of their own (for small reads)."""
+        return bytes(self._read_into(_Loan(bytearray()), offset, length))
+
+    def read_span(self, offset: int, length: int) -> memoryview:
+        """``read`` into the lent buffer: valid until the next ``read_span``."""
+        return self._read_into(self._loan, offset, length)
+
+    def _read_into(self, loan: _Loan, offset: int, length: int) -> memoryview:
         """Up to ``length`` bytes from ``offset``; fewer past the planned length or if the file
-        shrank. A loop: one ``pread`` returns at most about 2 GiB."""
+        shrank. A loop: one ``preadv`` reads at most about 2 GiB."""
         wanted = max(0, min(length, self.size - offset))
-        pieces, done = [], 0
+        view, done = memoryview(loan.at_least(wanted)), 0
         while done < wanted:
-            piece = os.pread(self._fd, wanted - done, offset + done)
-            if not piece:
+            got = os.preadv(self._fd, [view[done:wanted]], offset + done)
+            if not got:
                 break
-            pieces.append(piece)
-            done += len(piece)
-        return b"".join(pieces)
+            done += got
+        return view[:done]
 
 
 # How much a range's walk to its first batch reads at a time: several small batches' headers
@@ -173,7 +223,7 @@ _WALK_READ_BYTES = 64 * 1024
 
 def _clean_range(
     source: _PlannedBytes, plan: SegmentPlan
-) -> tuple[str, int, bytes, list[tuple[int, fmt.BatchHeader]]] | None:
+) -> tuple[str, int, memoryview, list[tuple[int, fmt.BatchHeader]]] | None:
     """The range's batches when they, and the batch headers before them, check clean.
 
     Returns (node, offset of the range's first batch, the bytes of its batches,
@@ -209,9 +259,9 @@ def _clean_range(
             starts.append(offset)
         offset += batch.batch_len
     if not starts:
-        return header.node_id, 0, b"", []
+        return header.node_id, 0, memoryview(b""), []
     first = starts[0]
-    span = source.read(first, offset - first)
+    span = source.read_span(first, offset - first)
     batches = []
     for start in starts:
         status, batch = fmt.check_batch(span, start - first)
@@ -225,7 +275,7 @@ def _record_rows(
     segment: str,
     node: str | None,
     status: str,
-    data: bytes,
+    data: memoryview,
     batches: Iterable[tuple[int, fmt.BatchHeader]],
     window: TimeWindow,
     data_offset: int = 0,
@@ -266,14 +316,14 @@ class _RowsOf:
     segment: str
     node: str | None
     status: str
-    data: bytes
+    data: memoryview
     data_offset: int
     provisional: bool
 
     def assemble(
         self, group: list[tuple[int, fmt.BatchHeader]], window: TimeWindow
     ) -> pa.RecordBatch | None:
-        columns = decode_batches(self.data, group)
+        columns = decode_batches(self.data, group, copy=True)  # ``data`` is a lent buffer
         offsets = np.fromiter((offset for offset, _ in group), np.int64, len(group))
         offsets += self.data_offset
         decoded = columns.to_arrow()
@@ -319,7 +369,7 @@ class _FencedBatches:
     first bytes past the fence that do not check as a batch.
     """
 
-    def __init__(self, data: bytes, offset: int) -> None:
+    def __init__(self, data: memoryview, offset: int) -> None:
         self.data = data
         self.stopped_at = offset
 

@@ -176,12 +176,12 @@ class SegmentSource(Protocol):
 class BytesSource:
     """A segment already in memory (the replay's, and tests')."""
 
-    def __init__(self, data: bytes) -> None:
-        self._view = memoryview(data)
+    def __init__(self, data: bytes | memoryview) -> None:
+        self.view = memoryview(data)
         self.size = len(data)
 
     def read(self, offset: int, length: int) -> memoryview:
-        return self._view[offset : offset + length]
+        return self.view[offset : offset + length]
 
 
 class FileSource:
@@ -217,7 +217,11 @@ def check_batch_at(
     source: SegmentSource, offset: int
 ) -> tuple[fmt.BatchStatus, fmt.BatchHeader | None]:
     """``fmt.check_batch`` on a source: the header, then the CRC a chunk at a time, so a
-    header claiming any length costs no more memory than a chunk."""
+    header claiming any length costs no more memory than a chunk. Bytes already in
+    memory are checked in one call: the replay's segments hold tens of thousands of
+    batches, and this is its loop per batch."""
+    if isinstance(source, BytesSource):
+        return fmt.check_batch(source.view, offset)
     head = source.read(offset, fmt.BATCH_HEADER_LEN)
     status, header = fmt.check_batch_header(head, 0, source.size - offset)
     if status is not fmt.BatchStatus.OK or header is None:
@@ -235,7 +239,7 @@ def check_batch_at(
 
 def scan_segment(
     segment: SegmentRef,
-    data: bytes | SegmentSource,
+    data: bytes | memoryview | SegmentSource,
     *,
     start_offset: int = 0,
     fence_limit: int | None = None,
@@ -248,7 +252,7 @@ def scan_segment(
     Linear in the segment's size, whatever its bytes, and holding a chunk of it
     at a time.
     """
-    source = BytesSource(data) if isinstance(data, bytes) else data
+    source = BytesSource(data) if isinstance(data, (bytes, memoryview)) else data
     size = source.size
     scan = SegmentScan(segment, None, size)
     head = source.read(0, min(size, SEGMENT_HEADER_MAX_BYTES))
@@ -384,6 +388,6 @@ def iter_batches(
     data: bytes | SegmentSource, scan: SegmentScan
 ) -> Iterator[tuple[BatchAt, memoryview]]:
     """The valid batches of a scan with their bytes, read one batch at a time."""
-    source = BytesSource(data) if isinstance(data, bytes) else data
+    source = BytesSource(data) if isinstance(data, (bytes, memoryview)) else data
     for batch in scan.batches:
         yield batch, memoryview(source.read(batch.offset, batch.header.batch_len))
