@@ -24,6 +24,7 @@ TLS_FILES_REFUSED = "PRIMACY-2011"
 REPLAY_NEEDS_SPARK = "PRIMACY-2701"
 REPLAY_NEEDS_JAVA = "PRIMACY-2702"
 REPLAY_BAD_ARGUMENT = "PRIMACY-2703"
+REPLAY_SHARE_NOT_READABLE = "PRIMACY-2704"
 
 TITLES = {
     BAD_USAGE: "bad command line or configuration (exit 2)",
@@ -43,4 +44,7 @@ TITLES = {
     REPLAY_NEEDS_SPARK: "the replay needs the spark extra (exit 1)",
     REPLAY_NEEDS_JAVA: "the replay needs Java 17 (exit 1)",
     REPLAY_BAD_ARGUMENT: "a replay argument is invalid (exit 2); Spark did not start",
+    REPLAY_SHARE_NOT_READABLE: (
+        "an executor cannot read the share: not mounted at the driver's path there (exit 1)"
+    ),
 }

@@ -73,5 +73,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except OptionError as exc:
         print(f"primacy: {codes.REPLAY_BAD_ARGUMENT} {exc}", file=sys.stderr)
         return EXIT_USAGE
-    run(options)
+    try:
+        run(options)
+    except Exception as exc:
+        from primacy.spark.journal_source import share_not_readable_in
+
+        reason = share_not_readable_in(exc)  # else Spark's own error, traceback and all
+        if reason is None:
+            raise
+        print(f"primacy: {codes.REPLAY_SHARE_NOT_READABLE} {reason}", file=sys.stderr)
+        return EXIT_FAILURE
     return EXIT_OK

@@ -25,6 +25,7 @@ the share at the same path as the driver.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import stat
 from collections.abc import Iterator
@@ -138,6 +139,17 @@ class JournalReader(DataSourceReader):  # type: ignore[misc]
 
 class ShareNotReadable(OSError):
     """A task's host cannot read the share the driver planned from: it is not mounted there."""
+
+
+# How a ShareNotReadable reaches the driver: as text inside Spark's failure (a Py4J or
+# captured Python exception holding the executor's traceback), not as itself.
+_SHARE_NOT_READABLE_TEXT = re.compile(r"ShareNotReadable: (segment .*? \(docs/replay\.md\))")
+
+
+def share_not_readable_in(failure: BaseException) -> str | None:
+    """The message of the ShareNotReadable that failed a Spark job, or None if none did."""
+    found = _SHARE_NOT_READABLE_TEXT.search(str(failure))
+    return found.group(1) if found else None
 
 
 def read_on_this_host(plan: SegmentPlan, window: TimeWindow) -> Iterator[pa.RecordBatch]:

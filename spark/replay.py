@@ -9,7 +9,9 @@ job runs, so ``add_arguments`` serves the ``primacy`` CLI without it.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -165,12 +167,27 @@ def ship_code(session: Any) -> None:
     submitted = session.sparkContext.getConf().get("spark.submit.pyFiles", "")
     if any(Path(name).name == CODE_BUNDLE_NAME for name in submitted.split(",") if name):
         return
-    archive = write_code_bundle(Path(tempfile.mkdtemp(prefix="primacy-replay-")) / CODE_BUNDLE_NAME)
+    bundle_dir = tempfile.mkdtemp(prefix="primacy-replay-")
+    # The driver serves the file to executors until its session ends: removed at exit.
+    atexit.register(shutil.rmtree, bundle_dir, True)
+    archive = write_code_bundle(Path(bundle_dir) / CODE_BUNDLE_NAME)
     session.sparkContext.addPyFile(str(archive))
 
 
 def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
-    """Replay the journal; returns the report's headline figures (also in report.json)."""
+    """Replay the journal; returns the report's headline figures (also in report.json).
+
+    A session started here is stopped here; one given is left running."""
+    if session is not None:
+        return _replay(options, session)
+    session = start_session(options.master)
+    try:
+        return _replay(options, session)
+    finally:
+        session.stop()
+
+
+def _replay(options: ReplayOptions, session: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from primacy.spark import replay_tables as tables
@@ -179,7 +196,6 @@ def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
     from primacy.spark.replay_report import ReportInputs, write_html, write_json
     from primacy.spark.tenure import build_gaps, build_tenures, read_epoch_claims
 
-    session = session or start_session(options.master)
     progress = Progress(session.sparkContext, STEPS, enabled=not options.quiet)
     out = options.out.rstrip("/")
     progress.say(f"{options.share} -> {out} on {session.sparkContext.master}")
@@ -387,7 +403,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OptionError as exc:
         print(f"replay: {exc}", file=sys.stderr)
         return 2
-    run(options)
+    try:
+        run(options)
+    except Exception as exc:
+        from primacy.spark.journal_source import share_not_readable_in
+
+        reason = share_not_readable_in(exc)
+        if reason is None:
+            raise
+        print(f"replay: {reason}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,17 +1,22 @@
-"""What an executor is given and what it says when it cannot read the share (no Spark started).
+"""What an executor is given and what it says when it cannot read the share.
 
 An executor opens each segment by the path the driver planned. Where the share
 is not mounted at that path, the task must fail saying which host and what to
 do, not yield nothing (which would end the job with empty tables); a segment
 that retention removed after planning, on a host that has the share, is still
 no error. The code bundle shipped to executors without primacy must hold every
-``primacy`` module its modules import.
+``primacy`` module its modules import. The command line turns the failure
+into one line (one test runs Spark, with its Python workers kept from the share).
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -25,6 +30,7 @@ from primacy.spark.journal_source import (
 )
 from primacy.spark.replay import write_code_bundle
 from primacy.store.segments import segment_name
+from tests.spark.conftest import java_is_missing
 from tests.spark.journal_scenario import write_failover_journal
 
 
@@ -104,3 +110,48 @@ def test_the_code_bundle_holds_every_primacy_module_its_modules_import(tmp_path:
             if not package_or_module and not a_name_in_a_module:
                 missing.add(f"{name} imports {imported}")
     assert sorted(missing) == []
+
+
+# An executor's Python in a mount namespace of its own where the share's path is an empty
+# tmpfs: the share "not mounted there", while the driver (the JVM and the CLI) sees it.
+_EXECUTOR_WITHOUT_THE_SHARE = """#!/bin/sh
+exec unshare --mount --propagation private \\
+    sh -c 'mount -t tmpfs none "$0" && exec "$@"' {share} {python} "$@"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_cli_says_in_one_line_which_host_cannot_read_the_share(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
+    if java_is_missing():
+        pytest.skip("Spark needs a JDK 17 and no java is on PATH or in JAVA_HOME")
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("hiding the share from Spark's Python workers needs root and unshare")
+    share, out = tmp_path / "share", tmp_path / "out"
+    write_failover_journal(share)
+    executor_python = tmp_path / "executor-python"
+    executor_python.write_text(
+        _EXECUTOR_WITHOUT_THE_SHARE.format(share=share, python=sys.executable)
+    )
+    executor_python.chmod(0o755)
+
+    finished = subprocess.run(
+        [sys.executable, "-m", "primacy.cli", "replay", str(share), "--out", str(out), "--quiet"],
+        env={**os.environ, "PYSPARK_PYTHON": str(executor_python)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,  # bounds a hang only
+    )
+
+    assert finished.returncode == 1, finished.stderr[-3000:]
+    ours = [line for line in finished.stderr.splitlines() if line.startswith("primacy: ")]
+    assert len(ours) == 1, finished.stderr[-3000:]
+    assert ours[0].startswith(f"primacy: PRIMACY-2704 segment {share}/journal/")
+    assert f"is not readable on executor host {socket.gethostname()}: " in ours[0]
+    assert ours[0].endswith("mount the share at the same path on every executor (docs/replay.md)")
+    # Spark logs the executor's traceback itself; the CLI raises none of its own after it.
+    assert finished.stderr.rstrip().splitlines()[-1] == ours[0]
+    assert "Py4JJavaError" not in finished.stderr
+    assert not (out / "report.json").exists()
