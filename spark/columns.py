@@ -8,7 +8,6 @@ defines the format); only the replay needs numpy and pyarrow, so they live here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,8 +51,7 @@ class BinaryColumn:
 class BatchColumns:
     """One or more batches of one buffer as columns, records in stored order."""
 
-    batches: tuple[fmt.BatchHeader, ...]
-    record_counts: npt.NDArray[np.int64]  # records of each batch, in ``batches`` order
+    record_counts: npt.NDArray[np.int64]  # records of each batch, in stored order
     sequence: npt.NDArray[np.uint64]
     epoch: npt.NDArray[np.uint64]
     timestamp_unix_ns: npt.NDArray[np.int64]
@@ -62,13 +60,6 @@ class BatchColumns:
     message_id: BinaryColumn
     headers: BinaryColumn  # encoded headers (``store.payloads.decode_headers`` reads one)
     payload: BinaryColumn
-
-    @property
-    def header(self) -> fmt.BatchHeader:
-        """The batch header, when the columns hold one batch."""
-        if len(self.batches) != 1:
-            raise ValueError(f"these columns hold {len(self.batches)} batches, not one")
-        return self.batches[0]
 
     def to_arrow(self) -> pa.RecordBatch:
         """The batch as a ``pyarrow.RecordBatch`` (headers stay in their binary encoding)."""
@@ -107,17 +98,20 @@ ARROW_COLUMNS = (
 
 def decode_batch(batch: bytes | memoryview) -> BatchColumns:
     """Decode one checked batch (``batch`` starts at its header) into numpy columns, loop-free."""
-    return decode_batches(batch, [(0, fmt.batch_header_at(memoryview(batch)))])
+    header = fmt.batch_header_at(memoryview(batch))
+    return decode_batches(batch, np.zeros(1, np.int64), np.full(1, header.record_count, np.int64))
 
 
 def decode_batches(
     data: bytes | memoryview,
-    batches: Sequence[tuple[int, fmt.BatchHeader]],
+    offsets: npt.NDArray[np.int64],
+    record_counts: npt.NDArray[np.int64],
     *,
     copy: bool = False,
 ) -> BatchColumns:
-    """Decode checked batches of one buffer, each (offset, its checked header), into one set of
-    columns; with ``copy``, no column refers to ``data`` (which may then be reused).
+    """Decode checked batches of one buffer, at ``offsets`` and holding ``record_counts``
+    records, into one set of columns; with ``copy``, no column refers to ``data`` (which
+    may then be reused).
 
     The numpy and Arrow calls are per call, not per batch or record: the record
     headers are joined into one structured array, per-batch heap sizes come from
@@ -125,16 +119,14 @@ def decode_batches(
     (a view, no copy, for a single batch). Journals written under load have
     small batches, so per-batch numpy calls would dominate.
     """
-    if not batches:
+    if not len(offsets):
         raise fmt.FormatError("decode at least one batch")
     view = memoryview(data)
-    offsets = np.fromiter((offset for offset, _ in batches), np.int64, len(batches))
-    counts = np.fromiter((h.record_count for _, h in batches), np.int64, len(batches))
-    slot_bytes = counts * fmt.RECORD_HEADER_LEN
+    slot_bytes = record_counts * fmt.RECORD_HEADER_LEN
     slots_at = offsets + fmt.BATCH_HEADER_LEN
     dtype = record_dtype()
     slots = np.frombuffer(_gather(view, slots_at, slot_bytes), dtype=dtype)
-    first_record = np.cumsum(counts) - counts
+    first_record = np.cumsum(record_counts) - record_counts
     heap_at = slots_at + slot_bytes
     columns: list[BinaryColumn] = []
     for field in ("destination_len", "message_id_len", "headers_len", "payload_len"):
@@ -149,8 +141,7 @@ def decode_batches(
         )
         heap_at = heap_at + per_batch
     return BatchColumns(
-        tuple(header for _, header in batches),
-        counts,
+        record_counts,
         slots["sequence"].copy(),
         slots["epoch"].copy(),
         slots["timestamp_unix_ns"].copy(),

@@ -17,6 +17,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from primacy.store import recovery
 from primacy.store.checkpoint import Checkpoint, list_checkpoints
 from primacy.store.fences import FenceTable
@@ -97,12 +100,12 @@ class TimeWindow:
     since_unix_ns: int | None = None
     until_unix_ns: int | None = None
 
-    def admits_batch(self, commit_unix_ns: int) -> bool:
-        """False when every record of a batch committed then is certainly before ``since``.
-
-        A record's timestamp (submit time) is never later than its batch's commit.
-        """
-        return self.since_unix_ns is None or commit_unix_ns >= self.since_unix_ns
+    def admits_batches(self, commit_unix_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """False for a batch whose every record is certainly before ``since``, from the
+        batches' commit times: a record's timestamp (submit time) is never later."""
+        if self.since_unix_ns is None:
+            return np.ones(len(commit_unix_ns), dtype=bool)
+        return commit_unix_ns >= self.since_unix_ns
 
 
 ALL_TIME = TimeWindow()

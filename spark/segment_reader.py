@@ -1,11 +1,13 @@
 """Reading one segment file into Arrow record batches, every byte accounted for by a status.
 
 This is the data source's reader function, free of Spark so it can be tested
-and benchmarked alone. The store classifies the bytes (``scan_segment``, with
-the fence limit and epoch-tail flag from the plan); the store's format module
-decodes groups of valid batches into columns (``decode_batches(...).to_arrow()``);
-this module only adds where each row came from and its status, and casts to the
-types Spark takes. There is no Python loop per record.
+and benchmarked alone. A segment (or byte range) whose every batch checks
+clean is checked at once (``spark.batch_checks``); any other is classified by
+the store (``scan_segment``, with the fence limit and epoch-tail flag from the
+plan). The column decoder decodes groups of valid batches
+(``decode_batches(...).to_arrow()``); this module only adds where each row came
+from and its status, and casts to the types Spark takes. There is no Python
+loop per record, and none per batch on a clean segment.
 
 Statuses: ``ok`` (a record recovery applies), ``fenced`` (a stale master's
 write past a fence; the record is decoded but never counted), and the damage
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from primacy.spark.batch_checks import Batches, clean_batches
 from primacy.spark.columns import decode_batches
 from primacy.spark.journal_plan import ALL_TIME, SegmentPlan, TimeWindow
 from primacy.store import format as fmt
@@ -102,7 +105,25 @@ def read_segment_batches(
             yield from _record_rows(plan.name, node, STATUS_OK, span, batches, window, first)
             return
         data = source.read_span(0, source.size)
+        whole = _clean_segment(data, plan) if plan.whole_segment else None
+        if whole is not None:
+            node, batches = whole
+            yield from _record_rows(plan.name, node, STATUS_OK, data, batches, window)
+            return
         yield from _scanned_rows(plan, segment, data, window)
+
+
+def _clean_segment(data: memoryview, plan: SegmentPlan) -> tuple[str, Batches] | None:
+    """(node, batches) of a whole segment whose every byte after the header is a batch
+    that checks clean and ends within the fence: what ``scan_segment`` would find, without
+    its Python call per batch. None for anything else, which the scan then classifies."""
+    try:
+        header = fmt.decode_segment_header(data[:SEGMENT_HEADER_MAX_BYTES])
+    except fmt.FormatError:  # UnsupportedFormatVersion too
+        return None
+    limit = len(data) if plan.fence_limit is None else min(plan.fence_limit, len(data))
+    batches = clean_batches(data, header.header_len, len(data), limit)
+    return None if batches is None else (header.node_id, batches)
 
 
 def _scanned_rows(
@@ -122,12 +143,12 @@ def _scanned_rows(
     damage = [d for d in scan.damage if plan.holds(d.offset)]
     if damage:
         yield _damage_rows(plan, node, damage, open_from)
-    valid = ((batch.offset, batch.header) for batch in scan.batches if plan.holds(batch.offset))
+    valid = Batches.of((b.offset, b.header) for b in scan.batches if plan.holds(b.offset))
     yield from _record_rows(plan.name, node, STATUS_OK, data, valid, window)
     if scan.fenced_offset is not None:
         fenced = _FencedBatches(data, scan.fenced_offset)
         provisional = scan.fenced_offset >= open_from
-        mine = ((offset, header) for offset, header in fenced if plan.holds(offset))
+        mine = Batches.of((offset, header) for offset, header in fenced if plan.holds(offset))
         yield from _record_rows(
             plan.name, node, STATUS_FENCED, data, mine, window, provisional=provisional
         )
@@ -223,7 +244,7 @@ _WALK_READ_BYTES = 64 * 1024
 
 def _clean_range(
     source: _PlannedBytes, plan: SegmentPlan
-) -> tuple[str, int, memoryview, list[tuple[int, fmt.BatchHeader]]] | None:
+) -> tuple[str, int, memoryview, Batches] | None:
     """The range's batches when they, and the batch headers before them, check clean.
 
     Returns (node, offset of the range's first batch, the bytes of its batches,
@@ -259,16 +280,13 @@ def _clean_range(
             starts.append(offset)
         offset += batch.batch_len
     if not starts:
-        return header.node_id, 0, memoryview(b""), []
+        return header.node_id, 0, memoryview(b""), Batches.of([])
     first = starts[0]
     span = source.read_span(first, offset - first)
-    batches = []
-    for start in starts:
-        status, batch = fmt.check_batch(span, start - first)
-        if status is not fmt.BatchStatus.OK or batch is None or start + batch.batch_len > limit:
-            return None
-        batches.append((start - first, batch))
-    return header.node_id, first, span, batches
+    if len(span) != offset - first:
+        return None  # the file shrank under us
+    batches = clean_batches(span, 0, len(span), limit - first)
+    return None if batches is None else (header.node_id, first, span, batches)
 
 
 def _record_rows(
@@ -276,7 +294,7 @@ def _record_rows(
     node: str | None,
     status: str,
     data: memoryview,
-    batches: Iterable[tuple[int, fmt.BatchHeader]],
+    batches: Batches,
     window: TimeWindow,
     data_offset: int = 0,
     *,
@@ -287,26 +305,14 @@ def _record_rows(
     ``data`` holds the segment's bytes from ``data_offset`` on, and each batch's
     offset is in ``data``. The column decoder decodes each group of journal
     batches at once (``decode_batches``); the casts and the per-row location
-    columns are then done once per group, so the Python work per journal batch
-    is a few attribute reads.
+    columns are then done once per group: no Python work per journal batch.
     """
+    batches = batches.where(window.admits_batches(batches.commit_unix_ns))
     rows = _RowsOf(segment, node, status, data, data_offset, provisional)
-    group: list[tuple[int, fmt.BatchHeader]] = []
-    size = 0
-    for offset, header in batches:
-        if not window.admits_batch(header.commit_unix_ns):
-            continue
-        group.append((offset, header))
-        size += header.batch_len
-        if size >= ROWS_GROUP_BYTES:
-            yield from _nonempty(rows.assemble(group, window))
-            group, size = [], 0
-    if group:
-        yield from _nonempty(rows.assemble(group, window))
-
-
-def _nonempty(rows: pa.RecordBatch | None) -> list[pa.RecordBatch]:
-    return [rows] if rows is not None else []
+    for group in batches.groups(ROWS_GROUP_BYTES):
+        assembled = rows.assemble(group, window)
+        if assembled is not None:
+            yield assembled
 
 
 @dataclass(frozen=True)
@@ -320,16 +326,14 @@ class _RowsOf:
     data_offset: int
     provisional: bool
 
-    def assemble(
-        self, group: list[tuple[int, fmt.BatchHeader]], window: TimeWindow
-    ) -> pa.RecordBatch | None:
-        columns = decode_batches(self.data, group, copy=True)  # ``data`` is a lent buffer
-        offsets = np.fromiter((offset for offset, _ in group), np.int64, len(group))
-        offsets += self.data_offset
+    def assemble(self, group: Batches, window: TimeWindow) -> pa.RecordBatch | None:
+        counts = group.record_count
+        # ``data`` is a lent buffer: the columns get bytes of their own.
+        columns = decode_batches(self.data, group.offset, counts, copy=True)
+        offsets = group.offset + self.data_offset
         decoded = columns.to_arrow()
-        counts = columns.record_counts
         n = decoded.num_rows
-        commits_us = np.fromiter((h.commit_unix_ns for _, h in group), np.int64, len(group)) // 1000
+        commits_us = group.commit_unix_ns // 1000
         rows = pa.RecordBatch.from_arrays(
             [
                 pa.repeat(pa.scalar(self.segment, pa.string()), n),
