@@ -25,6 +25,7 @@ REPLAY_NEEDS_SPARK = "PRIMACY-2701"
 REPLAY_NEEDS_JAVA = "PRIMACY-2702"
 REPLAY_BAD_ARGUMENT = "PRIMACY-2703"
 REPLAY_SHARE_NOT_READABLE = "PRIMACY-2704"
+REPLAY_OUTPUT_BUSY = "PRIMACY-2705"
 
 TITLES = {
     BAD_USAGE: "bad command line or configuration (exit 2)",
@@ -47,4 +48,5 @@ TITLES = {
     REPLAY_SHARE_NOT_READABLE: (
         "an executor cannot read the share: not mounted at the driver's path there (exit 1)"
     ),
+    REPLAY_OUTPUT_BUSY: "another replay is writing the same --out (exit 1); Spark did not start",
 }

@@ -67,6 +67,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     from primacy.spark.journal_plan import OptionError
     from primacy.spark.replay import options_from_args, run
+    from primacy.spark.replay_state import OutputBusy
 
     try:
         options = options_from_args(args)
@@ -75,6 +76,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         run(options)
+    except OutputBusy as exc:
+        print(f"primacy: {codes.REPLAY_OUTPUT_BUSY} {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except Exception as exc:
         from primacy.spark.journal_source import share_not_readable_in
 

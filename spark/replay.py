@@ -17,6 +17,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +30,7 @@ if __package__ in (
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from primacy.spark.journal_plan import OptionError, parse_time
-from primacy.spark.replay_state import forget_state, read_state
+from primacy.spark.replay_state import OutputBusy, forget_state, read_state, writing
 
 _RECORD_STATUSES = ("ok", "fenced")
 TABLES = ("records", "messages", "tenure", "gaps", "anomalies")
@@ -177,14 +178,16 @@ def ship_code(session: Any) -> None:
 def run(options: ReplayOptions, session: Any | None = None) -> dict[str, Any]:
     """Replay the journal; returns the report's headline figures (also in report.json).
 
-    A session started here is stopped here; one given is left running."""
-    if session is not None:
-        return _replay(options, session)
-    session = start_session(options.master)
-    try:
-        return _replay(options, session)
-    finally:
-        session.stop()
+    A session started here is stopped here; one given is left running. A local ``--out``
+    is held for the run (``replay_state.writing``), before any session starts."""
+    with writing(_local_path(options.out)) if options.out_is_local else nullcontext():
+        if session is not None:
+            return _replay(options, session)
+        session = start_session(options.master)
+        try:
+            return _replay(options, session)
+        finally:
+            session.stop()
 
 
 def _replay(options: ReplayOptions, session: Any) -> dict[str, Any]:
@@ -405,6 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         run(options)
+    except OutputBusy as exc:
+        print(f"replay: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         from primacy.spark.journal_source import share_not_readable_in
 

@@ -20,10 +20,13 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import portalocker
 
 from primacy.spark.journal_plan import OptionError, SegmentPlan
 
@@ -35,6 +38,30 @@ _LOAD_DIR = re.compile(r"load=([0-9]+)")
 
 class StateError(OptionError):
     """An output directory whose state cannot be continued from."""
+
+
+LOCK_FILE_NAME = ".replay.lock"
+
+
+class OutputBusy(Exception):
+    """Another replay is writing the same output directory."""
+
+
+@contextmanager
+def writing(out: str | Path) -> Iterator[None]:
+    """Hold ``out`` for one run: a second replay into it fails at once (OutputBusy), before
+    its Spark starts, instead of both rewriting the tables and the state under each other.
+    An exclusive ``flock`` on a file in ``out``: the kernel drops it when its holder dies."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with open(Path(out) / LOCK_FILE_NAME, "a") as handle:
+        try:
+            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+        except portalocker.exceptions.LockException as exc:
+            raise OutputBusy(
+                f"another replay is writing {out} (it holds {LOCK_FILE_NAME} there); "
+                "wait for it to finish, or give another --out"
+            ) from exc
+        yield
 
 
 @dataclass(frozen=True)

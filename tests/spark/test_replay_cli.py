@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -73,6 +74,55 @@ def test_bad_arguments_are_refused_before_spark_starts(
         (tmp_path / "journal").mkdir()
     assert replay_cli.cmd_replay(parse(str(tmp_path), "--out", str(tmp_path / "o"), *extra)) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_second_replay_into_the_same_out_stops_at_once(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
+    share, out = tmp_path / "share", tmp_path / "out"
+    write_failover_journal(share)
+    # The first run's lock, held by another process, as the nightly unit would hold it.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_OUT, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        second = subprocess.run(
+            [sys.executable, "-m", "primacy.cli", "replay", str(share), "--out", str(out)],
+            env={**os.environ, "JAVA_HOME": "", "PATH": _path_with_a_java(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,  # bounds a hang only
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert second.returncode == 1, second.stderr
+    assert second.stderr.strip() == (
+        f"primacy: PRIMACY-2705 another replay is writing {out} (it holds .replay.lock there); "
+        "wait for it to finish, or give another --out"
+    )  # Spark never started: nothing of its own on stderr
+    assert sorted(p.name for p in out.iterdir()) == [".replay.lock"]
+
+
+_HOLD_OUT = """
+import sys
+import time
+from primacy.spark.replay_state import writing
+with writing(sys.argv[1]):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+def _path_with_a_java(tmp_path: Path) -> str:
+    """PATH with a ``java`` that fails if run: the command checks one is there, and must stop
+    before it starts Spark."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    java = bin_dir / "java"
+    java.write_text("#!/bin/sh\necho 'java must not run' >&2\nexit 99\n")
+    java.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 STEP_NAMES = (
