@@ -28,7 +28,7 @@ class AckMode(enum.StrEnum):
     CLIENT_INDIVIDUAL = "client-individual"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)  # one per unconsumed message: no __dict__
 class QueuedMessage:
     """One stored message. ``body is None`` means read it from the journal when delivered."""
 

@@ -17,7 +17,7 @@ from typing import Any
 from primacy.store.format import RecordType
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per unacknowledged message: no __dict__
 class PendingMessage:
     """A SEND not yet acknowledged, and where its record lies (read it with ``read_message``)."""
 
