@@ -17,10 +17,16 @@ def java_is_missing() -> bool:
     return shutil.which("java") is None
 
 
-@pytest.fixture(scope="session")
-def spark_session() -> Iterator[Any]:
+def skip_without_spark() -> None:
+    """Skip, saying why, where the [spark] extra or a JDK is missing."""
+    pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
     if java_is_missing():
         pytest.skip("Spark needs a JDK 17 and no java is on PATH or in JAVA_HOME")
+
+
+@pytest.fixture(scope="session")
+def spark_session() -> Iterator[Any]:
+    skip_without_spark()
     from primacy.spark.replay import start_session
 
     session = start_session("local[2]")

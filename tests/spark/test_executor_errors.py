@@ -30,7 +30,7 @@ from primacy.spark.journal_source import (
 )
 from primacy.spark.replay import write_code_bundle
 from primacy.store.segments import segment_name
-from tests.spark.conftest import java_is_missing
+from tests.spark.conftest import skip_without_spark
 from tests.spark.journal_scenario import write_failover_journal
 
 
@@ -123,9 +123,7 @@ exec unshare --mount --propagation private \\
 @pytest.mark.slow
 @pytest.mark.spark
 def test_the_cli_says_in_one_line_which_host_cannot_read_the_share(tmp_path: Path) -> None:
-    pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
-    if java_is_missing():
-        pytest.skip("Spark needs a JDK 17 and no java is on PATH or in JAVA_HOME")
+    skip_without_spark()
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("hiding the share from Spark's Python workers needs root and unshare")
     share, out = tmp_path / "share", tmp_path / "out"

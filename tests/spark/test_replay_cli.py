@@ -17,7 +17,7 @@ import pytest
 
 from primacy.cli import replay as replay_cli
 from primacy.store.recovery import recover
-from tests.spark.conftest import java_is_missing
+from tests.spark.conftest import skip_without_spark
 from tests.spark.journal_scenario import write_failover_journal
 
 
@@ -140,9 +140,7 @@ _RUN_TIMEOUT_S = 600.0
 @pytest.mark.slow
 @pytest.mark.spark
 def test_the_command_prints_each_step_as_it_runs_and_a_summary(tmp_path: Path) -> None:
-    pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
-    if java_is_missing():
-        pytest.skip("Spark needs a JDK 17 and no java is on PATH or in JAVA_HOME")
+    skip_without_spark()
     share, out = tmp_path / "share", tmp_path / "out"
     write_failover_journal(share)
     applied = recover(share / "journal", use_checkpoint=False, log=False).report.records_applied

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from primacy.spark.replay import TABLES, write_code_bundle
-from tests.spark.conftest import java_is_missing
+from tests.spark.conftest import skip_without_spark
 from tests.spark.journal_scenario import write_failover_journal
 from tests.spark.standalone import (
     StandaloneCluster,
@@ -59,8 +59,7 @@ spark.ui.enabled false
 @pytest.fixture(scope="session")
 def executor_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The executors' interpreter: numpy, pyarrow and crc32c, no primacy; made once a session."""
-    if java_is_missing():
-        pytest.skip("Spark needs a JDK 17 and no java is on PATH or in JAVA_HOME")
+    skip_without_spark()
     return make_executor_venv(tmp_path_factory.mktemp("executor-python") / "venv")
 
 
