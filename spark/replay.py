@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-if __package__ in (
-    None,
-    "",
-):  # run as a script by spark-submit: make ``spark`` and ``store`` importable
+if __package__ in (None, ""):
+    # Run as a script by spark-submit, Python put this file's directory first on the
+    # path, making its modules importable under bare names. ``primacy`` itself comes
+    # from the installed package or the ``--py-files`` bundle (docs/replay.md).
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from primacy.spark.journal_plan import OptionError, parse_time
