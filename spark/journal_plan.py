@@ -16,14 +16,16 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from primacy.store import recovery
 from primacy.store.checkpoint import Checkpoint, list_checkpoints
 from primacy.store.fences import FenceTable
 from primacy.store.segments import CHECKPOINT_DIR_NAME, epoch_tails, list_segments
+
+if TYPE_CHECKING:  # numpy only for the readers: every node's CLI imports this module
+    import numpy as np
+    import numpy.typing as npt
 
 # A segment larger than this is read by several tasks, one byte range each: small enough to
 # spread a 64 MiB segment (the store's default size) over four executors, large enough that a
@@ -100,11 +102,12 @@ class TimeWindow:
     since_unix_ns: int | None = None
     until_unix_ns: int | None = None
 
-    def admits_batches(self, commit_unix_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    def admits_batches(self, commit_unix_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
         """False for a batch whose every record is certainly before ``since``, from the
-        batches' commit times: a record's timestamp (submit time) is never later."""
+        batches' commit times (a record's timestamp, its submit time, is never later);
+        None when every batch is admitted."""
         if self.since_unix_ns is None:
-            return np.ones(len(commit_unix_ns), dtype=bool)
+            return None
         return commit_unix_ns >= self.since_unix_ns
 
 

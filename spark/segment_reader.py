@@ -307,7 +307,9 @@ def _record_rows(
     batches at once (``decode_batches``); the casts and the per-row location
     columns are then done once per group: no Python work per journal batch.
     """
-    batches = batches.where(window.admits_batches(batches.commit_unix_ns))
+    admitted = window.admits_batches(batches.commit_unix_ns)
+    if admitted is not None:
+        batches = batches.where(admitted)
     rows = _RowsOf(segment, node, status, data, data_offset, provisional)
     for group in batches.groups(ROWS_GROUP_BYTES):
         assembled = rows.assemble(group, window)

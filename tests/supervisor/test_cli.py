@@ -310,3 +310,21 @@ def test_a_share_whose_locks_do_not_work_is_refused(
             result, 3, "PRIMACY-2002", f"does not support {method} locks", "No locks available"
         )
     assert os.listdir(share) == []  # the probe file is gone
+
+
+def test_the_command_line_loads_none_of_the_replays_libraries() -> None:
+    # Every node runs this command line: numpy alone would add about 11 MiB to every
+    # master's and slave's memory (a soak measured 55 -> 66 MiB when it crept in).
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from primacy.cli.main import build_parser; build_parser(); "
+            "print(sorted({'numpy', 'pyarrow', 'pyspark'} & set(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert loaded.stdout.strip() == "[]"
