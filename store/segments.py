@@ -177,11 +177,11 @@ class BytesSource:
     """A segment already in memory (the replay's, and tests')."""
 
     def __init__(self, data: bytes | memoryview) -> None:
-        self.view = memoryview(data)
+        self._view = memoryview(data)
         self.size = len(data)
 
     def read(self, offset: int, length: int) -> memoryview:
-        return self.view[offset : offset + length]
+        return self._view[offset : offset + length]
 
 
 class FileSource:
@@ -217,11 +217,7 @@ def check_batch_at(
     source: SegmentSource, offset: int
 ) -> tuple[fmt.BatchStatus, fmt.BatchHeader | None]:
     """``fmt.check_batch`` on a source: the header, then the CRC a chunk at a time, so a
-    header claiming any length costs no more memory than a chunk. Bytes already in
-    memory are checked in one call: the replay's segments hold tens of thousands of
-    batches, and this is its loop per batch."""
-    if isinstance(source, BytesSource):
-        return fmt.check_batch(source.view, offset)
+    header claiming any length costs no more memory than a chunk."""
     head = source.read(offset, fmt.BATCH_HEADER_LEN)
     status, header = fmt.check_batch_header(head, 0, source.size - offset)
     if status is not fmt.BatchStatus.OK or header is None:
