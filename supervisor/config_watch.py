@@ -16,6 +16,7 @@ from watchdog.observers import Observer
 
 from primacy.supervisor import codes
 from primacy.supervisor.config import LIVE_KEYS, ConfigError, NodeConfig
+from primacy.supervisor.share_events import CHANGE_EVENTS
 
 log = logging.getLogger("primacy.config")
 _QUIET_S = 0.2
@@ -34,7 +35,9 @@ class ConfigWatcher(FileSystemEventHandler):
         self._lock = threading.Lock()
         self._observer = Observer()
         self._observer.daemon = True
-        self._observer.schedule(self, str(self._path.parent), recursive=False)
+        self._observer.schedule(
+            self, str(self._path.parent), recursive=False, event_filter=CHANGE_EVENTS
+        )
 
     def start(self) -> None:
         self._observer.start()
@@ -51,7 +54,7 @@ class ConfigWatcher(FileSystemEventHandler):
         touched = {Path(str(event.src_path)).resolve()}
         if event.dest_path:
             touched.add(Path(str(event.dest_path)).resolve())
-        if self._path not in touched or event.event_type in ("opened", "closed_no_write"):
+        if self._path not in touched:
             return
         with self._lock:
             if self._timer is not None:
