@@ -22,6 +22,7 @@ from primacy.locker.share_io import (
     create_new_file,
     exists_in,
     fsync_directory,
+    name_exists,
     names_in,
     real_directory,
     replace_within,
@@ -96,7 +97,7 @@ class EpochRegistry:
 
     def is_current(self, epoch: int) -> bool:
         """True while no later epoch has been claimed. I/O errors propagate (they count as loss)."""
-        return not self.exists(epoch + 1)
+        return not name_exists(self.directory, str(epoch + 1))
 
     def claim_next(self, holder: dict[str, Any]) -> int:
         """Claim the next free epoch with O_CREAT|O_EXCL, durably, and return it."""

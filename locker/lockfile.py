@@ -23,6 +23,8 @@ from portalocker.portalocker import FlockLocker, LockfLocker
 
 LOCK_FILE_NAME = "primacy.lock"
 _HOLDER_MAX_BYTES = 4096
+# Built once: a Flag union costs more than the lock call it is for, at every commit.
+_TRY_EXCLUSIVE = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
 
 
 class LockMethod(enum.StrEnum):
@@ -100,9 +102,7 @@ class ShareLock:
         self._open_current_file()
         assert self._fd is not None
         try:
-            self._locker.lock(
-                self._fd, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
-            )
+            self._locker.lock(self._fd, _TRY_EXCLUSIVE)
         except portalocker.AlreadyLocked:
             return False
         # The file may have been replaced between opening and locking it:
@@ -135,9 +135,7 @@ class ShareLock:
         if (path_stat.st_dev, path_stat.st_ino) != (held_stat.st_dev, held_stat.st_ino):
             raise LockLost(f"the lock file {self.path} was replaced by another file")
         try:
-            self._locker.lock(
-                self._fd, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
-            )
+            self._locker.lock(self._fd, _TRY_EXCLUSIVE)
         except portalocker.AlreadyLocked:
             raise LockLost("re-asserting the lock was refused: another holder has it") from None
         except (portalocker.LockException, OSError) as exc:

@@ -107,9 +107,17 @@ def regular_files_in(directory: Path) -> list[str]:
 
 def exists_in(path: Path) -> bool:
     """Whether anything has the name ``path`` (a symlink counts, unfollowed)."""
+    return name_exists(path.parent, path.name)
+
+
+def name_exists(directory: Path, name: str) -> bool:
+    """Whether anything has ``name`` in ``directory`` (a symlink counts, unfollowed).
+
+    The form for a check made at every commit (the lease's): no path is built.
+    """
     try:
-        with directory_fd(path.parent) as directory:
-            os.stat(path.name, dir_fd=directory, follow_symlinks=False)
+        with directory_fd(directory) as fd:
+            os.stat(name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
     return True
