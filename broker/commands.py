@@ -139,11 +139,14 @@ class StompCommands:
         for key, value in frame.headers:
             if key not in _NOT_STORED:
                 headers.setdefault(key, value)
-        self.broker.check_size(destination, message_id, headers, frame.body)
+        record = self.broker.encode_send(destination, message_id, headers, frame.body)
         check_room(self.broker.backlog, self.broker.counters, destination, frame)
+        # A SEND held for its COMMIT is encoded again then: a record is stamped when submitted.
+        ready = record if frame.get("transaction") is None else None
 
         def send() -> Writes:
-            return [self._track(self.broker.send(destination, message_id, headers, frame.body))]
+            sent = self.broker.send(destination, message_id, headers, frame.body, ready)
+            return [self._track(sent)]
 
         return self.transactions.now_or_on_commit(frame, send)
 

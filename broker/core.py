@@ -29,7 +29,6 @@ from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscriptio
 from primacy.broker.refusals import Refused
 from primacy.broker.tls import ServerTls
 from primacy.store import format as fmt
-from primacy.store import payloads
 from primacy.store.errors import JournalError, MessageTooLarge
 from primacy.store.journal import JournalStore
 
@@ -117,30 +116,28 @@ class Broker:
         number = next(self._generated_ids)
         return f"ID:{self.store.config.node_id}-{self.store.epoch}-{session}-{number}"
 
-    def check_size(
+    def encode_send(
         self, destination: str, message_id: str, headers: dict[str, str], body: bytes
-    ) -> None:
-        """Refuse a message the journal would refuse, before anything of it is queued."""
-        size = fmt.EncodedRecord(
-            fmt.RecordType.SEND,
-            0,
-            destination.encode(),
-            message_id.encode(),
-            payloads.encode_headers(headers),
-            body,
-        ).encoded_len
-        limit = self.store.config.max_message_size
-        if size > limit:
-            raise Refused(
-                codes.MESSAGE_TOO_LARGE,
-                f"message {message_id[:100]!r} takes {size} bytes in the journal, more than "
-                f"max_message_size ({limit}); nothing was stored",
-            )
+    ) -> fmt.EncodedRecord:
+        """The journal record of a SEND; a message the journal would refuse is refused now,
+        before anything of it is queued (ahead of a transaction's COMMIT, say)."""
+        try:
+            return self.store.encode_send(destination, message_id, body, headers)
+        except MessageTooLarge as error:
+            raise Refused(codes.MESSAGE_TOO_LARGE, f"{error}; nothing was stored") from None
 
     def send(
-        self, destination: str, message_id: str, headers: dict[str, str], body: bytes
+        self,
+        destination: str,
+        message_id: str,
+        headers: dict[str, str],
+        body: bytes,
+        record: fmt.EncodedRecord | None = None,
     ) -> asyncio.Future[int]:
-        """Journal a SEND (or recognise a resend); the future completes when it may be receipted."""
+        """Journal a SEND (or recognise a resend); the future completes when it may be receipted.
+
+        ``record``: this SEND's ``encode_send``, when the caller checked it already.
+        """
         self._require_running()
         key = (destination, message_id)
         if self.store.is_duplicate(destination, message_id):
@@ -151,11 +148,10 @@ class Broker:
             done: asyncio.Future[int] = self.loop.create_future()
             done.set_result(0)
             return done
-        self.check_size(destination, message_id, headers, body)
+        if record is None:
+            record = self.encode_send(destination, message_id, headers, body)
         try:
-            submitted = self.store.append_send(destination, message_id, body, headers)
-        except MessageTooLarge as error:
-            raise Refused(codes.MESSAGE_TOO_LARGE, str(error)) from None
+            submitted = self.store.submit_send(record, destination, message_id)
         except JournalError as error:  # fenced or failed before: refuses every write now
             self.fail(f"{type(error).__name__}: {error}")
             raise BrokerFailed(str(error)) from None

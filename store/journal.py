@@ -173,6 +173,35 @@ class JournalStore:
         with self._state_lock:
             return self._state.pending.get(destination, {}).get(message_id)
 
+    def encode_send(
+        self,
+        destination: str,
+        message_id: str,
+        payload: bytes,
+        headers: dict[str, str] | None = None,
+    ) -> fmt.EncodedRecord:
+        """The SEND record ``append_send`` would journal; MessageTooLarge (a sentence saying
+        which limit) past the format's or ``max_message_size``.
+
+        For a caller that must refuse an oversized message before queueing anything (the
+        broker, ahead of a transaction): it checks once and submits the same record.
+        """
+        record = fmt.EncodedRecord(
+            fmt.RecordType.SEND,
+            time.time_ns(),
+            _bounded(destination, fmt.MAX_DESTINATION_BYTES, "destination"),
+            _bounded(message_id, fmt.MAX_MESSAGE_ID_BYTES, "message id"),
+            payloads.encode_headers(headers),
+            bytes(payload),
+        )
+        if record.encoded_len > self.config.max_message_size:
+            raise MessageTooLarge(
+                f"message {message_id[:100]!r} to {destination[:200]!r} takes "
+                f"{record.encoded_len} bytes in the journal, more than max_message_size "
+                f"({self.config.max_message_size})"
+            )
+        return record
+
     def append_send(
         self,
         destination: str,
@@ -185,21 +214,18 @@ class JournalStore:
         The caller drops resends first (``is_duplicate``); a duplicate submitted anyway
         is written but not counted again (the first copy wins, as in recovery).
         """
-        record = fmt.EncodedRecord(
-            fmt.RecordType.SEND,
-            time.time_ns(),
-            _bounded(destination, fmt.MAX_DESTINATION_BYTES, "destination"),
-            _bounded(message_id, fmt.MAX_MESSAGE_ID_BYTES, "message id"),
-            payloads.encode_headers(headers),
-            bytes(payload),
-        )
-        if record.encoded_len > self.config.max_message_size:
-            detail = (
-                f"message {message_id!r} to {destination!r} takes {record.encoded_len} bytes, "
-                f"more than max_message_size ({self.config.max_message_size}); nothing was written"
-            )
+        try:
+            record = self.encode_send(destination, message_id, payload, headers)
+        except MessageTooLarge as error:
+            detail = f"{error}; nothing was written"
             messages.log(logging.WARNING, messages.MESSAGE_TOO_LARGE, detail)
-            raise MessageTooLarge(messages.text(messages.MESSAGE_TOO_LARGE, detail))
+            raise MessageTooLarge(messages.text(messages.MESSAGE_TOO_LARGE, detail)) from None
+        return self.submit_send(record, destination, message_id)
+
+    def submit_send(
+        self, record: fmt.EncodedRecord, destination: str, message_id: str
+    ) -> Future[int]:
+        """``append_send`` of a record from ``encode_send`` with the same destination and id."""
         with self._state_lock:
             # Under the lock, so no commit can apply it between the submit and the add.
             submitted = self._require_writer().submit(record, destination, message_id)
