@@ -38,7 +38,7 @@ _CLOSE_GRACE_S = 5.0
 _sessions = itertools.count(1)
 
 
-class StompConnection(StompCommands, asyncio.Protocol):
+class StompConnection(StompCommands, asyncio.BufferedProtocol):
     """The protocol object asyncio creates for each accepted socket; its client commands are
     ``StompCommands``'s (``commands.py``)."""
 
@@ -134,6 +134,13 @@ class StompConnection(StompCommands, asyncio.Protocol):
         early, self._early = self._early, None
         if early:
             self.data_received(b"".join(early))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.broker.read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # Copied before anything else can read into the shared buffer.
+        self.data_received(bytes(self.broker.read_buffer[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
         if self._early is not None:
