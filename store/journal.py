@@ -84,6 +84,7 @@ class JournalStore:
             name: SegmentPosition(name, end, complete=True)
             for name, end in recovery.valid_ends.items()
         }
+        self._sealed_recorded = 0  # how many of our sealed segments ``_positions`` has
         self._records_since_checkpoint = 0
         self._segment = SegmentFile(
             config.journal_dir, epoch, config.node_id, config.segment_max_bytes
@@ -351,8 +352,10 @@ class JournalStore:
                 if record_type is fmt.RecordType.SEND:
                     self._unapplied_sends.discard((queued.destination, queued.message_id))
         self._positions[segment] = SegmentPosition(segment, offset + length, complete=False)
-        for name, end in self._segment.sealed.items():
-            self._positions[name] = SegmentPosition(name, end, complete=True)
+        if len(self._segment.sealed) != self._sealed_recorded:  # rotated since the last batch
+            for name, end in self._segment.sealed.items():
+                self._positions[name] = SegmentPosition(name, end, complete=True)
+            self._sealed_recorded = len(self._segment.sealed)
         self._records_since_checkpoint += len(batch)
         if self._records_since_checkpoint >= self.config.checkpoint_interval_records:
             self._records_since_checkpoint = 0

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from primacy.store.checkpoint import Checkpoint
 from primacy.store.config import SyncPolicy
 from primacy.store.errors import JournalClosed, JournalFenced, MessageTooLarge, StaleEpoch
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
+from primacy.store.segments import list_segments
 
 
 @pytest.mark.parametrize("policy", list(SyncPolicy))
@@ -123,3 +125,32 @@ def test_control_records_are_journaled(
     tools.dump(tmp_path / "share", records.append)
     assert [r["type"] for r in records] == ["FENCE", "CONTROL"]
     assert records[1]["event"] == {"event": "role", "from": "ACQUIRED", "to": "MASTER"}
+
+
+def test_checkpoints_record_each_rotated_segment_as_complete_at_its_length(
+    open_store: Callable[..., JournalStore], tmp_path: Path
+) -> None:
+    journal = tmp_path / "share" / "journal"
+    store = open_store(segment_max_bytes=8 * 1024)
+
+    def fill_and_checkpoint(first: int) -> Checkpoint:
+        for number in range(first, first + 40):
+            store.append_send("q", f"m{number}", b"x" * 1000).result(timeout=10)
+        path = store.checkpoint().result(timeout=10)
+        return Checkpoint.from_bytes(path.read_bytes(), dedupe_window_messages=1000)
+
+    def expected_positions() -> dict[str, tuple[int, bool]]:
+        ours = sorted(segment for segment in list_segments(journal) if segment.epoch == 1)
+        return {
+            segment.name: (segment.path.stat().st_size, segment is not ours[-1]) for segment in ours
+        }
+
+    # Rotations before the first checkpoint, then more after it: each checkpoint knows them all.
+    for first in (0, 40):
+        checkpoint = fill_and_checkpoint(first)
+        positions = {
+            name: (position.offset, position.complete)
+            for name, position in checkpoint.positions.items()
+        }
+        assert positions == expected_positions()
+        assert sum(complete for _, complete in positions.values()) >= 4 * (first // 40 + 1)
