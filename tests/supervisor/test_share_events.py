@@ -30,9 +30,7 @@ class Wakeups:
 def watched(tmp_path: Path) -> Iterator[tuple[Path, Wakeups]]:
     (tmp_path / NODES_DIR_NAME).mkdir()
     wakeups = Wakeups()
-    watcher = ShareWatcher(
-        tmp_path, "n1", wakeups.master_left.set, wakeups.pause_changed.set
-    )
+    watcher = ShareWatcher(tmp_path, "n1", wakeups.master_left.set, wakeups.pause_changed.set)
     watcher.start()
     try:
         yield tmp_path, wakeups
