@@ -176,6 +176,8 @@ def test_priority_never_never_becomes_master(group: Group) -> None:
     bystander = group.start("bystander", "--priority", "never")
     candidate = group.start("candidate")
     assert group.wait_for_master() is candidate
+    # Answering as a slave before the kill: the loop below judges only what follows it.
+    wait_until(lambda: bystander.status("/master") == 503, 20, "the bystander answers")
     candidate.signal(signal.SIGKILL)
     candidate.process.wait(10)
     deadline = time.monotonic() + 2.0  # twenty poll intervals
