@@ -1,0 +1,177 @@
+"""Where a receipted message's time goes: each hand-off of one producer's round trip, and the
+CPU a real node spends per message.
+
+Run: ``.venv/bin/python bench/message_path.py [--seconds S] [--dir DIR]``.
+
+1. The round trip, one stomp.py producer (its own process) awaiting each RECEIPT
+   from a BrokerService over a JournalStore with a real lease, as ``bench/broker.py``
+   runs it. The broker's methods at each hand-off are wrapped here to take a
+   timestamp (this script's instrumentation, not the product's), and the median of
+   each stage is printed: the client (RECEIPT written to the next SEND read),
+   parsing and submitting, the hand-off to the writer thread, the commit (with its
+   fdatasync and lease check), the hand-off back, and settling and writing the
+   RECEIPT.
+2. A real node (``primacy run``, as the comparison with ActiveMQ starts it): messages
+   per second with 1 and 8 producers, and the node's user and system CPU per message.
+   Both sides share the machine's cores, so CPU per message bounds the rate.
+
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import functools
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.activemq.brokers import PrimacyGroup
+from bench.activemq.workload import throughput
+from bench.broker import throughput as in_process_throughput
+from primacy.broker.connection import StompConnection
+from primacy.broker.journal_waits import JournalWaits
+from primacy.broker.service import BrokerService
+from primacy.locker.lease import Lease
+from primacy.store.config import StoreConfig, SyncPolicy
+from primacy.store.journal import JournalStore
+from primacy.store.writer import GroupCommitWriter, SegmentFile
+
+Marks = defaultdict[str, list[float]]
+
+
+def mark_calls(
+    marks: Marks, owner: type, method: str, *, before: str = "", after: str = ""
+) -> None:
+    """Wrap ``owner.method`` to note perf_counter() before and/or after each call."""
+    original = getattr(owner, method)
+
+    @functools.wraps(original)
+    def marked(*args: Any, **kwargs: Any) -> Any:
+        if before:
+            marks[before].append(time.perf_counter())
+        try:
+            return original(*args, **kwargs)
+        finally:
+            if after:
+                marks[after].append(time.perf_counter())
+
+    setattr(owner, method, marked)
+
+
+def timed(marks: Marks, name: str, call: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        started = time.perf_counter()
+        call()
+        marks[name].append(time.perf_counter() - started)
+
+    return run
+
+
+def median_gap_us(starts: list[float], ends: list[float]) -> float:
+    """Median time from each start to the first end after it (the ends of one stream)."""
+    gaps = []
+    for start in starts[50:-50]:  # away from the start-up and the stop
+        index = bisect.bisect_right(ends, start)
+        if index < len(ends):
+            gaps.append(ends[index] - start)
+    return statistics.median(gaps) * 1e6
+
+
+def round_trip(root: Path, seconds: float) -> None:
+    marks: Marks = defaultdict(list)
+    mark_calls(marks, StompConnection, "buffer_updated", before="read")
+    mark_calls(marks, GroupCommitWriter, "submit", after="submitted")
+    mark_calls(marks, GroupCommitWriter, "_commit", before="commit", after="committed")
+    mark_calls(marks, JournalWaits, "_drain", before="woken")
+    mark_calls(marks, StompConnection, "_send_frame", after="replied")
+    sync = SegmentFile.sync
+    SegmentFile.sync = lambda self: timed(marks, "sync s", lambda: sync(self))()  # type: ignore[method-assign]
+    share = root / "share"
+    share.mkdir()
+    lease = Lease(share, "bench")
+    assert lease.try_acquire()
+    epoch = lease.claim_epoch()
+    config = StoreConfig(share=share, node_id="bench", sync_policy=SyncPolicy.SYNC)
+    store = JournalStore.open(
+        config, epoch=epoch, fencing_check=timed(marks, "lease check s", lease.revalidate)
+    )
+    service = BrokerService(store, "127.0.0.1", 0)
+    service.start()
+    try:
+        for stream in marks.values():
+            stream.clear()
+        rate = in_process_throughput(service.address, 1, seconds)
+    finally:
+        service.stop()
+        store.close()
+        lease.release()
+        SegmentFile.sync = sync  # type: ignore[method-assign]
+    stages = [
+        ("the client: RECEIPT written -> next SEND read", "replied", "read"),
+        ("SEND read -> record submitted", "read", "submitted"),
+        ("submitted -> writer starts the commit (hand-off)", "submitted", "commit"),
+        ("the commit: encode, write, fdatasync, lease check", "commit", "committed"),
+        ("committed -> loop woken (hand-off)", "committed", "woken"),
+        ("loop woken -> RECEIPT written", "woken", "replied"),
+    ]
+    print(f"round trip, 1 producer, policy sync: {rate:,.0f} msg/s, {1e6 / rate:.0f} us each")
+    for label, start, end in stages:
+        print(f"  {label}: {median_gap_us(marks[start], marks[end]):.0f} us (median)")
+    for name in ("sync s", "lease check s"):
+        print(f"    of the commit, {name[:-2]}: {statistics.median(marks[name]) * 1e6:.0f} us")
+
+
+def node_cpu(root: Path, seconds: float) -> None:
+    group = PrimacyGroup(root / "node", nodes=1)
+    group.start()
+    try:
+        address = group.master_address()
+        node = psutil.Process(group.master_pid())
+        throughput(address, "/queue/warm-up", "w", 8, 3)
+        for producers in (1, 8):
+            before, started = node.cpu_times(), time.monotonic()
+            queue, tag = f"/queue/p{producers}", f"p{producers}"
+            rate = throughput(address, queue, tag, producers, seconds, warmup_s=0)
+            after, elapsed = node.cpu_times(), time.monotonic() - started
+            # The CPU counted covers the producers' start-up too: per message, an upper bound.
+            messages = rate * seconds
+            user = (after.user - before.user) / messages * 1e6
+            system = (after.system - before.system) / messages * 1e6
+            print(
+                f"a real node, {producers} producer(s): {rate:,.0f} msg/s; "
+                f"node CPU per message: user {user:.0f} us, system {system:.0f} us (at most; "
+                f"CPU counted over {elapsed:.0f} s, messages over {seconds:.0f} s)"
+            )
+    finally:
+        group.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, help="where to make the temporary share")
+    parser.add_argument("--seconds", type=float, default=8.0, help="per measurement")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="primacy-bench-path-", dir=args.dir))
+    try:
+        print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
+        round_trip(root, args.seconds)
+        node_cpu(root, args.seconds)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
