@@ -93,11 +93,11 @@ class EpochRegistry:
         return [epoch for name in names if (epoch := parse_epoch_name(name)) is not None]
 
     def exists(self, epoch: int) -> bool:
-        return exists_in(self.directory / str(epoch))
+        return name_exists(self.directory, str(epoch))  # no path built: the lease's check
 
     def is_current(self, epoch: int) -> bool:
         """True while no later epoch has been claimed. I/O errors propagate (they count as loss)."""
-        return not name_exists(self.directory, str(epoch + 1))
+        return not self.exists(epoch + 1)
 
     def claim_next(self, holder: dict[str, Any]) -> int:
         """Claim the next free epoch with O_CREAT|O_EXCL, durably, and return it."""

@@ -41,12 +41,12 @@ from primacy.supervisor.share_files import read_json
 log = logging.getLogger("primacy.share_events")
 # Roles in which a node may still hold the lock; leaving them means it is free.
 _HOLDING_ROLES = {"acquired", "master", "stopping", "demoting"}
-# Reading an entry raises open/close events itself: reacting to those would loop.
-_CHANGES = {"created", "modified", "moved", "deleted", "closed"}  # "closed": IN_CLOSE_WRITE
-# The same changes, asked of the kernel, so it never queues the rest. A master opens the
-# share's epoch directory at every commit (its lease check): without this mask each open
-# and close woke the observer's thread, about an eighth of a busy master's Python time.
-# The config watch asks for the same (its directory is /etc's, read by everyone).
+# The only events asked of the kernel (and passed on by watchdog): changes. Reading an
+# entry raises open/close events itself, and reacting to those would loop; and a master
+# opens the share's epoch directory at every commit (its lease check): with every event
+# watched, each open and close woke the observer's thread, about an eighth of a busy
+# master's Python time. The config watch asks for the same (its directory is /etc's,
+# read by everyone). ``FileClosedEvent`` is IN_CLOSE_WRITE only.
 CHANGE_EVENTS: list[type[FileSystemEvent]] = [
     FileCreatedEvent,
     FileModifiedEvent,
@@ -70,8 +70,6 @@ class _Handler(FileSystemEventHandler):
         self._roles: dict[str, str] = {}
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type not in _CHANGES:
-            return  # opens and closes, including our own reads of the entries
         path = Path(str(event.dest_path or event.src_path))
         if path.name == LOCK_FILE_NAME and event.event_type in ("deleted", "closed"):
             # Closing its descriptor is what drops a holder's lock: the close event
