@@ -37,6 +37,7 @@ from primacy.broker.service import BrokerService
 from primacy.cli.localgroup import Group, free_port, wait_until
 from primacy.client.producer import Producer
 from primacy.locker.lease import Lease
+from primacy.share.posix import PosixShare
 from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.journal import JournalStore
 
@@ -169,7 +170,7 @@ def main() -> None:
     try:
         share = root / "share"
         share.mkdir()
-        lease = Lease(share, "bench")
+        lease = Lease(PosixShare(share), "bench")
         assert lease.try_acquire()
         epoch = lease.claim_epoch()
         config = StoreConfig(share=share, node_id="bench", sync_policy=SyncPolicy(args.policy))

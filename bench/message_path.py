@@ -45,6 +45,7 @@ from primacy.broker.connection import StompConnection
 from primacy.broker.journal_waits import JournalWaits
 from primacy.broker.service import BrokerService
 from primacy.locker.lease import Lease
+from primacy.share.posix import PosixShare
 from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.journal import JournalStore
 from primacy.store.writer import GroupCommitWriter, SegmentFile
@@ -101,7 +102,7 @@ def round_trip(root: Path, seconds: float) -> None:
     SegmentFile.sync = lambda self: timed(marks, "sync s", lambda: sync(self))()  # type: ignore[method-assign]
     share = root / "share"
     share.mkdir()
-    lease = Lease(share, "bench")
+    lease = Lease(PosixShare(share), "bench")
     assert lease.try_acquire()
     epoch = lease.claim_epoch()
     config = StoreConfig(share=share, node_id="bench", sync_policy=SyncPolicy.SYNC)

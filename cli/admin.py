@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
-from primacy.supervisor.registry import NodeRegistry
+from primacy.share.posix import PosixShare
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -76,7 +76,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     now = time.time()
-    entries = NodeRegistry(args.share).entries()
+    entries = PosixShare(args.share).node_entries()
     if args.json:
         print(json.dumps([{**vars(e), "live": e.is_live(now)} for e in entries], indent=2))
         return EXIT_OK

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from primacy.locker.lockfile import LockMethod
 from primacy.locker.probe import check_share
 from primacy.nfs_profiles import codes
 from primacy.nfs_profiles.doctor import diagnose, render_text
 from primacy.nfs_profiles.fstab import MountSpecError, fstab_line, mount_unit, mount_unit_name
 from primacy.nfs_profiles.mountinfo import MOUNTINFO_PATH
 from primacy.nfs_profiles.profiles import PROFILE_NAMES, load_profile
+from primacy.share.posix_lock import LockMethod
 
 SYSTEMD_SOURCE_DIR = Path(__file__).resolve().parent.parent / "systemd"
 UNIT_FILES = (

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
+from primacy.share.layout import journal_dir
 from primacy.store import tools
 from primacy.store.errors import JournalError
 from primacy.store.segments import Damage
@@ -42,7 +43,7 @@ def _reporting_journal_errors(command: Command) -> Command:
     """A journal this release cannot read is one line on stderr and exit status 2."""
 
     def run(args: argparse.Namespace) -> int:
-        journal = Path(args.share) / "journal"
+        journal = journal_dir(args.share)
         if not Path(args.share).is_dir() or not journal.is_dir():
             print(
                 f"primacy journal: {codes.SHARE_UNUSABLE} {args.share} is not a share with a "

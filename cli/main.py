@@ -28,9 +28,9 @@ from primacy.cli.replay import register as register_replay_commands
 from primacy.cli.run import add_parser as add_run_parser
 from primacy.cli.run import share_check_for_status, split_exec
 from primacy.cli.users import register as register_users_commands
-from primacy.locker.epoch import EpochRegistry
-from primacy.locker.lockfile import read_holder_from_outside
-from primacy.supervisor.registry import NodeRegistry
+from primacy.share.port import latest_epoch
+from primacy.share.posix import PosixShare
+from primacy.share.posix_lock import read_holder_from_outside
 
 # Re-exported for the tests and tools that import them from here.
 __all__ = ["EXIT_SHARE_UNUSABLE", "build_parser", "main", "share_check_for_status"]
@@ -87,17 +87,18 @@ def _status_from_share(share: Path, as_json: bool) -> int:
             EXIT_SHARE_UNUSABLE,
             f"{codes.SHARE_UNUSABLE} the share {share} does not exist or is not a directory",
         )
-    holder = read_holder_from_outside(share)
-    epochs = EpochRegistry(share)
-    latest = epochs.latest()
-    nodes = NodeRegistry(share).entries()
+    port = PosixShare(share)
+    holder = read_holder_from_outside(port.layout.lock_file)
+    latest = latest_epoch(port)
+    record = port.read_epoch(latest) if latest else None
+    nodes = port.node_entries()
     if as_json:
         print(
             json.dumps(
                 {
                     "holder": None if holder is None else vars(holder),
                     "epoch": latest,
-                    "epoch_record": epochs.read(latest) if latest else None,
+                    "epoch_record": None if record is None else record.to_json(),
                     "nodes": [vars(node) for node in nodes],
                 },
                 indent=2,

@@ -10,23 +10,21 @@ takes over on the same kernel can then see that the previous master has ended
 (docs/safety.md, "A master whose process has ended has nothing to outlast").
 
 Everything read from the share is hostile: an identity that is not exactly
-what ``this_process`` writes, or that names another kernel or namespace, says
-nothing, and the caller waits as if it could still run.
+what ``this_process`` writes is dropped as the record is decoded
+(``share/records.py``), and one that names another kernel or namespace says
+nothing here: the caller waits as if it could still run.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
-from typing import Any
+
+from primacy.share.records import ProcessIdentity
 
 # include/linux/sched.h: a thread that has started to exit.
 PF_EXITING = 0x4
 SIGKILL_MASK = 1 << (signal.SIGKILL - 1)
-_BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_PID_NAMESPACE = re.compile(r"pid:\[[0-9]{1,20}\]")
-_MAX_PID = 2**22  # the kernel's PID_MAX_LIMIT
 
 
 def _read(path: str) -> str | None:
@@ -45,48 +43,35 @@ def _stat_fields(pid: int | str, tid: int | str | None = None) -> list[str] | No
     return None if text is None else text.rpartition(")")[2].split()
 
 
-def this_process() -> dict[str, Any]:
-    """This process's identity, as an epoch record carries it; empty off Linux."""
+def this_process() -> ProcessIdentity | None:
+    """This process's identity, as an epoch record carries it; None off Linux."""
     boot_id = (_read("/proc/sys/kernel/random/boot_id") or "").strip()
     try:
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:
-        return {}
+        return None
     fields = _stat_fields("self")
     if not boot_id or fields is None:
-        return {}
-    return {
-        "boot_id": boot_id,
-        "pid_namespace": namespace,
-        "pid": os.getpid(),
-        "start_ticks": int(fields[19]),  # field 22 of stat: start time after boot
-    }
+        return None
+    # Field 22 of stat: start time after boot.
+    return ProcessIdentity(boot_id, namespace, os.getpid(), int(fields[19]))
 
 
-def has_ended(identity: object) -> bool:
+def has_ended(identity: ProcessIdentity | None) -> bool:
     """Whether ``identity`` (from an epoch record) names a process of this kernel and PID
     namespace that can never run code of its own again: gone (its PID free, or another
     process's), a zombie, or killed with every thread left exiting or holding SIGKILL
     (blocked in the kernel, on a hung share say). False whenever that cannot be shown."""
-    if not isinstance(identity, dict):
-        return False
-    boot_id, namespace = identity.get("boot_id"), identity.get("pid_namespace")
-    pid, start = identity.get("pid"), identity.get("start_ticks")
-    if not (
-        isinstance(boot_id, str)
-        and _BOOT_ID.fullmatch(boot_id)
-        and isinstance(namespace, str)
-        and _PID_NAMESPACE.fullmatch(namespace)
-        and type(pid) is int
-        and 0 < pid < _MAX_PID
-        and type(start) is int
-        and start >= 0
-    ):
-        return False
+    if identity is None:
+        return False  # the record named no process we could recognise
     ours = this_process()
-    if (ours.get("boot_id"), ours.get("pid_namespace")) != (boot_id, namespace):
+    if ours is None or (ours.boot_id, ours.pid_namespace) != (
+        identity.boot_id,
+        identity.pid_namespace,
+    ):
         return False  # another kernel or namespace: its PIDs mean nothing here
-    if pid == ours["pid"]:
+    pid, start = identity.pid, identity.start_ticks
+    if pid == ours.pid:
         return False  # this very process (a lease lost and taken again)
     fields = _stat_fields(pid)
     if fields is None:

@@ -9,8 +9,8 @@ import os
 import struct
 from pathlib import Path
 
-from primacy.locker.lockfile import LockMethod
-from primacy.locker.share_io import create_new_file, remove
+from primacy.share.posix_lock import LockMethod
+from primacy.share.safe_io import create_new_file, remove
 
 
 class ShareUnusable(Exception):

@@ -30,6 +30,7 @@ from primacy.nfs_profiles.profiles import (
     load_refused_filesystems,
 )
 from primacy.nfs_profiles.round_trips import LockProbe, time_fsync_round_trip, time_lock_round_trip
+from primacy.share.layout import ShareLayout
 
 __all__ = [
     "Diagnosis",
@@ -179,10 +180,6 @@ def check_path(path: Path) -> tuple[Finding, ...]:
     return ()
 
 
-# The directories primacy keeps on the share; a file planted in one is read by every node.
-SHARE_DIRECTORIES = (".", "epochs", "nodes", "journal", "journal/checkpoints")
-
-
 def check_who_can_write(path: Path) -> tuple[Finding, ...]:
     """Flag share directories that users outside the primacy group could write.
 
@@ -192,8 +189,8 @@ def check_who_can_write(path: Path) -> tuple[Finding, ...]:
     as, with write access for that user and the primacy group only.
     """
     findings = []
-    for name in SHARE_DIRECTORIES:
-        directory = path / name
+    for directory in ShareLayout(path).directories:
+        name = directory.relative_to(path)
         try:
             info = os.lstat(directory)
         except OSError:

@@ -18,10 +18,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from primacy.share.layout import CHECKPOINTS_DIR_NAME, journal_dir
 from primacy.store import recovery
 from primacy.store.checkpoint import Checkpoint, list_checkpoints
 from primacy.store.fences import FenceTable
-from primacy.store.segments import CHECKPOINT_DIR_NAME, epoch_tails, list_segments
+from primacy.store.segments import epoch_tails, list_segments
 
 if TYPE_CHECKING:  # numpy only for the readers: every node's CLI imports this module
     import numpy as np
@@ -136,10 +137,6 @@ def parse_time(text: str) -> int:
     return (moment - _UNIX_EPOCH) // timedelta(microseconds=1) * 1000
 
 
-def journal_dir(share: str | Path) -> Path:
-    return Path(share) / "journal"
-
-
 def read_fences(share: str | Path) -> FenceTable:
     """Every fence in the journal, as recovery knows them.
 
@@ -161,7 +158,7 @@ def read_fences(share: str | Path) -> FenceTable:
 
 def _checkpointed_fences(share: str | Path) -> FenceTable:
     """The fences of the newest checkpoint that reads back intact (it holds every older one)."""
-    for path in list_checkpoints(journal_dir(share) / CHECKPOINT_DIR_NAME):
+    for path in list_checkpoints(journal_dir(share) / CHECKPOINTS_DIR_NAME):
         try:
             return Checkpoint.from_bytes(path.read_bytes(), dedupe_window_messages=0).fences
         except (OSError, ValueError, KeyError, TypeError):

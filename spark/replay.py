@@ -29,6 +29,7 @@ if __package__ in (None, ""):
     # from the installed package or the ``--py-files`` bundle (docs/replay.md).
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from primacy.share.layout import journal_dir
 from primacy.spark.journal_plan import OptionError, parse_time
 from primacy.spark.replay_state import OutputBusy, forget_state, read_state, writing
 
@@ -91,7 +92,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         value = getattr(args, name)
         if value:
             parse_time(value)
-    if not Path(args.share, "journal").is_dir():
+    if not journal_dir(args.share).is_dir():
         raise OptionError(f"{args.share} has no journal/ directory; give the share itself")
     options = ReplayOptions(
         share=os.path.abspath(args.share),
@@ -145,12 +146,13 @@ def start_session(master: str | None) -> Any:
 
 
 def write_code_bundle(archive: Path) -> Path:
-    """Zip ``primacy.spark`` and ``primacy.store`` for executors that lack primacy (they still
-    need numpy, pyarrow, crc32c): ``--py-files`` for ``spark-submit``."""
+    """Zip ``primacy.spark``, ``primacy.store`` and ``primacy.share`` (the journal's layout and
+    safe reads) for executors that lack primacy (they still need numpy, pyarrow, crc32c):
+    ``--py-files`` for ``spark-submit``."""
     root = Path(__file__).resolve().parents[1]
     with zipfile.ZipFile(archive, "w") as bundle:
         bundle.writestr("primacy/__init__.py", "")
-        for package in ("spark", "store"):
+        for package in ("spark", "store", "share"):
             for source in sorted((root / package).glob("*.py")):
                 bundle.write(source, f"primacy/{package}/{source.name}")
     return archive

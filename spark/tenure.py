@@ -14,10 +14,12 @@ rows per epoch, so it is tested without Spark.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from primacy.share.posix import PosixShare
+from primacy.share.records import RoleChange
 
 MASTER_ROLE = "master"
 
@@ -108,37 +110,31 @@ class Gap:
 
 
 def read_epoch_claims(share: str | Path) -> dict[int, EpochClaim]:
-    """The ``epochs/`` directory of a share: ``epochs/N`` holds JSON written by the claimer."""
-    directory = Path(share) / "epochs"
+    """Who claimed each epoch of a share and when, from its epoch records (``share/records.py``)."""
+    port = PosixShare(share)
     claims: dict[int, EpochClaim] = {}
-    try:
-        names = [name for name in directory.iterdir() if name.name.isdigit()]
-    except FileNotFoundError:
-        return claims
-    for path in names:
-        epoch = int(path.name)
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            record = {}  # an unreadable claim still proves the epoch was claimed
-        claimed_s = record.get("claimed_unix_s") if isinstance(record, dict) else None
-        node = record.get("node_id") if isinstance(record, dict) else None
+    for epoch in port.listed_epochs():
+        record = port.read_epoch(epoch)  # an unreadable claim still proves the epoch was claimed
+        claimed_s = None if record is None else record.claimed_unix_s
         claims[epoch] = EpochClaim(
-            epoch, node, None if claimed_s is None else int(float(claimed_s) * 1e9)
+            epoch,
+            None if record is None else record.node_id,
+            None if claimed_s is None else int(claimed_s * 1e9),
         )
     return claims
 
 
 def role_event_from_control(payload: dict[str, Any], epoch: int, unix_ns: int) -> RoleEvent | None:
     """A role change from a CONTROL record's JSON, or None if it is another kind of event."""
-    if payload.get("event") != "role":
+    change = RoleChange.from_json(payload)
+    if change is None:
         return None
     return RoleEvent(
         epoch=epoch,
-        node=payload.get("node"),
-        from_role=str(payload.get("from", "")),
-        to_role=str(payload.get("to", "")),
-        reason=payload.get("reason"),
+        node=change.node,
+        from_role=change.from_role,
+        to_role=change.to_role,
+        reason=change.reason,
         unix_ns=unix_ns,
     )
 

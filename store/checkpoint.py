@@ -18,8 +18,7 @@ from typing import Any
 
 import crc32c
 
-from primacy.store.fences import FenceTable
-from primacy.store.share_io import (
+from primacy.share.safe_io import (
     create_new_file,
     fsync_directory,
     real_directory,
@@ -27,6 +26,7 @@ from primacy.store.share_io import (
     remove,
     replace_within,
 )
+from primacy.store.fences import FenceTable
 from primacy.store.state import JournalState
 
 CHECKPOINT_MAGIC = b"PRIMCKPT"

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
+from primacy.share.layout import ShareLayout
+
 MIB = 1024 * 1024
 
 
@@ -48,4 +50,4 @@ class StoreConfig:
 
     @property
     def journal_dir(self) -> Path:
-        return Path(self.share) / "journal"
+        return ShareLayout(Path(self.share)).journal

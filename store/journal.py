@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from primacy.share.layout import CHECKPOINTS_DIR_NAME
+from primacy.share.safe_io import fsync_directory, real_directory, remove
 from primacy.store import format as fmt
 from primacy.store import messages, payloads
 from primacy.store.checkpoint import (
@@ -30,14 +32,12 @@ from primacy.store.errors import JournalError, MessageTooLarge, StaleEpoch
 from primacy.store.recovery import RecoveryResult, recover
 from primacy.store.retention import SegmentFacts, segments_to_remove
 from primacy.store.segments import (
-    CHECKPOINT_DIR_NAME,
     SegmentRef,
     check_batch_at,
     has_own_header,
     list_segments,
     open_segment,
 )
-from primacy.store.share_io import fsync_directory, real_directory, remove
 from primacy.store.state import PendingMessage
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
@@ -365,7 +365,7 @@ class JournalStore:
     def _write_checkpoint(self) -> Path:
         self._records_since_checkpoint = 0
         self._segment.sync()  # the checkpoint must never cover bytes the disk does not have
-        directory = self.config.journal_dir / CHECKPOINT_DIR_NAME
+        directory = self.config.journal_dir / CHECKPOINTS_DIR_NAME
         checkpoint = Checkpoint(
             self.epoch, self._state, dict(self._positions), self.recovery.fences
         )

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from primacy.share.layout import CHECKPOINTS_DIR_NAME, QUARANTINE_DIR_NAME
+from primacy.share.safe_io import create_new_file, exists_in, real_directory, replace_within
 from primacy.store import format as fmt
 from primacy.store import messages, payloads
 from primacy.store.checkpoint import (
@@ -28,8 +30,6 @@ from primacy.store.checkpoint import (
 from primacy.store.errors import UnsupportedJournal
 from primacy.store.fences import FenceTable
 from primacy.store.segments import (
-    CHECKPOINT_DIR_NAME,
-    QUARANTINE_DIR_NAME,
     SCAN_CHUNK_BYTES,
     SEGMENT_HEADER_MAX_BYTES,
     BatchAt,
@@ -46,7 +46,6 @@ from primacy.store.segments import (
     open_segment,
     scan_segment,
 )
-from primacy.store.share_io import create_new_file, exists_in, real_directory, replace_within
 from primacy.store.state import JournalState
 
 BatchVisitor = Callable[[SegmentRef, BatchAt, memoryview], None]
@@ -277,7 +276,7 @@ def _newest_usable_checkpoint(
     # pending messages and fences of the segments (each entry under twice its record) and
     # the dedupe window. One far larger was not written by us and is not read.
     limit = _CHECKPOINT_JOURNAL_FACTOR * sum(sizes.values()) + _CHECKPOINT_SLACK_BYTES
-    for path in list_checkpoints(journal_dir / CHECKPOINT_DIR_NAME):
+    for path in list_checkpoints(journal_dir / CHECKPOINTS_DIR_NAME):
         try:
             with open_journal_file(path) as handle:
                 size = os.fstat(handle.fileno()).st_size

@@ -18,8 +18,8 @@ from typing import BinaryIO, Protocol
 
 import crc32c
 
+from primacy.share.safe_io import open_regular, regular_files_in
 from primacy.store import format as fmt
-from primacy.store.share_io import open_regular, regular_files_in
 
 SEGMENT_SUFFIX = ".seg"
 # Epochs and sequences are u64 in every header. A name carries them zero-padded to 10 and
@@ -27,8 +27,6 @@ SEGMENT_SUFFIX = ".seg"
 # by name). A name that is not exactly what ``segment_name`` writes is not a segment.
 _SEGMENT_NAME = re.compile(r"([0-9]{10,20})-([0-9]{20})\.seg", re.ASCII)
 MAX_U64 = 2**64 - 1
-QUARANTINE_DIR_NAME = "quarantine"
-CHECKPOINT_DIR_NAME = "checkpoints"
 
 
 @dataclass(frozen=True, order=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from primacy.share.layout import journal_dir
 from primacy.store import format as fmt
 from primacy.store import payloads
 from primacy.store.recovery import RecoveryReport, recover
@@ -36,10 +37,6 @@ class VerifyResult:
     ok: bool
     report: RecoveryReport
     problems: tuple[str, ...]
-
-
-def journal_dir(share: Path) -> Path:
-    return Path(share) / "journal"
 
 
 def verify(share: Path) -> VerifyResult:

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from primacy.share.safe_io import create_exclusive, fsync_directory
 from primacy.store import format as fmt
 from primacy.store import messages
 from primacy.store.config import SyncPolicy
 from primacy.store.errors import JournalClosed, JournalError, JournalFenced, JournalWriteFailed
 from primacy.store.segments import segment_name
-from primacy.store.share_io import create_exclusive, fsync_directory
 
 log = logging.getLogger(__name__)
 

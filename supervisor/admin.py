@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from fastapi import FastAPI
@@ -18,9 +17,10 @@ from primacy.api.admin import AdminRefused
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import StatusSnapshot
 from primacy.broker.tls import ServerTls
-from primacy.supervisor import codes, group_control, roles
+from primacy.share.port import SharePort
+from primacy.share.records import SWITCHOVER_TIMEOUT_S, PauseMarker, Switchover
+from primacy.supervisor import codes, roles
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.group_control import SWITCHOVER_TIMEOUT_S, Switchover
 from primacy.supervisor.roles import Priority
 
 log = logging.getLogger("primacy.admin")
@@ -34,13 +34,13 @@ class NodeAdmin:
     def __init__(
         self,
         node_id: str,
-        share: Path,
+        port: SharePort,
         snapshot: Callable[[], StatusSnapshot],
         post: Callable[[roles.Event], None],
         run_on_share: Callable[[Callable[[], Any]], Any],
     ) -> None:
         self._node_id = node_id
-        self._share = share
+        self._port = port
         self._snapshot = snapshot
         self._post = post
         self._run_on_share = run_on_share
@@ -59,7 +59,7 @@ class NodeAdmin:
         request = Switchover(
             self._node_id, target, current.epoch, time.time() + SWITCHOVER_TIMEOUT_S
         )
-        self._run_on_share(lambda: group_control.request_switchover(self._share, request))
+        self._run_on_share(lambda: self._port.request_switchover(request))
         log.info(
             "%s switchover from %s to %s requested (epoch %d)",
             codes.SWITCHOVER_REQUESTED,
@@ -71,12 +71,13 @@ class NodeAdmin:
         return {"from": self._node_id, "to": target, "epoch": current.epoch}
 
     def pause(self) -> None:
-        self._run_on_share(lambda: group_control.pause(self._share, self._node_id))
+        marker = PauseMarker(self._node_id, time.time())
+        self._run_on_share(lambda: self._port.pause(marker))
         log.info("%s group paused by an admin request to %s", codes.GROUP_PAUSED, self._node_id)
         self._post(roles.PauseChanged(True))
 
     def resume(self) -> None:
-        self._run_on_share(lambda: group_control.resume(self._share))
+        self._run_on_share(self._port.resume)
         log.info("%s group resumed by an admin request to %s", codes.GROUP_RESUMED, self._node_id)
         self._post(roles.PauseChanged(False))
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from primacy.broker.config import BrokerConfig
 from primacy.broker.frames import FrameLimits
-from primacy.locker.lockfile import LockMethod
+from primacy.share.posix_lock import LockMethod
 from primacy.store.config import MIB, StoreConfig, SyncPolicy
 from primacy.supervisor.broker_keys import BrokerKeys
 from primacy.supervisor.config_keys import Bool, Float, Int, key

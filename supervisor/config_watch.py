@@ -14,9 +14,9 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from primacy.share.watch import CHANGE_EVENTS
 from primacy.supervisor import codes
 from primacy.supervisor.config import LIVE_KEYS, ConfigError, NodeConfig
-from primacy.supervisor.share_events import CHANGE_EVENTS
 
 log = logging.getLogger("primacy.config")
 _QUIET_S = 0.2

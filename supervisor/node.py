@@ -22,6 +22,8 @@ from pathlib import Path
 from primacy.api.app import create_app
 from primacy.api.metrics import NodeMetrics
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
+from primacy.share.port import SharePort
+from primacy.share.posix import PosixShare
 from primacy.supervisor import codes, roles, sdnotify
 from primacy.supervisor.admin import NodeAdmin, status_endpoint
 from primacy.supervisor.children import become_subreaper
@@ -40,11 +42,9 @@ from primacy.supervisor.node_events import (
     ThreadDied,
     thread_death_hook,
 )
-from primacy.supervisor.registry import NodeRegistry
 from primacy.supervisor.registry_loop import RegistryLoop
 from primacy.supervisor.roles import Priority, Role, RoleMachine
 from primacy.supervisor.serving import Serving
-from primacy.supervisor.share_events import ShareWatcher
 from primacy.supervisor.share_jobs import ShareJobs, lease_lost
 from primacy.supervisor.status import NodeState, build_snapshot, package_version
 
@@ -66,6 +66,7 @@ class Node:
         config_file: Path | None = None,
         reload_config: Callable[[], NodeConfig] | None = None,
         share_check: ShareCheck | None = None,
+        share_port: SharePort | None = None,
     ) -> None:
         self.config = config
         self._share_check = share_check
@@ -92,8 +93,9 @@ class Node:
         self._snapshot = self._build_snapshot()
 
         self.metrics = NodeMetrics(self.snapshot)
-        self._jobs = ShareJobs(config, clock, self.metrics.observe_commit)
-        admin = NodeAdmin(config.node_id, config.share, self.snapshot, self.post, self._io.call)
+        self._port = share_port or PosixShare(config.share, config.lock_method)
+        self._jobs = ShareJobs(config, self._port, clock, self.metrics.observe_commit)
+        admin = NodeAdmin(config.node_id, self._port, self.snapshot, self.post, self._io.call)
         self._api = status_endpoint(
             config, create_app(self.snapshot, self.metrics, admin, admin_token)
         )
@@ -103,7 +105,7 @@ class Node:
             else None
         )
         self._registry = RegistryLoop(
-            NodeRegistry(config.share),
+            self._port,
             config.node_id,
             self._api.address,
             config.registry_refresh_ms / 1000,
@@ -111,8 +113,7 @@ class Node:
             self._serving.broker_stats,
             self.post,
         )
-        self._watcher = ShareWatcher(
-            config.share,
+        self._watcher = self._port.watch(
             config.node_id,
             on_master_left=lambda: self.post(roles.MasterLeft()),
             on_pause_changed=self._registry.wake,
@@ -138,7 +139,14 @@ class Node:
         threading.excepthook = thread_death_hook(self.config.node_id, self.post)
         self._api.start()  # raises ApiServerError before anything else has started
         self._registry.start()
-        self._watcher.start()
+        try:
+            self._watcher.start()
+        except OSError as exc:  # inotify limits, or a filesystem without events
+            log.warning(
+                "%s share events unavailable (%s); slaves rely on polling",
+                codes.SHARE_EVENTS_UNAVAILABLE,
+                exc,
+            )
         self._serving.start_threads()
         if self._config_watcher is not None:
             self._config_watcher.start()

@@ -18,9 +18,10 @@ from dataclasses import asdict
 from typing import Any
 
 from primacy.api.snapshot import StatusSnapshot
-from primacy.supervisor import codes, group_control
+from primacy.share.port import SharePort
+from primacy.share.records import NodeEntry
+from primacy.supervisor import codes
 from primacy.supervisor.node_events import RegistryRead
-from primacy.supervisor.registry import NodeEntry, NodeRegistry
 from primacy.supervisor.roles import Priority, Role
 
 log = logging.getLogger("primacy.node")
@@ -31,7 +32,7 @@ class RegistryLoop:
 
     def __init__(
         self,
-        registry: NodeRegistry,
+        port: SharePort,
         node_id: str,
         http_address: str,
         refresh_s: float,
@@ -39,7 +40,7 @@ class RegistryLoop:
         broker_stats: Callable[[], dict[str, Any] | None],
         post: Callable[[RegistryRead], None],
     ) -> None:
-        self._registry = registry
+        self._port = port
         self._node_id = node_id
         self._http = http_address
         self._refresh_s = refresh_s
@@ -95,9 +96,9 @@ class RegistryLoop:
             time.time(),
         )
         try:
-            self._registry.publish(entry)
-            entries = self._registry.entries()
-            paused = group_control.is_paused(self._registry.directory.parent)
+            self._port.publish_node(entry)
+            entries = self._port.node_entries()
+            paused = self._port.is_paused()
         except OSError as exc:
             log.warning(
                 "%s node %s cannot refresh the node registry: %s",

@@ -18,15 +18,16 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from primacy.locker.lease import EXEC_CHILD_TERM, Lease, LeaseLost
+from primacy.locker.lease import Lease, LeaseLost
+from primacy.share.port import SharePort
+from primacy.share.records import RoleChange
 from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.journal import JournalStore
-from primacy.supervisor import codes, group_control, roles
+from primacy.supervisor import codes, roles
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.node_events import EpochTaken, JournalReady, LeaseConfirmed, LockAttempted
 
 log = logging.getLogger("primacy.node")
-KEEP_ALIVE_TERM = "lock_keep_alive_period_ms"
 
 Clock = Callable[[], float]
 CommitObserver = Callable[[int, int, float], None]
@@ -36,11 +37,15 @@ class ShareJobs:
     """The lock and journal operations of one node, each returning the event for the role loop."""
 
     def __init__(
-        self, config: NodeConfig, clock: Clock, observe_commit: CommitObserver | None = None
+        self,
+        config: NodeConfig,
+        port: SharePort,
+        clock: Clock,
+        observe_commit: CommitObserver | None = None,
     ) -> None:
         self.node_id = config.node_id
-        self.share = config.share
-        self.lease = Lease(config.share, config.node_id, config.lock_method)
+        self.port = port
+        self.lease = Lease(port, config.node_id)
         self._clock = clock
         self._observe_commit = observe_commit
 
@@ -101,9 +106,9 @@ class ShareJobs:
         Read after acquiring, not before: the old master writes the request
         before it releases, so whoever gets the lock after the release sees it.
         """
-        request = group_control.read_switchover(self.share)
+        request = self.port.read_switchover()
         if request is None or not request.holds_back(
-            self.node_id, self.lease.epochs.latest(), time.time()
+            self.node_id, self.lease.latest_epoch(), time.time()
         ):
             return False
         self.lease.abandon()
@@ -118,9 +123,7 @@ class ShareJobs:
         self, keep_alive_period_ms: int, exec_child: bool = False
     ) -> EpochTaken | roles.LeaseLost | roles.ClaimFailed:
         try:
-            epoch = self.lease.claim_epoch(
-                {KEEP_ALIVE_TERM: keep_alive_period_ms, EXEC_CHILD_TERM: exec_child}
-            )
+            epoch = self.lease.claim_epoch(keep_alive_period_ms, exec_child)
             # Every earlier master that may still claim the role: the previous one, and
             # before it any whose successor stopped during its takeover wait.
             earlier = self.lease.terms_to_outlast()
@@ -129,10 +132,9 @@ class ShareJobs:
         except OSError as exc:  # the lock is still ours; the share would not take the record
             return roles.ClaimFailed(f"claiming an epoch failed: {exc}")
         periods = [
-            float(record[KEEP_ALIVE_TERM])
+            record.lock_keep_alive_period_ms
             for record in earlier
-            if isinstance(record.get(KEEP_ALIVE_TERM), int | float)
-            and not isinstance(record.get(KEEP_ALIVE_TERM), bool)
+            if record.lock_keep_alive_period_ms is not None
         ]
         if self.lease.handed_over(earlier):
             why = "; the previous master handed over: no takeover wait"
@@ -141,7 +143,7 @@ class ShareJobs:
         else:
             why = ""
         log.info("%s node %s claimed epoch %d%s", codes.EPOCH_CLAIMED, self.node_id, epoch, why)
-        group_control.clear_switchover(self.share)
+        self.port.clear_switchover()
         return EpochTaken(
             epoch,
             max(periods) / 1000 if periods else None,
@@ -202,9 +204,7 @@ class ShareJobs:
         """
         if self.lease.epoch is not None:
             try:
-                self.lease.update_terms(
-                    {KEEP_ALIVE_TERM: round(timings.lock_keep_alive_period_s * 1000)}
-                )
+                self.lease.set_keep_alive(round(timings.lock_keep_alive_period_s * 1000))
             except LeaseLost as exc:
                 return roles.LeaseLost(str(exc))
         return roles.TimingsChanged(timings) if longer else None
@@ -244,14 +244,7 @@ class ShareJobs:
 
 
 def role_change(node_id: str, epoch: int, old: str, new: str, reason: str) -> dict[str, object]:
-    return {
-        "event": "role",
-        "node": node_id,
-        "from": old,
-        "to": new,
-        "epoch": epoch,
-        "reason": reason,
-    }
+    return RoleChange(node_id, old, new, epoch, reason).to_json()
 
 
 def append_role_change(store: JournalStore, node_id: str, old: str, new: str, reason: str) -> None:

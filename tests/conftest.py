@@ -9,6 +9,7 @@ import pytest
 
 from tests.fault.conftest import EmulatedHosts, fuse_unavailable_reason
 from tests.harness.group import Group
+from tests.share.ports import KINDS, Handles, handles_for
 
 
 @pytest.fixture
@@ -16,6 +17,18 @@ def share(tmp_path: Path) -> Path:
     directory = tmp_path / "share"
     directory.mkdir()
     return directory
+
+
+@pytest.fixture(params=KINDS)
+def share_kind(request: pytest.FixtureRequest) -> str:
+    """Each implementation of the share port in turn (tests/share/ports.py)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def handles(share_kind: str, share: Path) -> Handles:
+    """Handles on one share of ``share_kind``: each call is another node's."""
+    return handles_for(share_kind, share)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from primacy.broker.config import BrokerConfig
 from primacy.broker.frames import Frame, FrameParser, encode
 from primacy.broker.service import BrokerService
 from primacy.locker.lease import Lease
+from primacy.share.posix import PosixShare
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
@@ -42,7 +43,7 @@ class Masters:
 
     def __init__(self, share: Path) -> None:
         self.share = share
-        self.lease = Lease(share, "node-a")
+        self.lease = Lease(PosixShare(share), "node-a")
         assert self.lease.try_acquire()
         self.started: list[Master] = []
 

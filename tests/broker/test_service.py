@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from primacy.broker.service import BrokerService
-from primacy.locker.epoch import EpochRegistry
+from primacy.share.posix import PosixShare
+from primacy.share.records import EpochRecord
 from tests.broker.nodes import Masters, RawClient, eventually, stored_state
 from tests.broker.stomppy import StompPy
 
@@ -74,7 +75,7 @@ def test_when_fenced_no_receipt_is_sent_and_every_connection_closes(masters: Mas
     producer, bystander = StompPy(master.address), StompPy(master.address)
     assert producer.send("/queue/a", "before", **{"message-id": "m-0"})
     # Another node claims the next epoch: this master's next fencing check fails.
-    EpochRegistry(masters.share).claim_next({"node_id": "node-b"})
+    PosixShare(masters.share).claim_epoch(EpochRecord(0, node_id="node-b"))
     assert not producer.send("/queue/a", "after", **{"message-id": "m-1"})
     assert len(producer.listener.receipts) == 1  # only the send before the fence
     assert producer.listener.disconnected.wait(5)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from primacy.cli.localgroup import NodeProcess, wait_until
-from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.share.layout import LOCK_FILE_NAME
 from tests.fault.conftest import EmulatedHosts
 from tests.fault.nfsemu import EmulatedHost
 from tests.harness.traffic import StompGroup

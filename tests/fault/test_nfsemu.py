@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from primacy.locker.lease import Lease, LeaseLost
+from primacy.share.posix import PosixShare
 from tests.fault.conftest import EmulatedHosts
 from tests.fault.nfsemu import EmulatedHost, is_mounted
 from tests.harness.group import wait_until
@@ -303,7 +304,7 @@ def test_a_lease_moves_to_another_host_after_expiry_and_the_old_one_learns_it(
     two_hosts: tuple[EmulatedHost, EmulatedHost], mode: str
 ) -> None:
     a, b = two_hosts
-    on_a, on_b = Lease(a.share, "node-a"), Lease(b.share, "node-b")
+    on_a, on_b = Lease(PosixShare(a.share), "node-a"), Lease(PosixShare(b.share), "node-b")
     assert on_a.try_acquire()
     first = on_a.claim_epoch()
     on_a.revalidate()

@@ -21,7 +21,7 @@ import time
 import httpx
 import pytest
 
-from primacy.locker.epoch import EpochRegistry
+from primacy.share.posix import PosixShare
 from tests.fault.conftest import EmulatedHosts
 from tests.fault.emulated_group import replace_lock_file
 from tests.harness.group import MasterPoller, wait_until
@@ -77,8 +77,9 @@ def test_a_master_killed_in_its_takeover_wait_passes_the_wait_on(
     a_claims = [x.decided_at for x in poller.answers if x.node_id == "a" and x.status == 200]
     assert max(t for t in a_claims if t is not None) > replaced_at  # a did claim on, unaware
     assert poller.two_masters() == []
-    records = EpochRegistry(host_a.share)
-    assert records.read(2)["outlasted"] is False  # b never got there
-    assert records.read(3)["outlasted"] is True and records.read(3)["node_id"] == "c"
+    records = PosixShare(host_a.share)
+    second, third = records.read_epoch(2), records.read_epoch(3)
+    assert second is not None and second.outlasted is False  # b never got there
+    assert third is not None and third.outlasted is True and third.node_id == "c"
     # c waited for a's claim (1.1 x 2 s after c's own claim), not for b's 100 ms one.
     assert served_after_s >= 1.1 * LONG_KEEPALIVE_MS / 1000, served_after_s

@@ -15,7 +15,7 @@ import httpx
 import psutil
 import pytest
 
-from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.share.layout import LOCK_FILE_NAME
 from primacy.store import tools
 from tests.harness.group import Answer, Group, MasterPoller, NodeProcess, wait_until
 

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from primacy.locker.epoch import EpochRegistry
-from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.share.layout import LOCK_FILE_NAME
+from primacy.share.posix import PosixShare
 from tests.harness.group import Group, MasterPoller, NodeProcess, wait_until
 
 pytestmark = pytest.mark.slow
@@ -61,10 +61,11 @@ def test_sigterm_hands_over_without_the_wait_and_sigkill_of_an_exec_master_keeps
     assert handover_s < TAKEOVER_DELAY_MS / 1000 / 2, handover_s
     assert takeover_s >= TAKEOVER_DELAY_MS / 1000, takeover_s
     assert NO_WAIT not in a.log()
-    records = EpochRegistry(group.share)
-    assert records.read(1)["released"] is True  # a's graceful stop
-    assert "released" not in records.read(2)  # b was killed
-    assert records.read(2)["exec_child"] is True
+    records = PosixShare(group.share)
+    first, second = records.read_epoch(1), records.read_epoch(2)
+    assert first is not None and first.released is True  # a's graceful stop
+    assert second is not None and second.released is False  # b was killed
+    assert second.exec_child is True
 
 
 def test_a_killed_master_leaves_no_claim_and_a_stopped_one_is_waited_out(group: Group) -> None:
@@ -88,5 +89,6 @@ def test_a_killed_master_leaves_no_claim_and_a_stopped_one_is_waited_out(group: 
     assert killed_s < TAKEOVER_DELAY_MS / 1000 / 2, killed_s
     assert stopped_s >= TAKEOVER_DELAY_MS / 1000, stopped_s
     assert NO_WAIT not in a.log()
-    records = EpochRegistry(group.share)
-    assert records.read(1)["exec_child"] is False and records.read(1)["process"]["pid"] > 0
+    record = PosixShare(group.share).read_epoch(1)
+    assert record is not None and record.exec_child is False
+    assert record.process is not None and record.process.pid > 0

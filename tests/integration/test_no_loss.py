@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.share.layout import LOCK_FILE_NAME
 from tests.fault.checker import assert_ok, check
 from tests.harness.group import Group, wait_until
 from tests.harness.traffic import StompGroup, Traffic

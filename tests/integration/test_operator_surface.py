@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.share.layout import LOCK_FILE_NAME
 from tests.fault.checker import assert_ok, check
 from tests.fault.conftest import EmulatedHosts
 from tests.harness.group import Group, NodeProcess, wait_until

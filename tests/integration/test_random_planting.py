@@ -22,7 +22,8 @@ import pytest
 
 from primacy.client.consumer import Consumer
 from primacy.client.producer import Producer
-from primacy.locker.epoch import EpochRegistry
+from primacy.share.port import latest_epoch
+from primacy.share.posix import PosixShare
 from primacy.store.checkpoint import checkpoint_name
 from primacy.store.segments import segment_name
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
@@ -118,7 +119,7 @@ def test_random_entries_in_a_live_share_never_cost_a_master_or_a_message(
     try:
         for trial in range(TRIALS):
             acknowledged += [producer.send("/queue/q", f"t{trial}-{n}".encode()) for n in range(5)]
-            next_epoch = EpochRegistry(share).latest() + 1
+            next_epoch = latest_epoch(PosixShare(share)) + 1
             for _ in range(PLANTED_PER_TRIAL):
                 directory = rng.choice(DIRECTORIES)
                 (share / directory).mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ import pytest
 import stomp.exception
 
 from primacy.broker import codes
-from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.share.layout import LOCK_FILE_NAME
 from tests.broker.stomppy import Collector, StompPy
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 

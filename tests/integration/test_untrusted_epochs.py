@@ -12,7 +12,9 @@ import httpx
 import pytest
 
 from primacy.client.consumer import Consumer
-from primacy.locker.epoch import EpochRegistry
+from primacy.share.port import epochs_claimed_before, latest_epoch
+from primacy.share.posix import PosixShare
+from primacy.share.records import EpochRecord
 from tests.broker.stomppy import StompPy
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 
@@ -37,7 +39,7 @@ def test_an_empty_planted_epoch_far_ahead_costs_no_acknowledged_message(
     first.process.wait(10)
     second = group.start("b", "--stomp", f"127.0.0.1:{ports['b']}")
     wait_until(second.is_master, 30, "b to take over")
-    assert EpochRegistry(share).latest() == 10_000_000_001
+    assert latest_epoch(PosixShare(share)) == 10_000_000_001
     consumer = StompPy(("127.0.0.1", ports["b"]))
     consumer.subscribe("/queue/q", "s1")
     bodies = sorted(consumer.message().body for _ in range(5))
@@ -78,13 +80,13 @@ def test_fifos_at_the_next_epoch_and_in_nodes_neither_hang_nor_stop_a_takeover(
     import os
 
     ports, first, second = _master_with_five_messages_and_a_slave(group)
-    latest = EpochRegistry(share).latest()
+    latest = latest_epoch(PosixShare(share))
     os.mkfifo(share / "epochs" / str(latest + 1))
     os.mkfifo(share / "nodes" / "zzz.json")
     first.signal(signal.SIGKILL)
     first.process.wait(10)
     wait_until(second.is_master, 30, "b to take over past the FIFOs")
-    assert EpochRegistry(share).latest() > latest + 1  # the FIFO's number was skipped
+    assert latest_epoch(PosixShare(share)) > latest + 1  # the FIFO's number was skipped
     consumer = StompPy(("127.0.0.1", ports["b"]))
     consumer.subscribe("/queue/q", "s1")
     assert sorted(consumer.message().body for _ in range(5)) == [f"m{i}" for i in range(5)]
@@ -100,7 +102,7 @@ def test_a_symlink_put_in_place_of_the_lock_file_costs_neither_the_master_nor_a_
     was, and every acknowledged message must still be there."""
     import os
 
-    from primacy.locker.lockfile import LOCK_FILE_NAME
+    from primacy.share.layout import LOCK_FILE_NAME
 
     outside = tmp_path / "outside.txt"
     outside.write_text("precious\n")
@@ -144,13 +146,13 @@ def test_a_symlink_put_in_place_of_the_lock_file_costs_neither_the_master_nor_a_
 
 
 def test_claimed_before_jumps_a_planted_gap_instead_of_counting_down(share: Path) -> None:
-    registry = EpochRegistry(share)
+    port = PosixShare(share)
     for _ in range(3):
-        registry.claim_next({"node_id": "a"})
-    registry.directory.joinpath("9999999999").write_bytes(b"")
-    registry.directory.joinpath("10000000000").write_bytes(b"")
+        port.claim_epoch(EpochRecord(0, node_id="a"))
+    port.layout.epochs.joinpath("9999999999").write_bytes(b"")
+    port.layout.epochs.joinpath("10000000000").write_bytes(b"")
     walked = []
-    for epoch in registry.claimed_before(10_000_000_000):
+    for epoch in epochs_claimed_before(port, 10_000_000_000):
         walked.append(epoch)
         assert len(walked) < 10, "counted down through the gap"
     assert walked == [9_999_999_999, 3, 2, 1]

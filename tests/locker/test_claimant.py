@@ -15,7 +15,9 @@ from typing import Any
 import psutil
 import pytest
 
-from primacy.locker.claimant import has_ended, this_process
+from primacy.locker import claimant
+from primacy.locker.claimant import this_process
+from primacy.share.records import ProcessIdentity
 from tests.harness.group import wait_until
 
 
@@ -23,14 +25,21 @@ def _identity_of(pid: int) -> dict[str, Any]:
     """What ``this_process`` would have written in ``pid`` (same kernel and namespace)."""
     with open(f"/proc/{pid}/stat") as stat:
         start_ticks = int(stat.read().rpartition(")")[2].split()[19])
-    return {**this_process(), "pid": pid, "start_ticks": start_ticks}
+    mine = this_process()
+    assert mine is not None
+    return {**mine.to_json(), "pid": pid, "start_ticks": start_ticks}
+
+
+def has_ended(raw: object) -> bool:
+    """What a node concludes from an epoch record's identity: decoded, then looked up."""
+    return claimant.has_ended(ProcessIdentity.from_json(raw))
 
 
 def test_this_process_names_itself_and_has_not_ended() -> None:
     mine = this_process()
-    assert mine["pid"] == os.getpid()
-    assert mine["pid_namespace"].startswith("pid:[")
-    assert not has_ended(mine)
+    assert mine is not None and mine.pid == os.getpid()
+    assert mine.pid_namespace.startswith("pid:[")
+    assert not claimant.has_ended(mine)
 
 
 def test_a_running_or_stopped_process_has_not_ended_a_dead_one_has() -> None:

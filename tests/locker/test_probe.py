@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from primacy.locker.lockfile import LockMethod
 from primacy.locker.probe import ShareUnusable, check_share
+from primacy.share.posix_lock import LockMethod
 
 
 @pytest.mark.parametrize("method", [LockMethod.FLOCK, LockMethod.POSIX])

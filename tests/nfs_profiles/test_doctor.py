@@ -11,10 +11,10 @@ import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 
 from primacy import nfs_profiles
-from primacy.locker.lockfile import LockMethod
 from primacy.locker.probe import check_share
 from primacy.nfs_profiles import codes
 from primacy.nfs_profiles.doctor import Diagnosis, Severity, check_for_run, diagnose, render_text
+from primacy.share.posix_lock import LockMethod
 from tests.nfs_profiles import mountinfo_samples as samples
 
 SHARE = "/srv/primacy/orders"

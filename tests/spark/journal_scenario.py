@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from primacy.locker.lease import Lease
-from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.share.layout import LOCK_FILE_NAME
+from primacy.share.posix import PosixShare
 from primacy.store import format as fmt
 from primacy.store.config import StoreConfig
 from primacy.store.errors import JournalError
@@ -56,7 +57,7 @@ def master(
     written: WrittenJournal, node: str, lease: Lease | None = None
 ) -> Iterator[tuple[Lease, JournalStore]]:
     """Take the lock, claim an epoch, open the journal and journal becoming master."""
-    lease = lease or Lease(written.share, node)
+    lease = lease or Lease(PosixShare(written.share), node)
     assert lease.try_acquire(), f"{node} could not take the lock"
     epoch = lease.claim_epoch()
     config = StoreConfig(share=written.share, node_id=node, segment_max_bytes=SMALL_SEGMENT_BYTES)

@@ -11,12 +11,12 @@ from typing import Any
 import crc32c
 import pytest
 
+from primacy.share.layout import CHECKPOINTS_DIR_NAME
 from primacy.store.checkpoint import CHECKPOINT_MAGIC, list_checkpoints
 from primacy.store.config import StoreConfig
 from primacy.store.format import RecordType
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
-from primacy.store.segments import CHECKPOINT_DIR_NAME
 from primacy.store.state import JournalState
 
 HEADER = struct.Struct("<8sIIQ")
@@ -104,7 +104,7 @@ def test_recovery_uses_a_version_3_checkpoint_left_by_an_older_release(tmp_path:
         for n in range(10):
             store.append_ack("/queue/q", f"m{n}").result()
         store.checkpoint().result()
-    (path,) = list_checkpoints(config.journal_dir / CHECKPOINT_DIR_NAME)
+    (path,) = list_checkpoints(config.journal_dir / CHECKPOINTS_DIR_NAME)
     raw = path.read_bytes()
     body = json.loads(raw[HEADER.size :])
     state = JournalState.from_json(body["state"], config.dedupe_window_messages)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from primacy.locker.epoch import EpochRegistry
 from primacy.locker.lease import Lease
-from primacy.locker.lockfile import LOCK_FILE_NAME
+from primacy.share.layout import LOCK_FILE_NAME
+from primacy.share.posix import PosixShare
+from primacy.share.records import EpochRecord
 from primacy.store import format as fmt
 from primacy.store.config import StoreConfig
 from primacy.store.errors import JournalError
@@ -117,7 +118,7 @@ def test_stale_master_writes_past_the_fence_are_never_acked_or_recovered(
     share: Path, how_a_loses: str, timing: str
 ) -> None:
     journal = share / "journal"
-    lease_a = Lease(share, "node-a")
+    lease_a = Lease(PosixShare(share), "node-a")
     assert lease_a.try_acquire()
     epoch_a = lease_a.claim_epoch()
     store_a = JournalStore.open(
@@ -133,16 +134,16 @@ def test_stale_master_writes_past_the_fence_are_never_acked_or_recovered(
     lease_b: Lease | None = None
     if how_a_loses == "lock file deleted":
         (share / LOCK_FILE_NAME).unlink()  # an operator's mistake; node b recreates it
-        lease_b = Lease(share, "node-b")
+        lease_b = Lease(PosixShare(share), "node-b")
         assert lease_b.try_acquire()
         epoch_b = lease_b.claim_epoch()
         check_b: Callable[[], None] = lease_b.revalidate
     else:  # node b got the lock where a cannot see it (say, an expired NFSv4 lease)
-        registry = EpochRegistry(share)
-        epoch_b = registry.claim_next({"node_id": "node-b"})
+        registry = PosixShare(share)
+        epoch_b = registry.claim_epoch(EpochRecord(0, node_id="node-b"))
 
         def check_b() -> None:
-            if not registry.is_current(epoch_b):
+            if registry.epoch_exists(epoch_b + 1):
                 raise RuntimeError("epoch moved on")
 
     store_b = JournalStore.open(config(share, "node-b"), epoch=epoch_b, fencing_check=check_b)
@@ -173,11 +174,11 @@ def test_fenced_writes_are_reported_with_the_loss_averted_code(
     share: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     journal = share / "journal"
-    registry = EpochRegistry(share)
-    epoch_a = registry.claim_next({"node_id": "node-a"})
+    registry = PosixShare(share)
+    epoch_a = registry.claim_epoch(EpochRecord(0, node_id="node-a"))
     store_a = JournalStore.open(config(share, "a"), epoch=epoch_a, fencing_check=lambda: None)
     store_a.append_send("q", "kept", b"1").result(timeout=5)
-    epoch_b = registry.claim_next({"node_id": "node-b"})
+    epoch_b = registry.claim_epoch(EpochRecord(0, node_id="node-b"))
     JournalStore.open(config(share, "b"), epoch=epoch_b, fencing_check=lambda: None).close()
     # A check blind to the epoch lets the stale write be "acked"; the fence still holds.
     store_a.append_send("q", "late", b"2").result(timeout=5)
@@ -191,11 +192,11 @@ def test_fenced_writes_are_reported_with_the_loss_averted_code(
 
 def test_a_fence_whose_batch_is_damaged_later_still_holds(share: Path) -> None:
     journal = share / "journal"
-    registry = EpochRegistry(share)
-    epoch_a = registry.claim_next({"node_id": "node-a"})
+    registry = PosixShare(share)
+    epoch_a = registry.claim_epoch(EpochRecord(0, node_id="node-a"))
     store_a = JournalStore.open(config(share, "a"), epoch=epoch_a, fencing_check=lambda: None)
     store_a.append_send("q", "kept", b"1").result(timeout=5)
-    epoch_b = registry.claim_next({"node_id": "node-b"})
+    epoch_b = registry.claim_epoch(EpochRecord(0, node_id="node-b"))
     # The new master opens and dies at once: no close, no checkpoint of its own later on.
     store_b = JournalStore.open(config(share, "b"), epoch=epoch_b, fencing_check=lambda: None)
     store_a.append_send("q", "late", b"2").result(timeout=5)  # a stale write past the fence
@@ -224,7 +225,7 @@ def test_a_segment_the_stale_master_starts_after_the_fence_is_ignored_whole(
     share: Path, how_a_goes_on: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     journal = share / "journal"
-    lease_a = Lease(share, "node-a")
+    lease_a = Lease(PosixShare(share), "node-a")
     assert lease_a.try_acquire()
     epoch_a = lease_a.claim_epoch()
     blind = how_a_goes_on == "blind to the epoch"
@@ -238,7 +239,7 @@ def test_a_segment_the_stale_master_starts_after_the_fence_is_ignored_whole(
     [listed] = epoch_segments(journal, epoch_a)  # the next append rotates
 
     (share / LOCK_FILE_NAME).unlink()  # node-a loses its lock without knowing
-    lease_b = Lease(share, "node-b")
+    lease_b = Lease(PosixShare(share), "node-b")
     assert lease_b.try_acquire()
     epoch_b = lease_b.claim_epoch()
     store_b = JournalStore.open(
@@ -284,8 +285,8 @@ def test_a_segment_the_stale_master_starts_after_the_fence_is_ignored_whole(
         assert {name for name in unlisted if any(name in line for line in averted)} == set(unlisted)
 
     # The next master recovers the same, and its own fence keeps the segments ignored.
-    registry = EpochRegistry(share)
-    epoch_c = registry.claim_next({"node_id": "node-c"})
+    registry = PosixShare(share)
+    epoch_c = registry.claim_epoch(EpochRecord(0, node_id="node-c"))
     store_c = JournalStore.open(
         StoreConfig(share=share, node_id="node-c", segment_max_bytes=SMALL_SEGMENT_BYTES),
         epoch=epoch_c,

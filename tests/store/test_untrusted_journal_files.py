@@ -10,10 +10,11 @@ from pathlib import Path
 
 import crc32c
 
+from primacy.share.layout import CHECKPOINTS_DIR_NAME
 from primacy.store.checkpoint import CHECKPOINT_MAGIC, CHECKPOINT_VERSION, checkpoint_name
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore
-from primacy.store.segments import CHECKPOINT_DIR_NAME, segment_name
+from primacy.store.segments import segment_name
 
 
 def _open_within(config: StoreConfig, epoch: int, timeout_s: float = 20.0) -> JournalStore:
@@ -42,7 +43,7 @@ def test_a_crc_valid_checkpoint_of_foreign_shape_is_skipped(share: Path) -> None
     config = StoreConfig(share=share, node_id="a")
     with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
         store.append_send("/queue/q", "m1", b"kept", {}).result()
-    checkpoints = config.journal_dir / CHECKPOINT_DIR_NAME
+    checkpoints = config.journal_dir / CHECKPOINTS_DIR_NAME
     checkpoints.mkdir(exist_ok=True)
     (checkpoints / checkpoint_name(10**6, 1)).write_bytes(_checkpoint_bytes(b"[" * 200_000))
     (checkpoints / checkpoint_name(10**6 + 1, 1)).write_bytes(_checkpoint_bytes(b'{"epoch": []}'))
@@ -56,8 +57,8 @@ def test_fifos_named_like_journal_files_are_not_opened(share: Path) -> None:
     with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
         store.append_send("/queue/q", "m1", b"kept", {}).result()
     os.mkfifo(config.journal_dir / segment_name(1, 10**6))
-    (config.journal_dir / CHECKPOINT_DIR_NAME).mkdir(exist_ok=True)
-    os.mkfifo(config.journal_dir / CHECKPOINT_DIR_NAME / checkpoint_name(10**7, 1))
+    (config.journal_dir / CHECKPOINTS_DIR_NAME).mkdir(exist_ok=True)
+    os.mkfifo(config.journal_dir / CHECKPOINTS_DIR_NAME / checkpoint_name(10**7, 1))
     with _open_within(config, epoch=2) as store:
         assert store.stats().pending_messages == 1
 
@@ -82,7 +83,7 @@ def test_a_checkpoint_far_larger_than_the_journal_is_skipped_unread(share: Path)
     config = StoreConfig(share=share, node_id="a")
     with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
         store.append_send("/queue/q", "m1", b"kept", {}).result()
-    checkpoints = config.journal_dir / CHECKPOINT_DIR_NAME
+    checkpoints = config.journal_dir / CHECKPOINTS_DIR_NAME
     checkpoints.mkdir(exist_ok=True)
     huge = checkpoints / checkpoint_name(10**6, 1)
     length = 200 * 2**20

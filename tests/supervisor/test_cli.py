@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from primacy.cli.main import build_parser
-from primacy.locker.epoch import EpochRegistry
 from primacy.locker.lease import Lease
+from primacy.share.posix import PosixShare
+from primacy.share.records import EpochRecord
 from primacy.supervisor.config import CONFIG_KEYS
 from tests.harness.group import free_port
 from tests.supervisor.private_mount import private_mount_unavailable_reason
@@ -105,7 +106,7 @@ def test_busy_http_port_exits_4(share: Path) -> None:
 
 
 def test_status_from_the_share(share: Path) -> None:
-    lease = Lease(share, "alpha")
+    lease = Lease(PosixShare(share), "alpha")
     assert lease.try_acquire()
     epoch = lease.claim_epoch()
     result = primacy("status", "--share", str(share))
@@ -117,7 +118,7 @@ def test_status_from_the_share(share: Path) -> None:
 
 
 def test_status_json_from_the_share(share: Path) -> None:
-    EpochRegistry(share).claim_next({"node_id": "x"})
+    PosixShare(share).claim_epoch(EpochRecord(0, node_id="x"))
     import json
 
     data = json.loads(primacy("status", "--share", str(share), "--json").stdout)

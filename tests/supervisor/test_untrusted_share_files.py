@@ -9,9 +9,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from primacy.supervisor import group_control
-from primacy.supervisor.group_control import SWITCHOVER_FILE_NAME, Switchover
-from primacy.supervisor.registry import NodeEntry, NodeRegistry
+from primacy.share.layout import ShareLayout
+from primacy.share.posix import PosixShare
+from primacy.share.records import SWITCHOVER_TIMEOUT_S, NodeEntry, Switchover
 
 
 def _entry(node_id: str, updated_unix_s: float) -> NodeEntry:
@@ -19,13 +19,13 @@ def _entry(node_id: str, updated_unix_s: float) -> NodeEntry:
 
 
 def test_a_fifo_or_garbage_in_nodes_is_skipped_without_blocking(share: Path) -> None:
-    registry = NodeRegistry(share)
-    registry.publish(_entry("good", time.time()))
-    os.mkfifo(registry.directory / "fifo.json")
-    (registry.directory / "deep.json").write_text("[" * 100_000)
-    (registry.directory / "list.json").write_text("[1, 2]")
+    port = PosixShare(share)
+    port.publish_node(_entry("good", time.time()))
+    os.mkfifo(port.layout.nodes / "fifo.json")
+    (port.layout.nodes / "deep.json").write_text("[" * 100_000)
+    (port.layout.nodes / "list.json").write_text("[1, 2]")
     found: list[list[NodeEntry]] = []
-    reader = threading.Thread(target=lambda: found.append(registry.entries()), daemon=True)
+    reader = threading.Thread(target=lambda: found.append(port.node_entries()), daemon=True)
     reader.start()
     reader.join(5)
     assert not reader.is_alive(), "reading the registry blocked on a FIFO"
@@ -41,15 +41,17 @@ def test_an_entry_stamped_in_the_future_is_not_live_forever() -> None:
 
 
 def test_a_switchover_marker_cannot_hold_the_group_back_past_its_timeout(share: Path) -> None:
-    marker = share / SWITCHOVER_FILE_NAME
-    honest = Switchover("a", "b", 3, time.time() + group_control.SWITCHOVER_TIMEOUT_S)
+    marker, port = ShareLayout(share).switchover_marker, PosixShare(share)
+    honest = Switchover("a", "b", 3, time.time() + SWITCHOVER_TIMEOUT_S)
     marker.write_text(json.dumps(asdict(honest)))
-    assert group_control.read_switchover(share) == honest
+    assert port.read_switchover() == honest
     forever = Switchover("a", "nobody", 3, time.time() + 10**9)
     marker.write_text(json.dumps(asdict(forever)))
-    assert group_control.read_switchover(share) is None
+    assert port.read_switchover() is None
+    marker.write_text('{"from_node": "a", "to_node": "b", "epoch": 3, "until_unix_s": NaN}')
+    assert port.read_switchover() is None
     marker.write_text("[" * 100_000)
-    assert group_control.read_switchover(share) is None
+    assert port.read_switchover() is None
 
 
 def test_a_lock_job_that_raises_drops_the_lock_and_tells_the_role_loop(share: Path) -> None:
@@ -64,7 +66,8 @@ def test_a_lock_job_that_raises_drops_the_lock_and_tells_the_role_loop(share: Pa
     from primacy.supervisor.node_events import LockAttempted
     from primacy.supervisor.share_jobs import ShareJobs
 
-    jobs = ShareJobs(NodeConfig(node_id="a", share=share, http="127.0.0.1:1"), clock=lambda: 0.0)
+    config = NodeConfig(node_id="a", share=share, http="127.0.0.1:1")
+    jobs = ShareJobs(config, PosixShare(share), clock=lambda: 0.0)
     posted: queue.Queue[object] = queue.Queue()
     worker = LockIoWorker(posted.put)
 
@@ -76,7 +79,7 @@ def test_a_lock_job_that_raises_drops_the_lock_and_tells_the_role_loop(share: Pa
     event = posted.get(timeout=10)
     assert isinstance(event, LockAttempted) and not event.acquired
     assert event.error is not None and "garbage on the share" in event.error
-    other = Lease(share, "b")
+    other = Lease(PosixShare(share), "b")
     assert other.try_acquire(), "the failed attempt kept the lock"
     other.abandon()
     assert worker.close(5)

@@ -1,4 +1,4 @@
-"""Wakes a slave when the share shows that the master went away, so it need not wait for its poll.
+"""Hints from a shared directory: a slave is woken when the master went away, not at its next poll.
 
 Also notices the group's pause marker appearing or going.
 
@@ -31,12 +31,14 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from primacy.locker.lockfile import LOCK_FILE_NAME
-from primacy.locker.share_io import real_directory
-from primacy.supervisor import codes
-from primacy.supervisor.group_control import PAUSED_FILE_NAME
-from primacy.supervisor.registry import NODES_DIR_NAME
-from primacy.supervisor.share_files import read_json
+from primacy.share.layout import (
+    LOCK_FILE_NAME,
+    NODE_ENTRY_SUFFIX,
+    NODES_DIR_NAME,
+    PAUSED_FILE_NAME,
+    ShareLayout,
+)
+from primacy.share.safe_io import read_json, real_directory
 
 log = logging.getLogger("primacy.share_events")
 # Roles in which a node may still hold the lock; leaving them means it is free.
@@ -80,7 +82,7 @@ class _Handler(FileSystemEventHandler):
             self._on_pause_changed()
         elif (
             path.parent.name == NODES_DIR_NAME
-            and path.suffix == ".json"
+            and path.suffix == NODE_ENTRY_SUFFIX
             and not path.name.startswith(".")
         ):
             self._on_registry_entry(path)
@@ -110,7 +112,7 @@ class ShareWatcher:
 
     def __init__(
         self,
-        share: Path,
+        layout: ShareLayout,
         own_node_id: str,
         on_master_left: Callable[[], None],
         on_pause_changed: Callable[[], None],
@@ -118,22 +120,15 @@ class ShareWatcher:
         self._observer = Observer()
         self._observer.daemon = True
         handler = _Handler(own_node_id, on_master_left, on_pause_changed)
-        nodes = Path(share) / NODES_DIR_NAME
-        real_directory(nodes)
-        for directory in (share, nodes):
+        real_directory(layout.nodes)
+        for directory in (layout.root, layout.nodes):
             self._observer.schedule(
                 handler, str(directory), recursive=False, event_filter=CHANGE_EVENTS
             )
 
     def start(self) -> None:
-        try:
-            self._observer.start()
-        except OSError as exc:  # inotify limits, or a filesystem without events
-            log.warning(
-                "%s share events unavailable (%s); slaves rely on polling",
-                codes.SHARE_EVENTS_UNAVAILABLE,
-                exc,
-            )
+        """OSError at inotify's limits, or on a filesystem without events (slaves then poll)."""
+        self._observer.start()
 
     def stop(self) -> None:
         if self._observer.is_alive():

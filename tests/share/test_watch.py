@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from primacy.locker.lockfile import LOCK_FILE_NAME
-from primacy.supervisor.group_control import PAUSED_FILE_NAME
-from primacy.supervisor.registry import NODES_DIR_NAME
-from primacy.supervisor.share_events import ShareWatcher
-from primacy.supervisor.share_files import write_json_atomically
+from primacy.share.layout import LOCK_FILE_NAME, NODES_DIR_NAME, PAUSED_FILE_NAME, ShareLayout
+from primacy.share.safe_io import write_json_atomically
+from primacy.share.watch import ShareWatcher
 
 IN_ACCESS, IN_CLOSE_NOWRITE, IN_OPEN = 0x1, 0x10, 0x20
 WAIT_S = 10.0
@@ -30,7 +28,9 @@ class Wakeups:
 def watched(tmp_path: Path) -> Iterator[tuple[Path, Wakeups]]:
     (tmp_path / NODES_DIR_NAME).mkdir()
     wakeups = Wakeups()
-    watcher = ShareWatcher(tmp_path, "n1", wakeups.master_left.set, wakeups.pause_changed.set)
+    watcher = ShareWatcher(
+        ShareLayout(tmp_path), "n1", wakeups.master_left.set, wakeups.pause_changed.set
+    )
     watcher.start()
     try:
         yield tmp_path, wakeups

@@ -1,32 +1,36 @@
 """Files and directories on the share, which is untrusted input: nothing is followed out of it.
 
-Every file in a directory primacy keeps (``epochs``, ``nodes``, ``journal`` and
-the directories in it) is opened, listed, created, renamed and removed relative
-to a descriptor of that directory, and the directory itself is opened without
-following a symlink (``O_DIRECTORY | O_NOFOLLOW``). So a directory swapped for
-a symlink, before a node starts or at any moment while it runs, is refused with
-the reason, never followed. Files are opened ``O_NOFOLLOW`` and non-blocking
-and must be regular files (a FIFO or a device would hang the reader); a name
-primacy writes is created ``O_EXCL`` after removing whatever was planted there.
+The one module through which primacy touches files on the share (the lock file
+excepted: ``share/posix_lock.py`` holds it through exactly one descriptor).
+
+Every file in a directory primacy keeps (``share/layout.py``) is opened, listed,
+created, renamed and removed relative to a descriptor of that directory, and the
+directory itself is opened without following a symlink (``O_DIRECTORY |
+O_NOFOLLOW``). So a directory swapped for a symlink, before a node starts or at
+any moment while it runs, is refused with the reason, never followed. Files are
+opened ``O_NOFOLLOW`` and non-blocking and must be regular files (a FIFO or a
+device would hang the reader); reads are bounded; a name primacy writes is
+created ``O_EXCL`` after removing whatever was planted there.
 
 The share's own directory is the operator's path and may be a symlink (a mount
 reached through ``/srv/share``, say): files directly in it (the lock file and the
 group's markers) pass ``share_root=True`` to follow it.
-
-The lock layer and the store import nothing of each other, so each carries this
-module: ``primacy.locker.share_io`` (the lock, the node) and
-``primacy.store.share_io`` (the journal). ``tests/test_share_io_twins.py`` keeps
-their code identical.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+# A JSON file of ours is a flat record of a few hundred bytes.
+MAX_JSON_BYTES = 64 * 1024
 
 
 @contextlib.contextmanager
@@ -139,6 +143,56 @@ def fsync_directory(directory: Path, share_root: bool = False) -> None:
     """Make the names created or renamed in ``directory`` durable."""
     with directory_fd(directory, share_root) as fd:
         os.fsync(fd)
+
+
+def read_small_file(path: Path, limit: int, share_root: bool = False) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; OSError for anything else.
+
+    Never follows a symlink and never blocks on a FIFO or a device (they are opened
+    non-blocking and refused), so a planted entry cannot hang or redirect a node.
+    """
+    fd = open_regular(path, share_root)  # relative to its directory, never through a symlink
+    try:
+        info = os.fstat(fd)
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"{path} is larger than {limit} bytes")
+        return os.read(fd, limit + 1)[:limit]
+    finally:
+        os.close(fd)
+
+
+def write_json_atomically(
+    path: Path, content: dict[str, Any], *, durable: bool, share_root: bool = False
+) -> None:
+    """Replace ``path`` with ``content``; readers see the old or the new file, never a part.
+
+    The temp name is per process and thread, since two threads may write the same
+    file. ``durable`` also fsyncs the file and the directory, for state that must
+    survive a crash (not for entries rewritten every second anyway). ``share_root``:
+    ``path`` is directly in the share, whose directory may be reached by a symlink.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    # A predictable name: whatever is planted there goes.
+    fd = create_new_file(temporary, share_root=share_root)
+    with open(fd, "w") as handle:
+        handle.write(json.dumps(content, sort_keys=True) + "\n")
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
+    replace_within(temporary, path, share_root)
+    if durable:
+        fsync_directory(path.parent, share_root)
+
+
+def read_json(path: Path, share_root: bool = False, limit: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """A JSON object from the share; OSError or ValueError for anything else or anything odd."""
+    try:
+        value = json.loads(read_small_file(path, limit, share_root).decode())
+    except RecursionError as exc:  # "[[[[..." passes the size bound
+        raise ValueError(f"{path} nests too deeply") from exc
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} does not hold a JSON object")
+    return value
 
 
 def _is_regular_at(directory: int, name: str) -> bool:

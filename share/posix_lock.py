@@ -1,4 +1,4 @@
-"""The exclusive lock on the share's lock file, held through exactly one descriptor.
+"""The POSIX lock on the share's lock file, held through exactly one descriptor.
 
 POSIX record locks (``lockf``/``fcntl``) belong to the process and are all
 dropped when the process closes *any* descriptor of the file, so this class is
@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import enum
 import errno
-import json
 import os
-import socket
 import stat
-import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import portalocker
 from portalocker.portalocker import FlockLocker, LockfLocker
 
-LOCK_FILE_NAME = "primacy.lock"
-_HOLDER_MAX_BYTES = 4096
+from primacy.share.port import LockLost
+from primacy.share.records import MAX_HOLDER_BYTES, HolderInfo
+
 # Built once: a Flag union costs more than the lock call it is for, at every commit.
 _TRY_EXCLUSIVE = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
 
@@ -34,45 +31,6 @@ class LockMethod(enum.StrEnum):
     POSIX = "posix"
 
 
-class LockLost(Exception):
-    """The lock is no longer ours, or could not be checked (which counts as lost)."""
-
-
-@dataclass(frozen=True)
-class HolderInfo:
-    """Who holds (or last held) the lock, as written into the lock file."""
-
-    node_id: str
-    host: str
-    pid: int
-    since_unix_s: float
-    epoch: int | None
-    released: bool = False
-
-    def to_bytes(self) -> bytes:
-        return (json.dumps(asdict(self), sort_keys=True) + "\n").encode()
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> HolderInfo | None:
-        """Parse a holder record; ``None`` for an empty or foreign file."""
-        try:
-            raw = json.loads(data.decode())
-            return cls(
-                node_id=str(raw["node_id"]),
-                host=str(raw["host"]),
-                pid=int(raw["pid"]),
-                since_unix_s=float(raw["since_unix_s"]),
-                epoch=None if raw.get("epoch") is None else int(raw["epoch"]),
-                released=bool(raw.get("released", False)),
-            )
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            return None
-
-    @classmethod
-    def for_this_process(cls, node_id: str, epoch: int | None) -> HolderInfo:
-        return cls(node_id, socket.gethostname(), os.getpid(), time.time(), epoch)
-
-
 def _locker_for(method: LockMethod) -> portalocker.portalocker.PosixLocker:
     return FlockLocker() if method is LockMethod.FLOCK else LockfLocker()
 
@@ -80,8 +38,8 @@ def _locker_for(method: LockMethod) -> portalocker.portalocker.PosixLocker:
 class ShareLock:
     """The lock file in the share, opened once and locked without blocking."""
 
-    def __init__(self, share: Path, method: LockMethod = LockMethod.FLOCK) -> None:
-        self.path = Path(share) / LOCK_FILE_NAME
+    def __init__(self, path: Path, method: LockMethod = LockMethod.FLOCK) -> None:
+        self.path = Path(path)
         self.method = method
         self._locker = _locker_for(method)
         self._fd: int | None = None
@@ -155,7 +113,7 @@ class ShareLock:
         if self._fd is None:
             self._open_current_file()
         assert self._fd is not None
-        return HolderInfo.from_bytes(os.pread(self._fd, _HOLDER_MAX_BYTES, 0))
+        return HolderInfo.from_bytes(os.pread(self._fd, MAX_HOLDER_BYTES, 0))
 
     def release(self, node_id: str) -> None:
         """Mark the record released, drop the lock and close the descriptor.
@@ -166,10 +124,7 @@ class ShareLock:
             if self._fd is not None and self._held:
                 previous = self.read_holder()
                 epoch = previous.epoch if previous else None
-                now = HolderInfo.for_this_process(node_id, epoch)
-                self.write_holder(
-                    HolderInfo(now.node_id, now.host, now.pid, now.since_unix_s, epoch, True)
-                )
+                self.write_holder(HolderInfo.for_this_process(node_id, epoch, released=True))
         finally:
             self.close()
 
@@ -243,7 +198,7 @@ class ShareLock:
                 pass
 
 
-def read_holder_from_outside(share: Path) -> HolderInfo | None:
+def read_holder_from_outside(path: Path) -> HolderInfo | None:
     """Read the holder record from a process that does not hold and will not take the lock.
 
     Used by ``primacy status --share``. A supervisor must use
@@ -251,12 +206,12 @@ def read_holder_from_outside(share: Path) -> HolderInfo | None:
     time would drop its own POSIX lock.
     """
     try:
-        fd = os.open(Path(share) / LOCK_FILE_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, f"{share}/{LOCK_FILE_NAME} is not a regular file")
-        return HolderInfo.from_bytes(os.read(fd, _HOLDER_MAX_BYTES))
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        return HolderInfo.from_bytes(os.read(fd, MAX_HOLDER_BYTES))
     finally:
         os.close(fd)

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from primacy.locker.epoch import EpochRegistry, parse_epoch_name
-from primacy.locker.lockfile import LOCK_FILE_NAME, ShareLock, read_holder_from_outside
+from primacy.share.layout import ShareLayout
+from primacy.share.port import latest_epoch, latest_epoch_hint
+from primacy.share.posix import PosixShare
+from primacy.share.posix_lock import ShareLock, read_holder_from_outside
+from primacy.share.records import EpochRecord, NodeEntry, parse_epoch_name
 from primacy.store.checkpoint import checkpoint_name, list_checkpoints
 from primacy.store.segments import list_segments, segment_name
 
@@ -20,12 +23,12 @@ def test_only_canonical_ascii_epoch_names_count(name: str) -> None:
 
 
 def test_odd_entries_in_epochs_neither_crash_nor_steer_the_next_claim(share: Path) -> None:
-    registry = EpochRegistry(share)
-    registry.ensure_directory()
+    port = PosixShare(share)
+    port.layout.epochs.mkdir()
     for odd in ("²", "007", "9" * 30, ".5.tmp", "x"):
-        (registry.directory / odd).write_text("{}")
-    assert registry.latest_hint() == 0
-    assert registry.claim_next({"node_id": "a"}) == 1
+        (port.layout.epochs / odd).write_text("{}")
+    assert latest_epoch_hint(port) == 0
+    assert port.claim_epoch(EpochRecord(0, node_id="a")) == 1
 
 
 def _finishes(work: object, timeout_s: float = 5.0) -> bool:
@@ -37,21 +40,21 @@ def _finishes(work: object, timeout_s: float = 5.0) -> bool:
 
 
 def test_a_fifo_as_an_epoch_record_is_unreadable_not_a_hang(share: Path) -> None:
-    registry = EpochRegistry(share)
-    registry.ensure_directory()
-    os.mkfifo(registry.directory / "1")
+    port = PosixShare(share)
+    port.layout.epochs.mkdir()
+    os.mkfifo(port.layout.epoch_file(1))
     results: list[object] = []
-    assert _finishes(lambda: results.append(registry.read(1)))
+    assert _finishes(lambda: results.append(port.read_epoch(1)))
     assert results == [None]
 
 
 def test_a_huge_or_deeply_nested_epoch_record_is_unreadable(share: Path) -> None:
-    registry = EpochRegistry(share)
-    registry.ensure_directory()
-    (registry.directory / "1").write_text("[" * 100_000 + "]" * 100_000)
-    (registry.directory / "2").write_bytes(b"{" + b" " * (1 << 20) + b"}")
-    assert registry.read(1) is None
-    assert registry.read(2) is None
+    port = PosixShare(share)
+    port.layout.epochs.mkdir()
+    port.layout.epoch_file(1).write_text("[" * 100_000 + "]" * 100_000)
+    port.layout.epoch_file(2).write_bytes(b"{" + b" " * (1 << 20) + b"}")
+    assert port.read_epoch(1) is None
+    assert port.read_epoch(2) is None
 
 
 def test_a_symlinked_lock_file_is_replaced_never_followed(share: Path, tmp_path: Path) -> None:
@@ -60,39 +63,42 @@ def test_a_symlinked_lock_file_is_replaced_never_followed(share: Path, tmp_path:
     a planted entry cannot keep the group without a master either."""
     outside = tmp_path / "outside.txt"
     outside.write_text("precious\n")
-    (share / LOCK_FILE_NAME).symlink_to(outside)
+    lock_file = ShareLayout(share).lock_file
+    lock_file.symlink_to(outside)
     with pytest.raises(OSError):
-        read_holder_from_outside(share)  # a reader never follows it
-    lock = ShareLock(share)
+        read_holder_from_outside(lock_file)  # a reader never follows it
+    lock = ShareLock(lock_file)
     assert lock.try_acquire()
     assert outside.read_text() == "precious\n"
-    assert not (share / LOCK_FILE_NAME).is_symlink() and (share / LOCK_FILE_NAME).is_file()
+    assert not lock_file.is_symlink() and lock_file.is_file()
     lock.close()
 
 
 def test_a_fifo_as_the_lock_file_is_replaced_without_blocking(share: Path) -> None:
-    os.mkfifo(share / LOCK_FILE_NAME)
+    lock_file = ShareLayout(share).lock_file
+    os.mkfifo(lock_file)
     taken: list[bool] = []
-    assert _finishes(lambda: taken.append(ShareLock(share).try_acquire()))
-    assert taken == [True] and (share / LOCK_FILE_NAME).is_file()
+    assert _finishes(lambda: taken.append(ShareLock(lock_file).try_acquire()))
+    assert taken == [True] and lock_file.is_file()
 
 
 def test_a_directory_as_the_lock_file_is_refused_with_the_reason(share: Path) -> None:
-    (share / LOCK_FILE_NAME).mkdir()
-    (share / LOCK_FILE_NAME / "keep").write_text("x")
+    lock_file = ShareLayout(share).lock_file
+    lock_file.mkdir()
+    (lock_file / "keep").write_text("x")
     with pytest.raises(OSError, match="not a regular file; remove it"):
-        ShareLock(share).try_acquire()
+        ShareLock(lock_file).try_acquire()
 
 
 def test_a_planted_temporary_epoch_record_is_not_followed(share: Path, tmp_path: Path) -> None:
-    registry = EpochRegistry(share)
-    epoch = registry.claim_next({"node_id": "a"})
+    port = PosixShare(share)
+    epoch = port.claim_epoch(EpochRecord(0, node_id="a", outlasted=False))
     outside = tmp_path / "outside.txt"
     outside.write_text("precious\n")
-    (registry.directory / f".{epoch}.{os.getpid()}.tmp").symlink_to(outside)
-    registry.rewrite(epoch, {"node_id": "a", "outlasted": True})
+    (port.layout.epochs / f".{epoch}.{os.getpid()}.tmp").symlink_to(outside)
+    port.rewrite_epoch(EpochRecord(epoch, node_id="a", outlasted=True))
     assert outside.read_text() == "precious\n"
-    assert registry.read(epoch) == {"epoch": epoch, "node_id": "a", "outlasted": True}
+    assert port.read_epoch(epoch) == EpochRecord(epoch, node_id="a", outlasted=True)
 
 
 def test_segments_and_checkpoints_of_epochs_past_ten_digits_are_found(tmp_path: Path) -> None:
@@ -121,10 +127,10 @@ def test_the_start_up_probe_and_doctor_scratch_file_do_not_follow_a_planted_syml
 ) -> None:
     """Found by trying: the share probe opened its name with O_TRUNC through a planted symlink,
     emptying a file outside the share at every ``primacy run`` and ``primacy doctor``."""
-    from primacy.locker.lockfile import LockMethod
     from primacy.locker.probe import check_share
     from primacy.nfs_profiles.profiles import load_profile
     from primacy.nfs_profiles.round_trips import time_fsync_round_trip
+    from primacy.share.posix_lock import LockMethod
 
     outside = tmp_path / "outside.txt"
     outside.write_text("precious\n")
@@ -141,16 +147,14 @@ def test_the_start_up_probe_and_doctor_scratch_file_do_not_follow_a_planted_syml
 def test_a_symlink_in_place_of_a_share_directory_is_refused_not_followed(
     share: Path, tmp_path: Path, directory: str
 ) -> None:
-    from primacy.supervisor.registry import NodeEntry, NodeRegistry
-
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (share / directory).symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(OSError, match="not a directory of its own"):
         if directory == "epochs":
-            EpochRegistry(share).ensure_directory()
+            PosixShare(share).claim_epoch(EpochRecord(0, node_id="a"))
         else:
-            NodeRegistry(share).publish(
+            PosixShare(share).publish_node(
                 NodeEntry("a", "h", 1, "127.0.0.1:1", "normal", "slave", None, 0)
             )
     assert list(elsewhere.iterdir()) == []
@@ -161,13 +165,10 @@ def test_a_directory_swapped_for_a_symlink_is_not_read_through_either(
 ) -> None:
     """Reads too go relative to a descriptor of the directory opened without following a
     symlink: after a swap, listing and reading refuse instead of reading the planter's files."""
-    from primacy.store.segments import list_segments
-    from primacy.supervisor.registry import NodeEntry, NodeRegistry
-
-    registry = EpochRegistry(share)
-    registry.claim_next({"node_id": "a"})
-    NodeRegistry(share).publish(NodeEntry("a", "h", 1, "127.0.0.1:1", "normal", "slave", None, 0))
-    (share / "journal").mkdir()
+    port = PosixShare(share)
+    port.claim_epoch(EpochRecord(0, node_id="a"))
+    port.publish_node(NodeEntry("a", "h", 1, "127.0.0.1:1", "normal", "slave", None, 0))
+    port.layout.journal.mkdir()
     planted = tmp_path / "planted"
     for name in ("1", "2", "3", "a.json", "b.json", "0000000001-00000000000000000001.seg"):
         (planted / name).parent.mkdir(exist_ok=True)
@@ -176,10 +177,10 @@ def test_a_directory_swapped_for_a_symlink_is_not_read_through_either(
         (share / directory).rename(share / f"{directory}.moved")
         (share / directory).symlink_to(planted, target_is_directory=True)
     with pytest.raises(OSError, match="not a directory of its own"):
-        registry.latest()
+        latest_epoch(port)
     with pytest.raises(OSError, match="not a directory of its own"):
-        registry.exists(1)
+        port.epoch_exists(1)
     with pytest.raises(OSError, match="not a directory of its own"):
-        NodeRegistry(share).entries()
+        port.node_entries()
     with pytest.raises(OSError, match="not a directory of its own"):
-        list_segments(share / "journal")
+        list_segments(port.layout.journal)

@@ -1,0 +1,150 @@
+"""The port: everything a node asks of the share, in one interface (after Patroni's DCS layer).
+
+``share/posix.py`` implements it on a shared directory (NFSv4, GFS2, a local
+disk); ``share/memory.py`` in memory, for tests of the node's logic that need no
+filesystem. A lease on a coordination service (ZooKeeper, say) is a third
+implementation of the same methods: the lease policy in ``locker/`` and the
+node above it do not change (docs/architecture.md, "The share layer").
+
+The contract every implementation keeps (``tests/share/test_port_contract.py``
+runs the same tests against each):
+
+- the lock is exclusive across every handle of one share, and a handle's loss
+  of it (a lock file deleted or replaced, an expired NFS lease) is seen by its
+  next ``check_lock``;
+- ``claim_epoch`` is atomic: two handles never get the same number, even when
+  both believe they hold the lock; epochs are claimed without gaps;
+- ``epoch_exists`` answers from the authority itself (on NFS, a single-name
+  lookup the client must send to the server), never from a cache: the lease
+  check's safety rests on it; ``latest_epoch_hint`` may be stale;
+- records read back are typed (``share/records.py``) and hostile content yields
+  ``None``, never an exception; I/O failures raise ``OSError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from primacy.share.records import EpochRecord, HolderInfo, NodeEntry, PauseMarker, Switchover
+
+
+class LockLost(Exception):
+    """The lock is no longer ours, or could not be checked (which counts as lost)."""
+
+
+class ChangeWatch(Protocol):
+    """Hints that the share changed (a master let go, the pause marker moved): never decisions."""
+
+    def start(self) -> None:
+        """Begin watching; OSError if this share cannot raise events (slaves then poll)."""
+
+    def stop(self) -> None: ...
+
+
+class SharePort(Protocol):
+    """One node's handle on the share."""
+
+    # ---- the lock ----------------------------------------------------------
+
+    @property
+    def lock_held(self) -> bool: ...
+
+    def try_lock(self) -> bool:
+        """One non-blocking attempt at the lock; True if this handle now holds it."""
+
+    def check_lock(self) -> None:
+        """Raise LockLost unless this handle still holds the lock (re-asserted at the source)."""
+
+    def write_holder(self, holder: HolderInfo) -> None:
+        """Record the holder with the lock, durably (only while holding it)."""
+
+    def read_holder(self) -> HolderInfo | None:
+        """The lock's holder record (None if none or unreadable)."""
+
+    def release_lock(self, node_id: str) -> None:
+        """Mark the holder record released, then let the lock go (even if marking fails)."""
+
+    def drop_lock(self) -> None:
+        """Let the lock go without touching the record (the lease is already lost)."""
+
+    # ---- epochs ------------------------------------------------------------
+
+    def claim_epoch(self, record: EpochRecord) -> int:
+        """Claim the next free epoch atomically and durably with ``record``; return it."""
+
+    def epoch_exists(self, epoch: int) -> bool:
+        """Whether ``epoch`` has been claimed, asked of the authority. OSError propagates."""
+
+    def listed_epochs(self) -> list[int]:
+        """The claimed epochs a listing shows: a hint, which may be stale."""
+
+    def read_epoch(self, epoch: int) -> EpochRecord | None:
+        """The record of ``epoch`` (None if absent or unreadable)."""
+
+    def rewrite_epoch(self, record: EpochRecord) -> None:
+        """Replace the record of an epoch already claimed (never create it): readers see the
+        old record or the new one, never a part. FileNotFoundError if never claimed."""
+
+    # ---- the registry and the group's markers ------------------------------
+
+    def publish_node(self, entry: NodeEntry) -> None: ...
+
+    def node_entries(self) -> list[NodeEntry]: ...
+
+    def pause(self, marker: PauseMarker) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def is_paused(self) -> bool: ...
+
+    def request_switchover(self, switchover: Switchover) -> None: ...
+
+    def read_switchover(self) -> Switchover | None: ...
+
+    def clear_switchover(self) -> None: ...
+
+    # ---- hints -------------------------------------------------------------
+
+    def watch(
+        self,
+        own_node_id: str,
+        on_master_left: Callable[[], None],
+        on_pause_changed: Callable[[], None],
+    ) -> ChangeWatch:
+        """A watch that calls ``on_master_left`` when the share shows the master went away and
+        ``on_pause_changed`` when the pause marker appears or goes. Hints only."""
+
+
+def latest_epoch_hint(port: SharePort) -> int:
+    """The highest epoch a listing shows (0 if none)."""
+    return max(port.listed_epochs(), default=0)
+
+
+def latest_epoch(port: SharePort) -> int:
+    """The highest claimed epoch, confirmed by single-name lookups past the hint."""
+    epoch = latest_epoch_hint(port)
+    while port.epoch_exists(epoch + 1):
+        epoch += 1
+    return epoch
+
+
+def epochs_claimed_before(port: SharePort, epoch: int) -> Iterator[int]:
+    """The claimed epochs below ``epoch``, newest first.
+
+    Epochs are claimed without gaps, so each is looked up by name (what NFS
+    answers exactly). Where a name is missing, which only a planted entry far
+    above the rest can cause, the walk jumps to the highest epoch a listing shows
+    below it instead of counting down one by one (an empty ``epochs/9999999999``
+    once meant ten billion lookups).
+    """
+    candidate = epoch - 1
+    listed: list[int] | None = None
+    while candidate >= 1:
+        if port.epoch_exists(candidate):
+            yield candidate
+            candidate -= 1
+            continue
+        if listed is None:
+            listed = sorted(port.listed_epochs(), reverse=True)
+        candidate = next((e for e in listed if e < candidate), 0)

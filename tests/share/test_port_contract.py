@@ -1,0 +1,138 @@
+"""The share port's contract (share/port.py), checked on every implementation alike."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from primacy.share.memory import MemoryShare
+from primacy.share.port import LockLost, SharePort, epochs_claimed_before, latest_epoch
+from primacy.share.posix import PosixShare
+from primacy.share.records import (
+    EpochRecord,
+    HolderInfo,
+    NodeEntry,
+    PauseMarker,
+    Switchover,
+)
+from tests.share.ports import IN_PROCESS_LOCK_KINDS, Handles, handles_for
+
+TWO_LOCKERS = pytest.mark.parametrize("share_kind", IN_PROCESS_LOCK_KINDS)
+
+
+def _claim(port: SharePort, node: str) -> int:
+    return port.claim_epoch(EpochRecord.claim(node, None, 250, False))
+
+
+@TWO_LOCKERS
+def test_the_lock_is_exclusive_until_its_holder_lets_go(handles: Handles) -> None:
+    first, second = handles(), handles()
+    assert first.try_lock() and first.lock_held
+    assert not second.try_lock() and not second.lock_held
+    first.check_lock()
+    first.drop_lock()
+    assert not first.lock_held
+    assert second.try_lock()
+    with pytest.raises(LockLost):
+        first.check_lock()
+    second.drop_lock()
+
+
+@TWO_LOCKERS
+def test_a_lock_lost_behind_its_holders_back_is_seen_at_the_next_check(
+    share_kind: str, share: Path
+) -> None:
+    memory = MemoryShare()
+    handles = memory.handle if share_kind == "memory" else handles_for(share_kind, share)
+    holder, other = handles(), handles()
+    assert holder.try_lock()
+    if share_kind == "memory":
+        memory.steal_lock()
+    else:
+        PosixShare(share).layout.lock_file.unlink()  # an operator's rm, a slave recreates it
+    assert other.try_lock()
+    with pytest.raises(LockLost):
+        holder.check_lock()
+    holder.drop_lock()
+    other.drop_lock()
+
+
+def test_claims_get_distinct_contiguous_epochs_with_their_records(handles: Handles) -> None:
+    ports = [handles() for _ in range(4)]
+    epochs = [_claim(port, f"n{i}") for i, port in enumerate(ports)]
+    assert epochs == [1, 2, 3, 4]
+    reader = handles()
+    assert latest_epoch(reader) == 4
+    assert [reader.read_epoch(e).node_id for e in epochs] == ["n0", "n1", "n2", "n3"]  # type: ignore[union-attr]
+    assert reader.epoch_exists(4) and not reader.epoch_exists(5)
+    assert list(epochs_claimed_before(reader, 4)) == [3, 2, 1]
+
+
+def test_a_rewrite_replaces_a_record_and_never_creates_one(handles: Handles) -> None:
+    port = handles()
+    epoch = _claim(port, "a")
+    record = port.read_epoch(epoch)
+    assert record is not None and not record.outlasted and not record.released
+    port.rewrite_epoch(EpochRecord(epoch, node_id="a", outlasted=True, released=True))
+    again = handles().read_epoch(epoch)
+    assert again is not None and again.outlasted and again.released
+    with pytest.raises(FileNotFoundError):
+        port.rewrite_epoch(EpochRecord(epoch + 1, node_id="a"))
+    assert not port.epoch_exists(epoch + 1)
+
+
+@TWO_LOCKERS
+def test_the_holder_record_travels_with_the_lock(handles: Handles) -> None:
+    holder, reader = handles(), handles()
+    assert holder.try_lock()
+    holder.write_holder(HolderInfo.for_this_process("a", 7))
+    seen = reader.read_holder()
+    assert seen is not None and seen.node_id == "a" and seen.epoch == 7 and not seen.released
+    holder.release_lock("a")
+    seen = reader.read_holder()
+    assert seen is not None and seen.released and seen.epoch == 7
+    assert reader.try_lock()
+    reader.drop_lock()
+
+
+def test_the_registry_and_the_markers(handles: Handles) -> None:
+    a, b = handles(), handles()
+    now = time.time()
+    a.publish_node(NodeEntry("a", "h", 1, "127.0.0.1:1", "normal", "master", 1, now))
+    b.publish_node(NodeEntry("b", "h", 2, "127.0.0.1:2", "low", "slave", None, now))
+    assert [e.node_id for e in a.node_entries()] == ["a", "b"]
+    assert not b.is_paused()
+    a.pause(PauseMarker("a", now))
+    assert b.is_paused()
+    b.resume()
+    assert not a.is_paused()
+    assert b.read_switchover() is None
+    a.request_switchover(Switchover("a", "b", 1, now + 5))
+    assert b.read_switchover() == Switchover("a", "b", 1, now + 5)
+    b.clear_switchover()
+    assert a.read_switchover() is None
+
+
+def test_a_switchover_that_holds_others_back_too_long_holds_nobody(handles: Handles) -> None:
+    port = handles()
+    port.request_switchover(Switchover("a", "b", 1, time.time() + 3600))
+    assert port.read_switchover() is None
+
+
+@TWO_LOCKERS
+def test_hints_wake_a_watcher_when_the_master_lets_go(handles: Handles) -> None:
+    master, slave = handles(), handles()
+    woken, paused = threading.Event(), threading.Event()
+    watch = slave.watch("slave", woken.set, paused.set)
+    watch.start()
+    try:
+        assert master.try_lock()
+        master.release_lock("master")
+        assert woken.wait(10)
+        master.pause(PauseMarker("master", time.time()))
+        assert paused.wait(10)
+    finally:
+        watch.stop()
