@@ -46,7 +46,7 @@ CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class StompProtocolError(Exception):
-    """The byte stream is not STOMP 1.2 or breaks a limit; the connection must end.
+    """The byte stream is not STOMP or breaks a limit; the connection must end.
 
     ``code`` is a stable message code (``PRIMACY-15xx``) the broker puts in its
     ERROR frame; ``str(error)`` is one sentence saying what was wrong.
