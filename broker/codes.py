@@ -3,7 +3,8 @@
 Each ERROR frame the broker sends carries one code in its ``message`` header,
 and the log line for the same event starts with it, so an operator can grep
 either side. The parser's codes (1501-1505) are declared here too: this module
-imports nothing, so the codec (``broker/frames.py``) and the client can use it.
+imports nothing, so the codec (``broker/frames.py``) can use it; the client
+reaches the codes it must recognise through the codec (``TRANSIENT_ERROR_CODES``).
 One declaration per code: the constant, and its meaning in ``TITLES`` (the
 operator guide's table repeats it, ``tests/test_message_codes.py`` checks both).
 """

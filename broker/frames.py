@@ -22,10 +22,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from primacy.broker.codes import (
+    CONNECT_TIMEOUT,
     FRAME_TOO_LARGE,
     HEADERS_TOO_LARGE,
+    HEARTBEAT_TIMEOUT,
     INVALID_UTF8,
+    JOURNAL_FAILED,
     MALFORMED_FRAME,
+    SHUTTING_DOWN,
     TOO_MANY_HEADERS,
 )
 
@@ -43,6 +47,11 @@ _UNESCAPES_1_1 = {key: value for key, value in _UNESCAPES.items() if key != "r"}
 _MAX_COMMAND_BYTES = 64
 # Control characters a header may not hold (tab, LF and CR may: 1.1 and 1.2 escape LF and CR).
 CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+# The codes an ERROR frame's ``message`` starts with when the broker is going away (or gave up
+# on the connection), not refusing the request: a client fails over and resends. Here, with
+# the codec, because a client may use nothing else of the broker (DESIGN.md, "Layout").
+TRANSIENT_ERROR_CODES = (HEARTBEAT_TIMEOUT, JOURNAL_FAILED, CONNECT_TIMEOUT, SHUTTING_DOWN)
 
 
 class StompProtocolError(Exception):
