@@ -44,6 +44,7 @@ USERS_FILE_REFUSED = "PRIMACY-1528"
 TLS_HANDSHAKE_FAILED = "PRIMACY-1529"
 TLS_ROTATED = "PRIMACY-1530"
 TLS_REFUSED = "PRIMACY-1531"
+LOOP_FAILED = "PRIMACY-1532"  # a bug: every connection closed, the broker's thread ends
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -85,6 +86,7 @@ TITLES = {
     TLS_HANDSHAKE_FAILED: "a TLS handshake failed (a plaintext client, a refused certificate)",
     TLS_ROTATED: "a TLS certificate changed on disk and serves new connections",
     TLS_REFUSED: "a TLS certificate, key or CA file is refused; the one in use stays",
+    LOOP_FAILED: "an exception escaped a handler on the broker's event loop; the node stops",
 }
 
 

@@ -28,6 +28,7 @@ from primacy.broker.codes import (
     HEARTBEAT_TIMEOUT,
     INVALID_UTF8,
     JOURNAL_FAILED,
+    LOOP_FAILED,
     MALFORMED_FRAME,
     SHUTTING_DOWN,
     TOO_MANY_HEADERS,
@@ -51,7 +52,13 @@ CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # The codes an ERROR frame's ``message`` starts with when the broker is going away (or gave up
 # on the connection), not refusing the request: a client fails over and resends. Here, with
 # the codec, because a client may use nothing else of the broker (DESIGN.md, "Layout").
-TRANSIENT_ERROR_CODES = (HEARTBEAT_TIMEOUT, JOURNAL_FAILED, CONNECT_TIMEOUT, SHUTTING_DOWN)
+TRANSIENT_ERROR_CODES = (
+    HEARTBEAT_TIMEOUT,
+    JOURNAL_FAILED,
+    CONNECT_TIMEOUT,
+    SHUTTING_DOWN,
+    LOOP_FAILED,
+)
 
 
 class StompProtocolError(Exception):
