@@ -3,7 +3,8 @@
 Each ERROR frame the broker sends carries one code in its ``message`` header,
 and the log line for the same event starts with it, so an operator can grep
 either side. The parser's codes (1501-1505) are declared here too: this module
-imports nothing, so the codec (``broker/frames.py``) and the client can use it.
+imports nothing, so the codec (``broker/frames.py``) can use it; the client
+reaches the codes it must recognise through the codec (``TRANSIENT_ERROR_CODES``).
 One declaration per code: the constant, and its meaning in ``TITLES`` (the
 operator guide's table repeats it, ``tests/test_message_codes.py`` checks both).
 """
@@ -43,6 +44,7 @@ USERS_FILE_REFUSED = "PRIMACY-1528"
 TLS_HANDSHAKE_FAILED = "PRIMACY-1529"
 TLS_ROTATED = "PRIMACY-1530"
 TLS_REFUSED = "PRIMACY-1531"
+LOOP_FAILED = "PRIMACY-1532"  # a bug: every connection closed, the broker's thread ends
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -84,6 +86,7 @@ TITLES = {
     TLS_HANDSHAKE_FAILED: "a TLS handshake failed (a plaintext client, a refused certificate)",
     TLS_ROTATED: "a TLS certificate changed on disk and serves new connections",
     TLS_REFUSED: "a TLS certificate, key or CA file is refused; the one in use stays",
+    LOOP_FAILED: "an exception escaped a handler on the broker's event loop; the node stops",
 }
 
 

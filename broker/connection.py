@@ -143,6 +143,20 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self.data_received(bytes(self.broker.read_buffer[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
+        try:
+            self._received(data)
+        except Exception as error:
+            # Left to asyncio, this would drop the connection and serve on (an OSError not
+            # even logged): the loop's exception handler stops the broker (service.py).
+            self.loop.call_exception_handler(
+                {
+                    "message": f"session {self.session}: handling the client's frames failed",
+                    "exception": error,
+                    "protocol": self,
+                }
+            )
+
+    def _received(self, data: bytes) -> None:
         if self._early is not None:
             self._early.append(data)
             return

@@ -367,19 +367,26 @@ class Broker:
         """The journal failed: abort every connection at once, stop listening, tell the owner."""
         if self.failure is not None:
             return
-        self.failure = reason
         log.critical("%s: %s", codes.title(codes.JOURNAL_FAILED), reason)
-        if self.on_stop_listening is not None:
-            self.on_stop_listening()
         # The cause goes to clients too: "share full" and "fenced" call for different actions.
-        self.abort_all(
-            codes.JOURNAL_FAILED, f"the journal failed ({reason}); reconnect to the new master"
+        self.halt(
+            reason,
+            codes.JOURNAL_FAILED,
+            f"the journal failed ({reason}); reconnect to the new master",
         )
         if self.on_fatal is not None:
             try:
                 self.on_fatal(reason)
             except Exception:  # the owner's bug must not keep connections open
                 log.exception("the broker's on_fatal callback failed")
+
+    def halt(self, reason: str, code: str, detail: str) -> None:
+        """Accept nothing more: stop listening, abort every connection with ``code``."""
+        if self.failure is None:
+            self.failure = reason
+        if self.on_stop_listening is not None:
+            self.on_stop_listening()
+        self.abort_all(code, detail)
 
     def abort_all(self, code: str, detail: str) -> None:
         for peer in list(self.peers):

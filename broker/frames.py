@@ -22,10 +22,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from primacy.broker.codes import (
+    CONNECT_TIMEOUT,
     FRAME_TOO_LARGE,
     HEADERS_TOO_LARGE,
+    HEARTBEAT_TIMEOUT,
     INVALID_UTF8,
+    JOURNAL_FAILED,
+    LOOP_FAILED,
     MALFORMED_FRAME,
+    SHUTTING_DOWN,
     TOO_MANY_HEADERS,
 )
 
@@ -44,9 +49,20 @@ _MAX_COMMAND_BYTES = 64
 # Control characters a header may not hold (tab, LF and CR may: 1.1 and 1.2 escape LF and CR).
 CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
+# The codes an ERROR frame's ``message`` starts with when the broker is going away (or gave up
+# on the connection), not refusing the request: a client fails over and resends. Here, with
+# the codec, because a client may use nothing else of the broker (DESIGN.md, "Layout").
+TRANSIENT_ERROR_CODES = (
+    HEARTBEAT_TIMEOUT,
+    JOURNAL_FAILED,
+    CONNECT_TIMEOUT,
+    SHUTTING_DOWN,
+    LOOP_FAILED,
+)
+
 
 class StompProtocolError(Exception):
-    """The byte stream is not STOMP 1.2 or breaks a limit; the connection must end.
+    """The byte stream is not STOMP or breaks a limit; the connection must end.
 
     ``code`` is a stable message code (``PRIMACY-15xx``) the broker puts in its
     ERROR frame; ``str(error)`` is one sentence saying what was wrong.

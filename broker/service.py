@@ -6,6 +6,17 @@ one thread it owns. ``stop()`` closes the listener and aborts every
 connection at once, stops the loop and joins the thread: nothing is left
 running. The service never closes the journal store; its owner does, after
 ``stop()``.
+
+Two ways the broker stops by itself. A failed journal (fenced, write failed) is
+reported to ``on_fatal``: the node demotes. An exception escaping a handler on
+the loop (a bug) is logged with ``codes.LOOP_FAILED`` and its traceback, the broker
+closes every connection, and the loop's thread ends by raising
+``BrokerLoopFailed``: a node learns of it as of any thread of its that dies
+(``threading.excepthook``) and stops with exit code 1, rather than serve on
+with a broker in a state nobody planned for. asyncio would only log such an
+exception and drop one connection (an ``OSError`` from a protocol callback it
+does not even log), so the loop's exception handler is ours, and the
+connection hands its own failures to it (``StompConnection.data_received``).
 """
 
 from __future__ import annotations
@@ -30,6 +41,10 @@ _STOP_TIMEOUT_S = 10.0
 _STATS_TIMEOUT_S = 2.0
 
 
+class BrokerLoopFailed(Exception):
+    """The broker's loop thread ends with this after an exception escaped a handler."""
+
+
 class BrokerService:
     """One master's STOMP listener over one open journal store."""
 
@@ -49,6 +64,7 @@ class BrokerService:
         self._broker: Broker | None = None
         self._server: asyncio.Server | None = None
         self._address: tuple[str, int] | None = None
+        self._loop_failure: str | None = None  # what escaped a handler, once one did
 
     @property
     def address(self) -> tuple[str, int]:
@@ -158,6 +174,7 @@ class BrokerService:
         ready: asyncio.Future[None],
     ) -> None:
         asyncio.set_event_loop(loop)
+        loop.set_exception_handler(self._on_loop_exception)
         try:
             loop.run_until_complete(self._serve(loop, listener, ready))
             loop.run_forever()
@@ -169,6 +186,33 @@ class BrokerService:
             finally:
                 loop.close()
                 listener.close()
+        if self._loop_failure is not None:  # logged with its traceback already
+            raise BrokerLoopFailed(f"{codes.title(codes.LOOP_FAILED)}: {self._loop_failure}")
+
+    def _on_loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Every exception asyncio catches on this loop: a bug, so the broker stops for good."""
+        error = context.get("exception")
+        if error is None:  # a notice without an exception ("task destroyed while pending")
+            loop.default_exception_handler(context)
+            return
+        where = context.get("message") or "a callback on the broker's loop failed"
+        log.critical("%s: %s: %r", codes.title(codes.LOOP_FAILED), where, error, exc_info=error)
+        if self._loop_failure is not None:
+            return
+        self._loop_failure = f"{where}: {error!r}"
+        if loop.is_closed():
+            return  # found after the loop ended (a future collected late): nothing to stop
+        if threading.current_thread() is self._thread:
+            self._stop_on_bug()
+        else:  # a future collected on another thread reports there
+            loop.call_soon_threadsafe(self._stop_on_bug)
+
+    def _stop_on_bug(self) -> None:
+        assert self._loop_failure is not None
+        if self._broker is not None:
+            detail = "the broker stopped on an internal error; reconnect to the new master"
+            self._broker.halt(self._loop_failure, codes.LOOP_FAILED, detail)
+        self._shutdown()
 
     async def _serve(
         self,

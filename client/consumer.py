@@ -12,10 +12,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from primacy.broker.frames import Frame
+from primacy.broker.frames import TRANSIENT_ERROR_CODES, Frame
 from primacy.client.errors import BrokerRefused, ConnectionLost
 from primacy.client.failover import Failover
-from primacy.client.producer import TRANSIENT_ERROR_CODES
 from primacy.client.url import FailoverUrl
 from primacy.client.wire import StompSocket
 

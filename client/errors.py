@@ -2,7 +2,8 @@
 
 One declaration per code: the constant, and its meaning in ``TITLES`` (the
 operator guide's table repeats it, ``tests/test_message_codes.py`` checks both).
-The broker's codes the client recognises in ERROR frames are in ``broker/codes.py``.
+The broker's codes the client recognises in ERROR frames come with the STOMP codec
+(``broker/frames.py``, ``TRANSIENT_ERROR_CODES``), the one part of the broker it uses.
 """
 
 from __future__ import annotations

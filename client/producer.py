@@ -14,20 +14,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from primacy.broker import codes as broker_codes
-from primacy.broker.frames import Frame
+from primacy.broker.frames import TRANSIENT_ERROR_CODES, Frame
 from primacy.client.errors import BrokerRefused, ConnectionLost
 from primacy.client.failover import Failover
 from primacy.client.url import FailoverUrl
 from primacy.client.wire import StompSocket, client_frame
-
-# ERROR codes of a primacy broker that mean "this broker is going away": fail over.
-TRANSIENT_ERROR_CODES = (
-    broker_codes.HEARTBEAT_TIMEOUT,
-    broker_codes.JOURNAL_FAILED,
-    broker_codes.CONNECT_TIMEOUT,
-    broker_codes.SHUTTING_DOWN,
-)
 
 
 @dataclass(frozen=True)
