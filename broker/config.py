@@ -121,18 +121,18 @@ class BrokerConfig(BrokerKeys):
     frame_limits: FrameLimits = Field(default_factory=FrameLimits)
     # What the server offers in CONNECTED's heart-beat: it can send every
     # heart_beat_send_ms and wants to hear from the client every heart_beat_receive_ms.
-    heart_beat_send_ms: int = Field(10_000, ge=0)
-    heart_beat_receive_ms: int = Field(10_000, ge=0)
+    heart_beat_send_ms: int = Field(default=10_000, ge=0)
+    heart_beat_receive_ms: int = Field(default=10_000, ge=0)
     # A client silent for this many negotiated intervals is cut off (slow or dead).
-    heart_beat_grace_factor: float = Field(2.0, ge=1.0)
+    heart_beat_grace_factor: float = Field(default=2.0, ge=1.0)
     # A connection that has not sent CONNECT within this time is closed.
-    connect_timeout_s: float = Field(10.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
     # Deliveries outstanding (not acknowledged) per subscription, unless the
     # client asks for less with an ``activemq.prefetchSize`` header.
-    prefetch: int = Field(1_000, ge=1)
+    prefetch: int = Field(default=1_000, ge=1)
     # A connection with this many journal writes in flight is not read from until
     # some complete: a producer that never waits cannot fill memory.
-    max_writes_in_flight_per_connection: int = Field(10_000, ge=1)
+    max_writes_in_flight_per_connection: int = Field(default=10_000, ge=1)
     # Bytes queued on a socket before the broker stops sending it messages.
-    write_buffer_high_bytes: int = Field(4 * 1024 * 1024, ge=1)
+    write_buffer_high_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     server_name: str = "primacy"

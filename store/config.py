@@ -101,7 +101,7 @@ class StoreConfig(JournalKeys):
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
     background_sync_interval_s: float = 0.05
     checkpoint_interval_records: int = 200_000
-    checkpoints_kept: int = Field(2, ge=1)
+    checkpoints_kept: int = Field(default=2, ge=1)
 
     @model_validator(mode="after")
     def _a_batch_holds_one_message(self) -> StoreConfig:
