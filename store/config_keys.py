@@ -2,10 +2,10 @@
 
 The journal (``store/config.py``), the broker (``broker/config.py``) and the node
 (``supervisor/config.py``, ``supervisor/exec_keys.py``) each declare their keys with
-``key``, once; the node's TOML schema, the ``primacy run`` flags, the live keys and
-the operator guide's key tables are read back from these declarations. It lives in
-``store`` because that is the lowest package with keys: everything that has keys
-may import it.
+``key``, once; the node's TOML schema, the ``primacy run`` flags and the live keys
+are read back from these declarations, and the operator guide's key tables are tested
+against them. It lives in ``store`` because that is the lowest package with keys:
+everything that has keys may import it.
 """
 
 from __future__ import annotations
