@@ -1,80 +1,138 @@
-"""The connector's settings: limits, heart-beats, flow control; validated once."""
+"""The connector's settings: limits, heart-beats, flow control; validated once.
+
+``BrokerKeys`` are the settings an operator sets (keys of the node's config file and
+flags of ``primacy run``, which the node's configuration inherits as they are);
+``BrokerConfig`` adds the ones primacy fixes itself.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from primacy.broker.frames import FrameLimits
+from primacy.store.config_keys import Float, Int, key
 
 
-@dataclass(frozen=True)
-class BrokerConfig:
+class BrokerKeys(BaseModel):
+    """Who may connect, TLS, and the limits against one client exhausting the master
+    (docs/operator-guide.md, "Limits"); each is declared here and nowhere else."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Who may connect (users.py); None: every client, unauthenticated.
+    stomp_users: Path | None = key(
+        None,
+        "the STOMP users file (primacy users add FILE NAME): CONNECT must log in as one of its "
+        "users, who may use only their destinations; without it every client is let in",
+        metavar="FILE",
+    )
+    # TLS for the listener (tls.py): PEM certificate chain and key; with a CA, mutual TLS.
+    stomp_tls_cert: Path | None = key(
+        None,
+        "serve the STOMP listener over TLS with this PEM certificate chain (with stomp_tls_key); "
+        "a new file is picked up without a restart",
+        metavar="FILE",
+    )
+    stomp_tls_key: Path | None = key(
+        None, "the PEM private key of stomp_tls_cert (mode 600)", metavar="FILE"
+    )
+    stomp_tls_ca: Path | None = key(
+        None,
+        "require client certificates signed by this PEM CA (mutual TLS) on the STOMP listener",
+        metavar="FILE",
+    )
+    max_connections: Int = key(
+        1_000,
+        "refuse STOMP connections beyond this many at once",
+        metavar="N",
+        ge=1,
+        le=1_000_000,
+    )
+    max_subscriptions_per_connection: Int = key(
+        1_000,
+        "refuse a SUBSCRIBE beyond this many on one connection",
+        metavar="N",
+        ge=1,
+        le=1_000_000,
+    )
+    max_transactions_per_connection: Int = key(
+        100,
+        "refuse a BEGIN beyond this many open transactions on one connection",
+        metavar="N",
+        ge=1,
+        le=100_000,
+    )
+    # Bytes of SENDs (body and headers) a connection's open transactions may hold in memory.
+    max_transaction_bytes: Int = key(
+        16 * 1024 * 1024,
+        "refuse a frame that would make a connection's open transactions hold more than this",
+        metavar="BYTES",
+        ge=1024,
+        le=2**40,
+    )
+    # Past this, a new message's body stays in the journal only and is read back when its
+    # turn comes (a store cursor).
+    max_body_memory_bytes: Int = key(
+        128 * 1024 * 1024,
+        "bodies of unacknowledged messages the master keeps in memory; past this, new bodies "
+        "stay in the journal and are read back when their turn comes",
+        metavar="BYTES",
+        ge=1,
+        le=2**44,
+    )
+    # Producer flow control (flow_control.py).
+    max_destination_messages: Int = key(
+        200_000,
+        "a SEND to a destination holding this many unacknowledged messages waits for room "
+        "(or gets an ERROR with if-full:error)",
+        metavar="N",
+        ge=1,
+        le=10**9,
+    )
+    max_pending_messages: Int = key(
+        1_000_000,
+        "a SEND waits for room while the broker holds this many unacknowledged messages in all",
+        metavar="N",
+        ge=1,
+        le=10**9,
+    )
+    flow_control_timeout_s: Float = key(
+        30.0,
+        "a SEND that waited this long for room gets an ERROR; nothing is stored",
+        metavar="SECONDS",
+        gt=0,
+        le=86_400,
+    )
+    max_redeliveries: Int = key(
+        6,
+        "a message that comes back unacknowledged (NACK, unsubscribe, disconnect) this many "
+        "times more moves to /queue/DLQ.<name>",
+        metavar="N",
+        ge=0,
+        le=1_000_000,
+    )
+
+
+class BrokerConfig(BrokerKeys):
     """Everything the STOMP connector needs besides the journal and the address."""
 
-    frame_limits: FrameLimits = field(default_factory=FrameLimits)
+    frame_limits: FrameLimits = Field(default_factory=FrameLimits)
     # What the server offers in CONNECTED's heart-beat: it can send every
     # heart_beat_send_ms and wants to hear from the client every heart_beat_receive_ms.
-    heart_beat_send_ms: int = 10_000
-    heart_beat_receive_ms: int = 10_000
+    heart_beat_send_ms: int = Field(default=10_000, ge=0)
+    heart_beat_receive_ms: int = Field(default=10_000, ge=0)
     # A client silent for this many negotiated intervals is cut off (slow or dead).
-    heart_beat_grace_factor: float = 2.0
+    heart_beat_grace_factor: float = Field(default=2.0, ge=1.0)
     # A connection that has not sent CONNECT within this time is closed.
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: float = Field(default=10.0, gt=0)
     # Deliveries outstanding (not acknowledged) per subscription, unless the
     # client asks for less with an ``activemq.prefetchSize`` header.
-    prefetch: int = 1_000
+    prefetch: int = Field(default=1_000, ge=1)
     # A connection with this many journal writes in flight is not read from until
     # some complete: a producer that never waits cannot fill memory.
-    max_writes_in_flight_per_connection: int = 10_000
+    max_writes_in_flight_per_connection: int = Field(default=10_000, ge=1)
     # Bytes queued on a socket before the broker stops sending it messages.
-    write_buffer_high_bytes: int = 4 * 1024 * 1024
+    write_buffer_high_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     server_name: str = "primacy"
-    # Limits against one client exhausting the master (docs/operator-guide.md, "Limits").
-    max_connections: int = 1_000
-    max_subscriptions_per_connection: int = 1_000
-    max_transactions_per_connection: int = 100
-    # Bytes of SENDs (body and headers) a connection's open transactions may hold in memory.
-    max_transaction_bytes: int = 16 * 1024 * 1024
-    # A message delivered and not acknowledged this many more times goes to /queue/DLQ.<name>.
-    max_redeliveries: int = 6
-    # Bodies of stored, unacknowledged messages kept in memory; past this, a new message's
-    # body stays in the journal only and is read back when its turn comes (a store cursor).
-    max_body_memory_bytes: int = 128 * 1024 * 1024
-    # Producer flow control (flow_control.py): a SEND waits while its destination holds this
-    # many unacknowledged messages, or the broker this many in all; after the timeout, ERROR.
-    max_destination_messages: int = 200_000
-    max_pending_messages: int = 1_000_000
-    flow_control_timeout_s: float = 30.0
-    # Who may connect (users.py); None: every client, unauthenticated.
-    stomp_users: Path | None = None
-    # TLS for the listener (tls.py): PEM certificate chain and key; with a CA, mutual TLS.
-    stomp_tls_cert: Path | None = None
-    stomp_tls_key: Path | None = None
-    stomp_tls_ca: Path | None = None
-
-    def __post_init__(self) -> None:
-        if self.heart_beat_send_ms < 0 or self.heart_beat_receive_ms < 0:
-            raise ValueError("heart-beat intervals must not be negative")
-        if self.heart_beat_grace_factor < 1.0:
-            raise ValueError("heart_beat_grace_factor must be at least 1")
-        if self.connect_timeout_s <= 0 or self.prefetch < 1:
-            raise ValueError("connect_timeout_s and prefetch must be positive")
-        if self.max_writes_in_flight_per_connection < 1 or self.write_buffer_high_bytes < 1:
-            raise ValueError("flow-control limits must be positive")
-        if (
-            min(
-                self.max_connections,
-                self.max_subscriptions_per_connection,
-                self.max_transactions_per_connection,
-                self.max_transaction_bytes,
-                self.max_body_memory_bytes,
-                self.max_destination_messages,
-                self.max_pending_messages,
-            )
-            < 1
-            or self.max_redeliveries < 0
-        ):
-            raise ValueError("connection, subscription and transaction limits must be positive")
-        if self.flow_control_timeout_s <= 0:
-            raise ValueError("flow_control_timeout_s must be positive")

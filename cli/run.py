@@ -29,14 +29,8 @@ from primacy.cli.exits import (
 from primacy.locker.probe import ShareUnusable, check_share
 from primacy.nfs_profiles import codes as share_codes
 from primacy.nfs_profiles.doctor import Diagnosis, check_for_run
-from primacy.supervisor.config import (
-    CONFIG_KEYS,
-    NO_LIMIT,
-    NO_LIMIT_KEYS,
-    ConfigError,
-    NodeConfig,
-    load_config,
-)
+from primacy.store.config import NO_LIMIT, NO_LIMIT_KEYS
+from primacy.supervisor.config import CONFIG_KEYS, ConfigError, NodeConfig, load_config
 
 if TYPE_CHECKING:
     from primacy.supervisor.node import Node
@@ -75,7 +69,9 @@ def _add_key(parser: argparse.ArgumentParser, name: str, field: Any) -> None:
     flag = "--" + name.replace("_", "-")
     names = [flag, *extra.get("aliases", [])]
     help_text = field.description or ""
-    if not field.is_required() and field.default not in (None, (), False):
+    if extra.get("default_text"):
+        help_text += f" (default {extra['default_text']})"
+    elif not field.is_required() and field.default not in (None, (), False):
         default = field.default.value if isinstance(field.default, Enum) else field.default
         help_text += f" (default {default})"
     if extra.get("live"):

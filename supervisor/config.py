@@ -14,12 +14,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from primacy.broker.config import BrokerConfig
+from primacy.broker.config import BrokerConfig, BrokerKeys
 from primacy.broker.frames import FrameLimits
 from primacy.share.posix_lock import LockMethod
-from primacy.store.config import MIB, StoreConfig, SyncPolicy
-from primacy.supervisor.broker_keys import BrokerKeys
-from primacy.supervisor.config_keys import Bool, Float, Int, key
+from primacy.store.config import (
+    BATCH_OVERHEAD_BYTES,
+    DEFAULT_MAX_BATCH_BYTES,
+    NO_LIMIT,
+    NO_LIMIT_KEYS,
+    JournalKeys,
+    StoreConfig,
+)
+from primacy.store.config_keys import Bool, Float, Int, key
 from primacy.supervisor.exec_keys import ExecKeys
 from primacy.supervisor.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timings
 
@@ -36,19 +42,7 @@ DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS = 250
 WATCHDOG_KEEPALIVES = 15
 WATCHDOG_MIN_S = 10.0
 
-# A batch must stay below 2 GiB (docs/journal-format.md) and hold one whole message.
-MAX_MESSAGE_SIZE_LIMIT = 1024 * MIB
-# The journal's own defaults, which the node's keys share.
-STORE_DEFAULTS = StoreConfig(share=Path("."), node_id="defaults")
-# Written for "no limit" in the TOML file or on the command line, for these keys.
-NO_LIMIT = "none"
-NO_LIMIT_KEYS = ("retention_max_age_s", "retention_max_bytes")
-# StoreConfig requires max_batch_bytes >= max_message_size + this.
-BATCH_OVERHEAD_BYTES = 4096
-
 _NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-# A segment's offsets are u64, but one file past this is no journal segment anyone wants.
-MAX_SEGMENT_BYTES = 64 * 1024 * MIB
 
 
 class ConfigError(Exception):
@@ -74,7 +68,7 @@ def _same_listener(first: str, second: str) -> bool:
 
 
 class NodeKeys(BaseModel):
-    """The node's own keys: who it is, the lock, the child, the endpoints and the journal."""
+    """The node's own keys: who it is, the lock, the endpoints and the registry."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -106,10 +100,10 @@ class NodeKeys(BaseModel):
     )
     takeover_delay_ms: Int | None = key(
         None,
-        "wait after claiming the epoch before serving; at least the keepalive period "
-        "(default: keepalive period + 10%)",
+        "wait after claiming the epoch before serving; at least the keepalive period",
         live=True,
         metavar="MS",
+        default_text="keepalive period + 10 %",
         ge=0,
         le=3_600_000,
     )
@@ -119,9 +113,9 @@ class NodeKeys(BaseModel):
     watchdog_s: Float | None = key(
         None,
         "under systemd, the node has itself killed and restarted when no lock operation has "
-        "completed for this long (a hung mount); 0: no watchdog (default: 15 keepalive "
-        "periods, at least 10 s). A unit's WatchdogSec= wins",
+        "completed for this long (a hung mount); 0: no watchdog. A unit's WatchdogSec= wins",
         metavar="S",
+        default_text="15 keepalive periods, at least 10 s",
         ge=0,
         le=3600,
     )
@@ -145,11 +139,6 @@ class NodeKeys(BaseModel):
     force_unsupported_share: Bool = key(
         False, "start even on a share `primacy doctor` refuses (logged loudly; you own the risk)"
     )
-    sync_policy: SyncPolicy = key(
-        SyncPolicy.SYNC,
-        "when a journal write is acknowledged: sync (after fdatasync and the fencing check), "
-        "write_no_sync, no_sync (see docs/journal-format.md for what each survives)",
-    )
     http_tls_cert: Path | None = key(
         None,
         "serve the HTTP endpoint over TLS with this PEM certificate chain (with http_tls_key); "
@@ -171,53 +160,14 @@ class NodeKeys(BaseModel):
         metavar="FILE",
     )
     log_level: Literal["debug", "info", "warning", "error"] = key("info", "log level")
-    # The journal's settings: defaults from store.config.StoreConfig, the one place they live.
-    segment_max_bytes: Int = key(
-        STORE_DEFAULTS.segment_max_bytes,
-        "start a new journal segment when the next batch would take the current one past this size",
-        metavar="BYTES",
-        ge=4096,
-        le=MAX_SEGMENT_BYTES,
-    )
-    max_message_size: Int = key(
-        STORE_DEFAULTS.max_message_size,
-        "refuse a message whose journal record (about 40 bytes + destination + id + headers "
-        "+ body) is larger",
-        metavar="BYTES",
-        ge=1,
-        le=MAX_MESSAGE_SIZE_LIMIT,
-    )
-    retention_max_age_s: Float | None = key(
-        STORE_DEFAULTS.retention_max_age_s,
-        'delete sealed journal segments older than this once nothing in them is pending ("none": '
-        "no age limit)",
-        metavar="S|none",
-        ge=0,
-        le=100 * 365 * 86_400,
-    )
-    retention_max_bytes: Int | None = key(
-        STORE_DEFAULTS.retention_max_bytes,
-        "delete the oldest sealed journal segments while the journal is larger, never one still "
-        'holding a pending message ("none": no size limit)',
-        metavar="BYTES|none",
-        ge=0,
-        le=2**62,
-    )
-    dedupe_window_messages: Int = key(
-        STORE_DEFAULTS.dedupe_window_messages,
-        "a resend is dropped if its (destination, message id) is among the last N the journal "
-        "accepted",
-        metavar="N",
-        ge=0,
-        le=10_000_000,
-    )
 
 
-class NodeConfig(BrokerKeys, ExecKeys, NodeKeys):
-    """Everything ``primacy run`` needs, typed. Each key is declared once, here, in
-    ``exec_keys.py`` or in ``broker_keys.py``: the TOML schema, the ``primacy run`` flags
-    (``cli/run.py``), the live keys and the journal's and broker's settings are all derived
-    from these declarations."""
+class NodeConfig(BrokerKeys, ExecKeys, JournalKeys, NodeKeys):
+    """Everything ``primacy run`` needs, typed. Each key is declared once: the node's here, the
+    exec child's in ``exec_keys.py``, the journal's in ``store/config.py`` and the broker's in
+    ``broker/config.py``. The TOML schema, the ``primacy run`` flags (``cli/run.py``) and the
+    live keys are derived from these declarations, and the journal and the broker get their
+    keys back under the same names."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -235,13 +185,6 @@ class NodeConfig(BrokerKeys, ExecKeys, NodeKeys):
     def _is_host_port(cls, value: str | None) -> str | None:
         if value is not None:
             parse_host_port(value)
-        return value
-
-    @field_validator(*NO_LIMIT_KEYS, mode="before")
-    @classmethod
-    def _none_means_no_limit(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() == NO_LIMIT:
-            return None
         return value
 
     @model_validator(mode="after")
@@ -332,14 +275,15 @@ class NodeConfig(BrokerKeys, ExecKeys, NodeKeys):
         )
 
     def store_config(self) -> StoreConfig:
-        """The journal's settings: every key the two declare alike, and a batch made big enough
-        for one message of the maximum size."""
-        shared = {name: getattr(self, name) for name in JOURNAL_KEYS}
+        """The journal's settings: its keys, who and where, and a batch made big enough for one
+        message of the maximum size."""
         return StoreConfig(
-            **shared,
+            share=self.share,
+            node_id=self.node_id,
             max_batch_bytes=max(
-                STORE_DEFAULTS.max_batch_bytes, self.max_message_size + BATCH_OVERHEAD_BYTES
+                DEFAULT_MAX_BATCH_BYTES, self.max_message_size + BATCH_OVERHEAD_BYTES
             ),
+            **{name: getattr(self, name) for name in JOURNAL_KEYS},
         )
 
 
@@ -350,9 +294,9 @@ LIVE_KEYS = frozenset(
     for name, field in NodeConfig.model_fields.items()
     if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("live")
 )
-# The keys NodeConfig hands to the journal under the same name.
-JOURNAL_KEYS = tuple(name for name in CONFIG_KEYS if name in StoreConfig.__dataclass_fields__)
-BROKER_KEYS = tuple(name for name in CONFIG_KEYS if name in BrokerConfig.__dataclass_fields__)
+# The keys NodeConfig hands back to the journal and the broker, who declared them.
+JOURNAL_KEYS = tuple(JournalKeys.model_fields)
+BROKER_KEYS = tuple(BrokerKeys.model_fields)
 
 
 def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConfig:

@@ -10,7 +10,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from primacy.supervisor.config_keys import Float, Int, key
+from primacy.store.config_keys import Float, Int, key
 
 _READY_CHECK = re.compile(r"notify|tcp:\[?[A-Za-z0-9.:_-]+\]?:[0-9]{1,5}")
 

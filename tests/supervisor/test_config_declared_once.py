@@ -1,21 +1,26 @@
-"""Each configuration key is declared once; flags, live keys and the journal's settings follow,
-and values are taken as typed, never coerced."""
+"""Each configuration key is declared once; flags, live keys and the journal's and broker's
+settings follow, and values are taken as typed, never coerced."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from primacy.broker.config import BrokerConfig
 from primacy.cli.main import build_parser
 from primacy.store.config import StoreConfig
 from primacy.supervisor.config import (
-    CONFIG_KEYS,
+    BROKER_KEYS,
     JOURNAL_KEYS,
     LIVE_KEYS,
+    ConfigError,
     NodeConfig,
+    load_config,
 )
 
 
@@ -47,12 +52,50 @@ def test_the_live_keys_are_the_ones_a_running_node_applies() -> None:
     } == LIVE_KEYS
 
 
-def test_the_journal_gets_every_setting_both_declare(tmp_path: Path) -> None:
-    config = NodeConfig(node_id="a", share=tmp_path, segment_max_bytes=8192, retention_max_bytes=7)
-    store = config.store_config()
-    assert set(JOURNAL_KEYS) == set(CONFIG_KEYS) & set(StoreConfig.__dataclass_fields__)
+def test_the_journal_and_the_broker_get_every_key_they_declare(tmp_path: Path) -> None:
+    config = NodeConfig(
+        node_id="a",
+        share=tmp_path,
+        sync_policy="no_sync",
+        segment_max_bytes=8192,
+        retention_max_bytes=7,
+        stomp_users=tmp_path / "users.json",
+        max_connections=5,
+        flow_control_timeout_s=2.5,
+    )
+    store, broker = config.store_config(), config.broker_config()
+    assert {"sync_policy", "segment_max_bytes", "retention_max_bytes"} <= set(JOURNAL_KEYS)
+    assert {"stomp_users", "max_connections", "flow_control_timeout_s"} <= set(BROKER_KEYS)
     for name in JOURNAL_KEYS:
         assert getattr(store, name) == getattr(config, name), name
+    for name in BROKER_KEYS:
+        assert getattr(broker, name) == getattr(config, name), name
+
+
+def test_the_broker_settings_default_to_the_brokers_own(tmp_path: Path) -> None:
+    config = load_config(None, {"node_id": "a", "share": tmp_path})
+    assert config.broker_config() == BrokerConfig()
+
+
+@pytest.mark.parametrize(
+    ("build", "key", "value"),
+    [
+        (lambda **kw: StoreConfig(share=Path("."), node_id="a", **kw), "segment_max_bytes", 4095),
+        (lambda **kw: StoreConfig(share=Path("."), node_id="a", **kw), "max_message_size", 0),
+        (lambda **kw: StoreConfig(share=Path("."), node_id="a", **kw), "retention_max_age_s", -1),
+        (BrokerConfig, "max_transaction_bytes", 1023),
+        (BrokerConfig, "max_redeliveries", -1),
+        (BrokerConfig, "flow_control_timeout_s", 0.0),
+    ],
+)
+def test_the_journal_and_the_broker_refuse_what_the_node_refuses(
+    tmp_path: Path, build: Any, key: str, value: object
+) -> None:
+    """One declaration: the bounds an operator meets are the component's own."""
+    with pytest.raises(ConfigError, match=f"bad value for '{key}'"):
+        load_config(None, {"node_id": "a", "share": tmp_path, key: value})
+    with pytest.raises(ValidationError, match=key):
+        build(**{key: value})
 
 
 @pytest.mark.parametrize(
