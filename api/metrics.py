@@ -85,34 +85,34 @@ class _SnapshotCollector(Collector):
         yield GaugeMetricFamily(
             "primacy_paused",
             "1 while the group is paused",
-            value=1.0 if current.extra.get("paused") else 0.0,
+            value=1.0 if current.paused else 0.0,
         )
-        journal = current.extra.get("journal") or {}
+        journal = current.journal
         yield CounterMetricFamily(
             "primacy_fenced_writes",
             "Records of earlier epochs fenced off when this master opened",
-            value=float(journal.get("fenced_records", 0)),
+            value=float(journal.fenced_records if journal else 0),
         )
         yield CounterMetricFamily(
             "primacy_damaged_batches",
             "Damaged journal batches found when this master opened",
-            value=float(journal.get("damaged_batches", 0)),
+            value=float(journal.damaged_batches if journal else 0),
         )
-        broker = current.extra.get("broker") or {}
+        broker = current.broker
         yield CounterMetricFamily(
             "primacy_messages_in",
             "Messages stored (SENDs acknowledged)",
-            value=float(broker.get("messages_in", 0)),
+            value=float(broker.messages_in if broker else 0),
         )
         yield CounterMetricFamily(
             "primacy_journal_loop_wakeups",
             "Times the broker's event loop woke for completed journal writes (at most one a batch)",
-            value=float(broker.get("journal_wakeups", 0)),
+            value=float(broker.journal_wakeups if broker else 0),
         )
         yield CounterMetricFamily(
             "primacy_messages_out",
             "Messages delivered to consumers",
-            value=float(broker.get("messages_out", 0)),
+            value=float(broker.messages_out if broker else 0),
         )
         refused = CounterMetricFamily(
             "primacy_limit_refusals",
@@ -120,55 +120,55 @@ class _SnapshotCollector(Collector):
             labels=["limit"],
         )
         for limit, stat in _LIMIT_REFUSALS.items():
-            refused.add_metric([limit], float(broker.get(stat, 0)))
+            refused.add_metric([limit], float(getattr(broker, stat) if broker else 0))
         yield refused
         yield CounterMetricFamily(
             "primacy_dead_lettered",
             "Messages moved to their dead-letter queue after max_redeliveries",
-            value=float(broker.get("dead_lettered", 0)),
+            value=float(broker.dead_lettered if broker else 0),
         )
         yield GaugeMetricFamily(
             "primacy_body_memory_bytes",
             "Bodies of unacknowledged messages held in memory (max_body_memory_bytes)",
-            value=float(broker.get("body_memory_bytes", 0)),
+            value=float(broker.body_memory_bytes if broker else 0),
         )
         logins = CounterMetricFamily(
             "primacy_stomp_logins",
             "STOMP logins checked against the users file, by outcome",
             labels=["outcome"],
         )
-        logins.add_metric(["ok"], float(broker.get("logins_ok", 0)))
-        logins.add_metric(["failed"], float(broker.get("logins_failed", 0)))
+        logins.add_metric(["ok"], float(broker.logins_ok if broker else 0))
+        logins.add_metric(["failed"], float(broker.logins_failed if broker else 0))
         yield logins
         yield CounterMetricFamily(
             "primacy_tls_handshakes_failed",
             "STOMP connections dropped in the TLS handshake (plaintext, refused certificate)",
-            value=float(broker.get("tls_handshakes_failed", 0)),
+            value=float(broker.tls_handshakes_failed if broker else 0),
         )
         yield CounterMetricFamily(
             "primacy_stomp_unauthorized",
             "SENDs and SUBSCRIBEs refused: outside the user's destinations",
-            value=float(broker.get("unauthorized", 0)),
+            value=float(broker.unauthorized if broker else 0),
         )
         yield CounterMetricFamily(
             "primacy_sends_held",
             "SENDs that waited for room (max_destination_messages, max_pending_messages)",
-            value=float(broker.get("sends_held", 0)),
+            value=float(broker.sends_held if broker else 0),
         )
         yield GaugeMetricFamily(
             "primacy_sends_waiting",
             "Connections whose SEND waits for room now",
-            value=float(broker.get("sends_waiting", 0)),
+            value=float(broker.sends_waiting if broker else 0),
         )
         yield GaugeMetricFamily(
             "primacy_messages_unacknowledged",
             "Messages stored and not yet acknowledged on this master (max_pending_messages)",
-            value=float(broker.get("messages_unacknowledged", 0)),
+            value=float(broker.messages_unacknowledged if broker else 0),
         )
         yield GaugeMetricFamily(
             "primacy_destinations",
             "Destinations with messages or subscriptions on this master",
-            value=float(broker.get("destinations", 0)),
+            value=float(broker.destinations if broker else 0),
         )
 
 
