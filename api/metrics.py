@@ -12,6 +12,7 @@ against ``FAMILIES`` (tests/api/test_metrics.py).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -44,7 +45,7 @@ def figure(path: str) -> Reading:
     names = path.split(".")
     kind: Any = StatusSnapshot
     for name in names:
-        hints = typing.get_type_hints(kind) if dataclasses.is_dataclass(kind) else {}
+        hints = _fields_of(kind)
         if name not in hints:
             raise AttributeError(f"metric reading {path!r}: {kind!r} has no field {name!r}")
         kind = _without_none(hints[name])
@@ -60,6 +61,14 @@ def figure(path: str) -> Reading:
         return float(value)
 
     return Reading(path, read)
+
+
+@functools.cache
+def _fields_of(kind: Any) -> dict[str, Any]:
+    """A record's fields and their types; none for anything else (a number, a tuple)."""
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return typing.get_type_hints(kind)
+    return {}
 
 
 def _without_none(hint: Any) -> Any:

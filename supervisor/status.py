@@ -122,8 +122,9 @@ def journal_figures(store: JournalStore | None) -> JournalFigures | None:
 
 
 def broker_figures(stats: dict[str, Any] | None) -> BrokerFigures | None:
-    """The broker part of ``/status`` from ``BrokerService.stats``: a key either side lacks
-    raises here (tests/supervisor/test_status_snapshot.py runs a real broker's), never a 0."""
+    """The broker part of ``/status`` from ``BrokerService.stats`` of a started service (the
+    only kind ``Serving`` hands out): a key either side lacks raises here, never reads as 0
+    (tests/api/test_status_snapshot.py converts a real broker's)."""
     if stats is None:
         return None
     return BrokerFigures(**stats)
