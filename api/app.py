@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import Body, FastAPI
@@ -91,7 +92,8 @@ def create_app(
     @probe("/cluster")
     def cluster() -> Response:
         current = snapshot()
-        return JSONResponse({"node": current.node, "members": current.extra.get("cluster", [])})
+        members = [asdict(member) for member in current.cluster]
+        return JSONResponse({"node": current.node, "members": members})
 
     if metrics is not None:
         registry = metrics

@@ -1,8 +1,23 @@
-"""Prometheus metrics of one node: what the supervisor observes, plus figures from the snapshot."""
+"""Prometheus metrics of one node, every family declared once, in ``FAMILIES``.
+
+A row is what a dashboard sees (name, type, help, labels) and where the value comes from.
+``Observed`` families the supervisor feeds as things happen (``NodeMetrics``'s counters and
+histograms); ``FromSnapshot`` families are read from the latest status snapshot at scrape time,
+one ``Reading`` per label set. A reading names the ``/status`` field it shows, and ``figure``
+checks that field against the snapshot's types when this module is imported: a mistyped field
+fails at import instead of reporting 0. docs/operator-guide.md's metrics table is tested
+against ``FAMILIES`` (tests/api/test_metrics.py).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -15,41 +30,251 @@ _FAST_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """One sample's value: the ``/status`` field it shows, and how to read it from a snapshot."""
+
+    status_field: str
+    read: Callable[[StatusSnapshot], float]
+
+
+def figure(path: str) -> Reading:
+    """The number at ``path`` in the snapshot (``"broker.messages_in"``), 0 while a record on
+    the way is absent (no journal open, no broker serving). Raises here, at import, when
+    ``path`` names no field or a field that is not a number."""
+    names = path.split(".")
+    kind: Any = StatusSnapshot
+    for name in names:
+        hints = _fields_of(kind)
+        if name not in hints:
+            raise AttributeError(f"metric reading {path!r}: {kind!r} has no field {name!r}")
+        kind = _without_none(hints[name])
+    if kind not in (int, float, bool):
+        raise TypeError(f"metric reading {path!r}: the field is {kind!r}, not a number")
+
+    def read(snapshot: StatusSnapshot) -> float:
+        value: Any = snapshot
+        for name in names:
+            value = getattr(value, name)
+            if value is None:
+                return 0.0
+        return float(value)
+
+    return Reading(path, read)
+
+
+@functools.cache
+def _fields_of(kind: Any) -> dict[str, Any]:
+    """A record's fields and their types; none for anything else (a number, a tuple)."""
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return typing.get_type_hints(kind)
+    return {}
+
+
+def _without_none(hint: Any) -> Any:
+    """``X | None`` -> ``X``; any other type as it is."""
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        rest = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return hint
+
+
+def _role_is(role: str) -> Reading:
+    return Reading("role", lambda snapshot: 1.0 if snapshot.role == role else 0.0)
+
+
+_SERVING = Reading("serving", lambda snapshot: 1.0 if snapshot.is_serving_master() else 0.0)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A family the supervisor feeds as things happen (``NodeMetrics``'s attributes)."""
+
+    name: str
+    kind: Literal["counter", "histogram"]
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class FromSnapshot:
+    """A family read from the latest snapshot at scrape time: a reading per label values
+    (the empty tuple for a family without labels)."""
+
+    name: str
+    kind: Literal["counter", "gauge"]
+    help: str
+    samples: Mapping[tuple[str, ...], Reading]
+    labels: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if any(len(values) != len(self.labels) for values in self.samples):
+            raise ValueError(f"{self.name}: every sample needs one value per label {self.labels}")
+
+
+Family = Observed | FromSnapshot
+
+# Every family /metrics exports, in the order it exports them. Prometheus adds ``_total`` to
+# a counter's name. Names, types and help texts are what dashboards and alerts match: change
+# one only as a breaking change, in the changelog.
+FAMILIES: tuple[Family, ...] = (
+    Observed("primacy_role_changes", "counter", "Role changes of this node, by new role", ("to",)),
+    Observed(
+        "primacy_keepalive_duration_seconds",
+        "histogram",
+        "Duration of passed lease checks",
+        buckets=_FAST_BUCKETS_S,
+    ),
+    Observed(
+        "primacy_lock_attempts", "counter", "Lock attempts by a slave, by result", ("result",)
+    ),
+    Observed(
+        "primacy_journal_commit_latency_seconds",
+        "histogram",
+        "Group commit: write, sync and fencing check of one batch",
+        buckets=_FAST_BUCKETS_S,
+    ),
+    Observed(
+        "primacy_journal_batch_records",
+        "histogram",
+        "Records per group-commit batch",
+        buckets=_BATCH_BUCKETS,
+    ),
+    FromSnapshot(
+        "primacy_role",
+        "gauge",
+        "1 for this node's current role",
+        {(role,): _role_is(role) for role in ROLES},
+        ("role",),
+    ),
+    FromSnapshot(
+        "primacy_serving", "gauge", "1 while this node claims the master role", {(): _SERVING}
+    ),
+    FromSnapshot(
+        "primacy_epoch", "gauge", "The epoch this node holds (0 if none)", {(): figure("epoch")}
+    ),
+    FromSnapshot("primacy_paused", "gauge", "1 while the group is paused", {(): figure("paused")}),
+    FromSnapshot(
+        "primacy_fenced_writes",
+        "counter",
+        "Records of earlier epochs fenced off when this master opened",
+        {(): figure("journal.fenced_records")},
+    ),
+    FromSnapshot(
+        "primacy_damaged_batches",
+        "counter",
+        "Damaged journal batches found when this master opened",
+        {(): figure("journal.damaged_batches")},
+    ),
+    FromSnapshot(
+        "primacy_messages_in",
+        "counter",
+        "Messages stored (SENDs acknowledged)",
+        {(): figure("broker.messages_in")},
+    ),
+    FromSnapshot(
+        "primacy_journal_loop_wakeups",
+        "counter",
+        "Times the broker's event loop woke for completed journal writes (at most one a batch)",
+        {(): figure("broker.journal_wakeups")},
+    ),
+    FromSnapshot(
+        "primacy_messages_out",
+        "counter",
+        "Messages delivered to consumers",
+        {(): figure("broker.messages_out")},
+    ),
+    FromSnapshot(
+        "primacy_limit_refusals",
+        "counter",
+        "Frames and connections refused by a broker limit (docs/stomp.md, Limits)",
+        {
+            ("max_connections",): figure("broker.connections_refused"),
+            ("max_subscriptions_per_connection",): figure("broker.subscriptions_refused"),
+            ("transactions",): figure("broker.transactions_refused"),
+            ("flow_control",): figure("broker.sends_refused_full"),
+        },
+        ("limit",),
+    ),
+    FromSnapshot(
+        "primacy_dead_lettered",
+        "counter",
+        "Messages moved to their dead-letter queue after max_redeliveries",
+        {(): figure("broker.dead_lettered")},
+    ),
+    FromSnapshot(
+        "primacy_body_memory_bytes",
+        "gauge",
+        "Bodies of unacknowledged messages held in memory (max_body_memory_bytes)",
+        {(): figure("broker.body_memory_bytes")},
+    ),
+    FromSnapshot(
+        "primacy_stomp_logins",
+        "counter",
+        "STOMP logins checked against the users file, by outcome",
+        {("ok",): figure("broker.logins_ok"), ("failed",): figure("broker.logins_failed")},
+        ("outcome",),
+    ),
+    FromSnapshot(
+        "primacy_tls_handshakes_failed",
+        "counter",
+        "STOMP connections dropped in the TLS handshake (plaintext, refused certificate)",
+        {(): figure("broker.tls_handshakes_failed")},
+    ),
+    FromSnapshot(
+        "primacy_stomp_unauthorized",
+        "counter",
+        "SENDs and SUBSCRIBEs refused: outside the user's destinations",
+        {(): figure("broker.unauthorized")},
+    ),
+    FromSnapshot(
+        "primacy_sends_held",
+        "counter",
+        "SENDs that waited for room (max_destination_messages, max_pending_messages)",
+        {(): figure("broker.sends_held")},
+    ),
+    FromSnapshot(
+        "primacy_sends_waiting",
+        "gauge",
+        "Connections whose SEND waits for room now",
+        {(): figure("broker.sends_waiting")},
+    ),
+    FromSnapshot(
+        "primacy_messages_unacknowledged",
+        "gauge",
+        "Messages stored and not yet acknowledged on this master (max_pending_messages)",
+        {(): figure("broker.messages_unacknowledged")},
+    ),
+    FromSnapshot(
+        "primacy_destinations",
+        "gauge",
+        "Destinations with messages or subscriptions on this master",
+        {(): figure("broker.destinations")},
+    ),
+)
+
+if len({family.name for family in FAMILIES}) != len(FAMILIES):
+    raise ValueError("a metric family is declared twice in FAMILIES")
+
+
 class NodeMetrics:
-    """The node's metric registry; the supervisor calls ``observe_*``, /metrics renders it."""
+    """The node's metric registry; the supervisor feeds the ``Observed`` families through
+    these attributes, /metrics renders every family."""
 
     def __init__(self, snapshot: Callable[[], StatusSnapshot]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.role_changes = Counter(
-            "primacy_role_changes",
-            "Role changes of this node, by new role",
-            ["to"],
-            registry=self.registry,
-        )
-        self.keepalive_seconds = Histogram(
-            "primacy_keepalive_duration_seconds",
-            "Duration of passed lease checks",
-            buckets=_FAST_BUCKETS_S,
-            registry=self.registry,
-        )
-        self.lock_attempts = Counter(
-            "primacy_lock_attempts",
-            "Lock attempts by a slave, by result",
-            ["result"],
-            registry=self.registry,
-        )
-        self.commit_seconds = Histogram(
-            "primacy_journal_commit_latency_seconds",
-            "Group commit: write, sync and fencing check of one batch",
-            buckets=_FAST_BUCKETS_S,
-            registry=self.registry,
-        )
-        self.batch_records = Histogram(
-            "primacy_journal_batch_records",
-            "Records per group-commit batch",
-            buckets=_BATCH_BUCKETS,
-            registry=self.registry,
-        )
+        self._observed = {
+            family.name: _observed_metric(family, self.registry)
+            for family in FAMILIES
+            if isinstance(family, Observed)
+        }
+        self.role_changes = self._counter("primacy_role_changes")
+        self.keepalive_seconds = self._histogram("primacy_keepalive_duration_seconds")
+        self.lock_attempts = self._counter("primacy_lock_attempts")
+        self.commit_seconds = self._histogram("primacy_journal_commit_latency_seconds")
+        self.batch_records = self._histogram("primacy_journal_batch_records")
         self.registry.register(_SnapshotCollector(snapshot))
 
     def observe_commit(self, records: int, _bytes: int, seconds: float) -> None:
@@ -59,123 +284,47 @@ class NodeMetrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
+    def _counter(self, name: str) -> Counter:
+        metric = self._observed[name]
+        assert isinstance(metric, Counter), name
+        return metric
+
+    def _histogram(self, name: str) -> Histogram:
+        metric = self._observed[name]
+        assert isinstance(metric, Histogram), name
+        return metric
+
+
+def _observed_metric(family: Observed, registry: CollectorRegistry) -> Counter | Histogram:
+    if family.kind == "counter":
+        return Counter(family.name, family.help, family.labels, registry=registry)
+    return Histogram(
+        family.name, family.help, family.labels, buckets=family.buckets, registry=registry
+    )
+
 
 class _SnapshotCollector(Collector):
-    """Figures the node already keeps, read from the latest snapshot at scrape time."""
+    """The ``FromSnapshot`` families, read from the latest snapshot at scrape time."""
 
     def __init__(self, snapshot: Callable[[], StatusSnapshot]) -> None:
         self._snapshot = snapshot
 
+    def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """The families without samples: the registry checks names without a snapshot."""
+        for family in FAMILIES:
+            if isinstance(family, FromSnapshot):
+                yield _empty(family)
+
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         current = self._snapshot()
-        role = GaugeMetricFamily("primacy_role", "1 for this node's current role", labels=["role"])
-        for name in ROLES:
-            role.add_metric([name], 1.0 if current.role == name else 0.0)
-        yield role
-        yield GaugeMetricFamily(
-            "primacy_serving",
-            "1 while this node claims the master role",
-            value=1.0 if current.is_serving_master() else 0.0,
-        )
-        yield GaugeMetricFamily(
-            "primacy_epoch",
-            "The epoch this node holds (0 if none)",
-            value=float(current.epoch or 0),
-        )
-        yield GaugeMetricFamily(
-            "primacy_paused",
-            "1 while the group is paused",
-            value=1.0 if current.extra.get("paused") else 0.0,
-        )
-        journal = current.extra.get("journal") or {}
-        yield CounterMetricFamily(
-            "primacy_fenced_writes",
-            "Records of earlier epochs fenced off when this master opened",
-            value=float(journal.get("fenced_records", 0)),
-        )
-        yield CounterMetricFamily(
-            "primacy_damaged_batches",
-            "Damaged journal batches found when this master opened",
-            value=float(journal.get("damaged_batches", 0)),
-        )
-        broker = current.extra.get("broker") or {}
-        yield CounterMetricFamily(
-            "primacy_messages_in",
-            "Messages stored (SENDs acknowledged)",
-            value=float(broker.get("messages_in", 0)),
-        )
-        yield CounterMetricFamily(
-            "primacy_journal_loop_wakeups",
-            "Times the broker's event loop woke for completed journal writes (at most one a batch)",
-            value=float(broker.get("journal_wakeups", 0)),
-        )
-        yield CounterMetricFamily(
-            "primacy_messages_out",
-            "Messages delivered to consumers",
-            value=float(broker.get("messages_out", 0)),
-        )
-        refused = CounterMetricFamily(
-            "primacy_limit_refusals",
-            "Frames and connections refused by a broker limit (docs/stomp.md, Limits)",
-            labels=["limit"],
-        )
-        for limit, stat in _LIMIT_REFUSALS.items():
-            refused.add_metric([limit], float(broker.get(stat, 0)))
-        yield refused
-        yield CounterMetricFamily(
-            "primacy_dead_lettered",
-            "Messages moved to their dead-letter queue after max_redeliveries",
-            value=float(broker.get("dead_lettered", 0)),
-        )
-        yield GaugeMetricFamily(
-            "primacy_body_memory_bytes",
-            "Bodies of unacknowledged messages held in memory (max_body_memory_bytes)",
-            value=float(broker.get("body_memory_bytes", 0)),
-        )
-        logins = CounterMetricFamily(
-            "primacy_stomp_logins",
-            "STOMP logins checked against the users file, by outcome",
-            labels=["outcome"],
-        )
-        logins.add_metric(["ok"], float(broker.get("logins_ok", 0)))
-        logins.add_metric(["failed"], float(broker.get("logins_failed", 0)))
-        yield logins
-        yield CounterMetricFamily(
-            "primacy_tls_handshakes_failed",
-            "STOMP connections dropped in the TLS handshake (plaintext, refused certificate)",
-            value=float(broker.get("tls_handshakes_failed", 0)),
-        )
-        yield CounterMetricFamily(
-            "primacy_stomp_unauthorized",
-            "SENDs and SUBSCRIBEs refused: outside the user's destinations",
-            value=float(broker.get("unauthorized", 0)),
-        )
-        yield CounterMetricFamily(
-            "primacy_sends_held",
-            "SENDs that waited for room (max_destination_messages, max_pending_messages)",
-            value=float(broker.get("sends_held", 0)),
-        )
-        yield GaugeMetricFamily(
-            "primacy_sends_waiting",
-            "Connections whose SEND waits for room now",
-            value=float(broker.get("sends_waiting", 0)),
-        )
-        yield GaugeMetricFamily(
-            "primacy_messages_unacknowledged",
-            "Messages stored and not yet acknowledged on this master (max_pending_messages)",
-            value=float(broker.get("messages_unacknowledged", 0)),
-        )
-        yield GaugeMetricFamily(
-            "primacy_destinations",
-            "Destinations with messages or subscriptions on this master",
-            value=float(broker.get("destinations", 0)),
-        )
+        for family in FAMILIES:
+            if isinstance(family, FromSnapshot):
+                exported = _empty(family)
+                for values, reading in family.samples.items():
+                    exported.add_metric(list(values), reading.read(current))
+                yield exported
 
 
-# The label of each limit in primacy_limit_refusals, and the broker figure that counts it.
-_LIMIT_REFUSALS = {
-    "max_connections": "connections_refused",
-    "max_subscriptions_per_connection": "subscriptions_refused",
-    "transactions": "transactions_refused",
-    "flow_control": "sends_refused_full",
-}
+def _empty(family: FromSnapshot) -> GaugeMetricFamily | CounterMetricFamily:
+    kind = GaugeMetricFamily if family.kind == "gauge" else CounterMetricFamily
+    return kind(family.name, family.help, labels=list(family.labels))

@@ -1,4 +1,8 @@
-"""The immutable status snapshot the supervisor publishes and the HTTP handlers read."""
+"""The immutable status snapshot the supervisor publishes and the HTTP handlers read.
+
+Every figure is a typed field, read as an attribute; ``to_json`` is ``/status``'s body
+(docs/operator-guide.md, "HTTP endpoints", lists its fields and a test holds it to them).
+"""
 
 from __future__ import annotations
 
@@ -32,6 +36,90 @@ class ShareCheck:
     findings: tuple[ShareFinding, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class JournalSettings:
+    """The journal settings in force (docs/operator-guide.md, "The journal's settings")."""
+
+    segment_max_bytes: int
+    max_message_size: int
+    retention_max_age_s: float | None
+    retention_max_bytes: int | None
+    dedupe_window_messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class JournalFigures:
+    """The open journal of a node holding the lock; the ``*_records``/``batches``/``tails``
+    figures were found when it opened."""
+
+    epoch: int
+    sync_policy: str
+    last_sequence: int
+    pending_messages: int
+    records_written: int
+    bytes_written: int
+    batches_written: int
+    current_segment: str
+    fenced_records: int
+    damaged_batches: int
+    torn_tails: int
+    failure: str | None  # why the journal stopped taking writes
+    settings: JournalSettings
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerFigures:
+    """The serving STOMP broker's figures, as ``BrokerService.stats`` counts them."""
+
+    running: bool
+    failure: str | None
+    connections_open: int
+    connections_total: int
+    messages_in: int
+    messages_out: int
+    messages_acked: int
+    redeliveries: int
+    duplicates_dropped: int
+    errors_sent: int
+    connections_refused: int
+    subscriptions_refused: int
+    transactions_refused: int
+    dead_lettered: int
+    stomp_auth: Literal["users-file", "none"]
+    logins_ok: int
+    logins_failed: int
+    unauthorized: int
+    tls: bool
+    tls_handshakes_failed: int
+    sends_held: int
+    sends_refused_full: int
+    sends_waiting: int
+    messages_unacknowledged: int
+    destinations: int
+    body_memory_bytes: int
+    messages_ready: int
+    journal_wakeups: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMember:
+    """One node of the share's registry as this node last read it (``/cluster``)."""
+
+    node_id: str
+    host: str
+    pid: int
+    http: str
+    priority: str
+    role: str
+    epoch: int | None
+    updated_unix_s: float
+    live: bool
+
+
+# The snapshot's fields only the node itself uses: not part of ``/status``.
+_INTERNAL = ("master_claim_expires_monotonic", "built_at_monotonic", "lock_io_overdue_monotonic")
+
+
 @dataclass(frozen=True)
 class StatusSnapshot:
     """One consistent view of a node. Monotonic times use ``time.monotonic`` of this process."""
@@ -53,7 +141,14 @@ class StatusSnapshot:
     version: str = ""
     share: str = ""
     share_check: ShareCheck | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    journal: JournalFigures | None = None  # None unless this node has the journal open
+    paused: bool = False
+    held_off_s: float = 0.0  # after a failed start or a crash loop: left before the next try
+    broker: BrokerFigures | None = None  # None unless this node serves
+    # Who may connect to the STOMP connector: "none" checks nobody (docs/security); None
+    # without a STOMP connector.
+    stomp_auth: Literal["users-file", "none"] | None = None
+    cluster: tuple[ClusterMember, ...] = ()
 
     def is_serving_master(self, now_monotonic: float | None = None) -> bool:
         """A master claims the role only while its last lease check is under one keepalive old."""
@@ -83,17 +178,14 @@ class StatusSnapshot:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """``/status``'s body: every field but the internal ones, plus ``since`` (ISO 8601),
+        ``live`` and ``serving``."""
         data = asdict(self)
-        for internal in (
-            "master_claim_expires_monotonic",
-            "built_at_monotonic",
-            "lock_io_overdue_monotonic",
-        ):
+        for internal in _INTERNAL:
             data.pop(internal)
         data["since"] = datetime.fromtimestamp(self.since_unix_s, UTC).isoformat(
             timespec="milliseconds"
         )
         data["live"] = self.is_live()
         data["serving"] = self.is_serving_master()
-        data.update(data.pop("extra"))
         return data

@@ -52,7 +52,7 @@ class NodeAdmin:
                 f"node {self._node_id} is not the serving master; send the switchover to the "
                 "master (GET /cluster shows it)"
             )
-        if current.extra.get("paused"):
+        if current.paused:
             raise AdminRefused("the group is paused; resume it before a switchover")
         target = self._choose_target(current, to)
         assert current.epoch is not None
@@ -91,19 +91,15 @@ class NodeAdmin:
         self._post(roles.PriorityChanged(Priority[priority.upper()]))
 
     def _choose_target(self, current: StatusSnapshot, wanted: str | None) -> str:
-        members: list[dict[str, Any]] = current.extra.get("cluster", [])
         candidates = [
             m
-            for m in members
-            if m["node_id"] != self._node_id
-            and m["live"]
-            and m["role"] == "slave"
-            and m["priority"] != "never"
+            for m in current.cluster
+            if m.node_id != self._node_id and m.live and m.role == "slave" and m.priority != "never"
         ]
         if wanted is not None:
             if wanted == self._node_id:
                 raise AdminRefused(f"node {wanted} is already the master")
-            if not any(m["node_id"] == wanted for m in candidates):
+            if not any(m.node_id == wanted for m in candidates):
                 raise AdminRefused(
                     f"node {wanted} is not a live slave that may become master; GET /cluster "
                     "lists the candidates"
@@ -111,10 +107,8 @@ class NodeAdmin:
             return wanted
         if not candidates:
             raise AdminRefused("no live slave can take over (all gone, or priority never)")
-        best = max(
-            candidates, key=lambda m: (Priority[m["priority"].upper()], _reverse(m["node_id"]))
-        )
-        return str(best["node_id"])
+        best = max(candidates, key=lambda m: (Priority[m.priority.upper()], _reverse(m.node_id)))
+        return best.node_id
 
 
 def _reverse(text: str) -> tuple[int, ...]:

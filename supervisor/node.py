@@ -348,8 +348,7 @@ class Node:
     # ---- what other threads told us ------------------------------------------
 
     def _on_registry_read(self, read: RegistryRead) -> roles.Event | None:
-        self._state.cluster = read.cluster
-        self._state.broker_stats = read.broker_stats if self._serving.serving else None
+        self._state.saw_registry(read.cluster, read.broker_stats if self._serving.serving else None)
         if read.paused != self._state.paused:
             self._state.paused = read.paused
             log.info(

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from primacy.api.snapshot import ShareCheck, StatusSnapshot
+from primacy.api.snapshot import (
+    BrokerFigures,
+    ClusterMember,
+    JournalFigures,
+    JournalSettings,
+    ShareCheck,
+    StatusSnapshot,
+)
 from primacy.store.journal import JournalStore
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.roles import RoleMachine
@@ -24,9 +31,16 @@ class NodeState:
     # reach the share, so it is no healthy standby (``/slave`` 503).
     lock_attempt_error: str | None = None
     store: JournalStore | None = None
-    broker_stats: dict[str, Any] | None = None
+    broker: BrokerFigures | None = None
     paused: bool = False
-    cluster: tuple[dict[str, Any], ...] = ()
+    cluster: tuple[ClusterMember, ...] = ()
+
+    def saw_registry(
+        self, cluster: tuple[dict[str, Any], ...], broker_stats: dict[str, Any] | None
+    ) -> None:
+        """The registry thread's read: the node registry, and the serving broker's figures."""
+        self.cluster = cluster_members(cluster)
+        self.broker = broker_figures(broker_stats)
 
 
 def build_snapshot(
@@ -57,18 +71,14 @@ def build_snapshot(
         version=version,
         share=str(config.share),
         share_check=share_check,
-        extra={
-            "journal": journal_figures(state.store),
-            "paused": state.paused,
-            # After a failed start or a crash loop: seconds left before it tries the lock.
-            "held_off_s": round(max(0.0, machine.hold_off_until - now), 3),
-            "broker": state.broker_stats,
-            # Who may connect to the STOMP connector: "none" checks nobody (docs/security).
-            "stomp_auth": (
-                None if config.stomp is None else "users-file" if config.stomp_users else "none"
-            ),
-            "cluster": [dict(member) for member in state.cluster],
-        },
+        journal=journal_figures(state.store),
+        paused=state.paused,
+        held_off_s=round(max(0.0, machine.hold_off_until - now), 3),
+        broker=state.broker,
+        stomp_auth=(
+            None if config.stomp is None else "users-file" if config.stomp_users else "none"
+        ),
+        cluster=state.cluster,
     )
 
 
@@ -83,32 +93,46 @@ def _lock_io_overdue_at(machine: RoleMachine) -> float:
     )
 
 
-def journal_figures(store: JournalStore | None) -> dict[str, Any] | None:
+def journal_figures(store: JournalStore | None) -> JournalFigures | None:
     """The journal part of ``/status`` (None unless this node has the journal open)."""
     if store is None:
         return None
-    stats = store.stats()
-    return {
-        "epoch": stats.epoch,
-        "sync_policy": str(stats.sync_policy),
-        "last_sequence": stats.last_sequence,
-        "pending_messages": stats.pending_messages,
-        "records_written": stats.records_written,
-        "bytes_written": stats.bytes_written,
-        "batches_written": stats.batches_written,
-        "current_segment": stats.current_segment,
-        "fenced_records": stats.fenced_records_at_open,
-        "damaged_batches": stats.damaged_batches_at_open,
-        "torn_tails": stats.torn_tails_at_open,
-        "failure": stats.failure,
-        "settings": {
-            "segment_max_bytes": store.config.segment_max_bytes,
-            "max_message_size": store.config.max_message_size,
-            "retention_max_age_s": store.config.retention_max_age_s,
-            "retention_max_bytes": store.config.retention_max_bytes,
-            "dedupe_window_messages": store.config.dedupe_window_messages,
-        },
-    }
+    stats, config = store.stats(), store.config
+    return JournalFigures(
+        epoch=stats.epoch,
+        sync_policy=str(stats.sync_policy),
+        last_sequence=stats.last_sequence,
+        pending_messages=stats.pending_messages,
+        records_written=stats.records_written,
+        bytes_written=stats.bytes_written,
+        batches_written=stats.batches_written,
+        current_segment=stats.current_segment,
+        fenced_records=stats.fenced_records_at_open,
+        damaged_batches=stats.damaged_batches_at_open,
+        torn_tails=stats.torn_tails_at_open,
+        failure=stats.failure,
+        settings=JournalSettings(
+            segment_max_bytes=config.segment_max_bytes,
+            max_message_size=config.max_message_size,
+            retention_max_age_s=config.retention_max_age_s,
+            retention_max_bytes=config.retention_max_bytes,
+            dedupe_window_messages=config.dedupe_window_messages,
+        ),
+    )
+
+
+def broker_figures(stats: dict[str, Any] | None) -> BrokerFigures | None:
+    """The broker part of ``/status`` from ``BrokerService.stats`` of a started service (the
+    only kind ``Serving`` hands out): a key either side lacks raises here, never reads as 0
+    (tests/api/test_status_snapshot.py converts a real broker's)."""
+    if stats is None:
+        return None
+    return BrokerFigures(**stats)
+
+
+def cluster_members(entries: tuple[dict[str, Any], ...]) -> tuple[ClusterMember, ...]:
+    """The registry thread's read of the node registry, as ``/cluster`` lists it."""
+    return tuple(ClusterMember(**entry) for entry in entries)
 
 
 def package_version() -> str:
