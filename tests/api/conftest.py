@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from primacy.api.snapshot import StatusSnapshot
+from primacy.share.posix import PosixShare
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.node_events import RegistryRead
-from primacy.supervisor.registry import NodeRegistry
 from primacy.supervisor.registry_loop import RegistryLoop
 from primacy.supervisor.roles import RoleMachine
 from primacy.supervisor.status import NodeState, build_snapshot
@@ -44,7 +44,7 @@ def master_snapshot(tmp_path: Path) -> Iterator[StatusSnapshot]:
             node="node-a", role="master", epoch=master.store.epoch, since_unix_s=0, priority="high"
         )
         registry = RegistryLoop(
-            NodeRegistry(share),
+            PosixShare(share),
             "node-a",
             config.http,
             60.0,
