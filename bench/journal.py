@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from primacy.share.layout import journal_dir
 from primacy.store import format as fmt
 from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.journal import JournalStore
@@ -57,7 +58,7 @@ def sync_throughput(share: Path, appenders: int, duration_s: float) -> tuple[flo
 def batch_sizes(share: Path) -> tuple[list[int], int]:
     """Byte length of every data batch written, and how many records they hold."""
     sizes, records = [], 0
-    for segment in list_segments(share / "journal"):
+    for segment in list_segments(journal_dir(share)):
         data = segment.path.read_bytes()
         offset = fmt.decode_segment_header(data).header_len
         while offset < len(data):
@@ -106,13 +107,13 @@ def recovery_times(share: Path, records: int) -> tuple[float, float, int]:
     if last is not None:
         last.result()
     store.close()
-    size = sum(s.path.stat().st_size for s in list_segments(share / "journal"))
+    size = sum(s.path.stat().st_size for s in list_segments(journal_dir(share)))
     os.sync()
     started = time.perf_counter()
-    full = recover(share / "journal", use_checkpoint=False, log=False)
+    full = recover(journal_dir(share), use_checkpoint=False, log=False)
     without = time.perf_counter() - started
     started = time.perf_counter()
-    quick = recover(share / "journal", use_checkpoint=True, log=False)
+    quick = recover(journal_dir(share), use_checkpoint=True, log=False)
     with_checkpoint = time.perf_counter() - started
     assert quick.state.summary() == full.state.summary()
     return without, with_checkpoint, size

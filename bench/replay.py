@@ -38,6 +38,7 @@ from typing import BinaryIO
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from primacy.cli.replay import missing_requirement
+from primacy.share.layout import journal_dir
 from primacy.spark.journal_plan import plan_segments
 from primacy.spark.segment_reader import read_segment_batches
 from primacy.store import format as fmt
@@ -88,7 +89,7 @@ def generate(
     segment_max_bytes: int = SEGMENT_MAX_BYTES,
 ) -> int:
     """Write ``records`` SENDs in batches of ``batch_records``; returns the journal's bytes."""
-    journal = share / "journal"
+    journal = journal_dir(share)
     journal.mkdir(parents=True)
     payload, now = b"x" * payload_bytes, time.time_ns()
     writer = SegmentWriter(journal, now, segment_max_bytes)
@@ -113,7 +114,7 @@ def generate(
 
 def raw_reader(share: Path) -> Callable[[], int]:
     """``readinto`` of every segment into one buffer allocated up front: the baseline."""
-    segments = list_segments(share / "journal")
+    segments = list_segments(journal_dir(share))
     buffer = bytearray(max(s.path.stat().st_size for s in segments))
     view = memoryview(buffer)
 
@@ -203,7 +204,7 @@ def main() -> None:
         started = time.perf_counter()
         segment_bytes = QUICK_SEGMENT_MAX_BYTES if args.quick else SEGMENT_MAX_BYTES
         size = generate(share, args.records, args.payload_bytes, args.batch_records, segment_bytes)
-        segments = len(list_segments(share / "journal"))
+        segments = len(list_segments(journal_dir(share)))
         python = sys.version.split()[0]
         print(f"machine: {os.cpu_count()} cores, {platform.platform()}, Python {python}")
         print(
