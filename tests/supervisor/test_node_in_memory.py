@@ -1,0 +1,119 @@
+"""Whole nodes in this process over an in-memory share: roles, takeover and /master, in seconds.
+
+Real ``Node`` objects (role loop, lock I/O worker, registry thread, real HTTP
+server); only the share is in memory (tests/harness/memory_group.py). The same
+scenarios with real processes, signals and filesystems are in tests/integration.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.harness.group import MasterPoller, wait_until
+from tests.harness.memory_group import MemoryGroup
+
+
+@pytest.fixture
+def memory_group(tmp_path: Path) -> Iterator[MemoryGroup]:
+    journal = tmp_path / "share"
+    journal.mkdir()
+    group = MemoryGroup(journal)
+    try:
+        yield group
+    finally:
+        group.close()
+
+
+def test_one_node_serves_and_the_others_answer_503(memory_group: MemoryGroup) -> None:
+    a, b = memory_group.start("a"), memory_group.start("b")
+    master = memory_group.wait_for_master()
+    slave = b if master is a else a
+    assert slave.status("/master") == 503 and slave.status("/slave") == 200
+    status = httpx.get(f"http://127.0.0.1:{master.port}/status", timeout=5).json()
+    assert status["role"] == "master" and status["epoch"] == 1
+    assert memory_group.share.holder is not None
+    assert memory_group.share.holder.node_id == master.node_id
+
+
+def test_a_lock_lost_behind_the_masters_back_moves_the_role_to_a_later_epoch(
+    memory_group: MemoryGroup,
+) -> None:
+    """An expired NFS lease, in memory: the master is not told. The other node takes the lock,
+    claims epoch 2, waits out the old claim, and serves; the old master demotes at its next
+    lease check, and no two nodes ever answer 200 for overlapping decisions."""
+    a, b = memory_group.start("a"), memory_group.start("b")
+    first = memory_group.wait_for_master()
+    with MasterPoller([a, b]) as poller:  # type: ignore[list-item]
+        wait_until(lambda: poller.epochs_seen_serving() == {1}, 15, "the poller to see epoch 1")
+        memory_group.share.steal_lock()
+        wait_until(lambda: 2 in poller.epochs_seen_serving(), 15, "epoch 2 serving")
+        wait_until(lambda: [n.epoch() for n in (a, b) if n.is_master()] == [2], 15, "one master")
+    assert first.role() == "slave" or first.epoch() == 2
+    assert poller.two_masters() == []
+
+
+def test_a_share_that_fails_demotes_the_master_and_the_group_recovers(
+    memory_group: MemoryGroup,
+) -> None:
+    memory_group.start("a"), memory_group.start("b")
+    memory_group.wait_for_master()
+    with memory_group.share.failing():
+        wait_until(lambda: memory_group.masters() == [], 15, "the master to stop claiming")
+    master = memory_group.wait_for_master()
+    assert master.epoch() == 2  # whoever serves again claimed a later epoch
+
+
+def test_a_graceful_stop_hands_over_without_a_takeover_wait(
+    memory_group: MemoryGroup, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="primacy")
+    a, b = memory_group.start("a"), memory_group.start("b")
+    first = memory_group.wait_for_master()
+    other = b if first is a else a
+    first.stop()
+    wait_until(lambda: other.is_master(), 15, "the other node to serve")
+    assert other.epoch() == 2
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("handed over: no takeover wait" in m for m in messages), messages
+
+
+def test_a_node_of_priority_never_does_not_take_over(memory_group: MemoryGroup) -> None:
+    a = memory_group.start("a")
+    never = memory_group.start("never", priority="never")
+    wait_until(lambda: a.is_master(), 15, "a to serve")
+    a.stop()
+    wait_until(
+        lambda: memory_group.share.holder is not None and memory_group.share.holder.released,
+        15,
+        "the release",
+    )
+    assert never.role() == "slave" and never.status("/master") == 503
+    assert memory_group.share.epochs.keys() == {1}
+
+
+def test_an_admin_pause_holds_the_group_and_every_node_reports_it(
+    memory_group: MemoryGroup,
+) -> None:
+    a = memory_group.start("a", admin_token="secret-token")
+    b = memory_group.start("b")
+    memory_group.wait_for_master()
+    answer = httpx.post(
+        f"http://127.0.0.1:{a.port}/pause",
+        headers={"Authorization": "Bearer secret-token"},
+        timeout=5,
+    )
+    assert answer.status_code == 200, answer.text
+    assert memory_group.share.paused is not None
+    for node in (a, b):
+        wait_until(
+            lambda n=node: httpx.get(f"http://127.0.0.1:{n.port}/status", timeout=5).json()[
+                "paused"
+            ],
+            15,
+            f"{node.node_id} to report the pause",
+        )
