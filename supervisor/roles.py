@@ -99,6 +99,7 @@ class RoleMachine:
     _next_revalidation_at: float = 0.0
     _takeover_ready_at: float = float("inf")
     _child_exits: list[float] = field(default_factory=list)
+    _last_event_at: float = float("-inf")
     _step: Step = IGNORED  # the table entry being applied
 
     # ---- what the outside may ask ------------------------------------------
@@ -134,15 +135,18 @@ class RoleMachine:
         """When the shell should next send a Tick, at the latest."""
         deadlines = []
         if self._io_in_flight is not None:
-            deadlines.append(self._io_started_at + self._io_timeout())
+            # Only where an overdue lease check demotes: elsewhere a deadline already past
+            # would only make the shell spin until the hung share answers.
+            if self.state in _HUNG_CHECK_DEMOTES and not self.paused:
+                deadlines.append(self._io_started_at + self._io_timeout())
         elif self.state in (State.STARTING, State.SLAVE):
             deadlines.append(max(self._next_lock_attempt_at, self.hold_off_until))
         elif self.state in _CHECKING_STATES:
             deadlines.append(self._next_revalidation_at)
             if self.state is State.WAITING:
                 deadlines.append(self._takeover_ready_at)
-        if self.role is Role.MASTER:
-            deadlines.append(self.claim_expires_at())
+        if self.role is Role.MASTER and self._claim_expires_at > self._last_event_at:
+            deadlines.append(self._claim_expires_at)  # once: a lapsed claim is not due again
         return min(deadlines, default=float("inf"))
 
     # ---- the one entry point -----------------------------------------------
@@ -154,6 +158,7 @@ class RoleMachine:
             why = f"{type(event).__name__} does not fit state {self.state}"
             return [Refused(self.state, event, why)]
         actions: list[Action] = []
+        self._last_event_at = now
         self._step = step
         try:
             getattr(self, "_" + step.handler)(event, now, actions)
@@ -437,6 +442,8 @@ class RoleMachine:
         return max(now, self._last_lock_attempt_at + MIN_RETRY_GAP_S)
 
 
+# States in which a lease check that outlives the keepalive period demotes the node.
+_HUNG_CHECK_DEMOTES = (State.PRE_PROMOTE, State.WAITING, State.PROMOTING, State.MASTER)
 # States in which lease checks run on a timer.
 _CHECKING_STATES = (
     State.PRE_PROMOTE,

@@ -60,6 +60,8 @@ def test_a_hung_lease_check_demotes_when_it_outlives_the_keepalive_period() -> N
     actions = d.at(check_started + 0.25)
     assert d.kinds(actions) == [StopServing]
     assert d.machine.role is Role.DEMOTING
+    # The check still hangs: nothing more is due, so the shell sleeps rather than spins.
+    assert d.machine.next_deadline() > d.now
 
 
 def test_graceful_stop_releases_the_lock_and_exits() -> None:
@@ -108,6 +110,7 @@ def test_paused_master_survives_a_slow_lease_check_but_not_a_failed_one() -> Non
     assert d.kinds(d.at(check_started + 1.0)) == []  # e.g. frozen: no demotion while paused
     assert d.machine.role is Role.MASTER
     assert not d.machine.is_serving(check_started + 1.0)  # but it does not claim the role
+    assert d.machine.next_deadline() > d.now  # and the shell sleeps rather than spins
     d.at(check_started + 1.01, passed(check_started + 1.0))
     assert d.machine.is_serving(check_started + 1.02)
     actions = d.at(check_started + 1.2, LeaseLost("epoch 2 was claimed"))
