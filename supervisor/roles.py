@@ -158,7 +158,6 @@ class RoleMachine:
             why = f"{type(event).__name__} does not fit state {self.state}"
             return [Refused(self.state, event, why)]
         actions: list[Action] = []
-        self._last_event_at = now
         self._step = step
         try:
             getattr(self, "_" + step.handler)(event, now, actions)
@@ -166,6 +165,7 @@ class RoleMachine:
             return [Refused(self.state, event, str(refusal))]
         finally:
             self._step = IGNORED
+        self._last_event_at = now
         return actions
 
     # ---- handlers named by the table, (event, now, actions) each -------------

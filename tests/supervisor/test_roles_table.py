@@ -265,8 +265,10 @@ def test_only_a_passed_promoting_check_leads_to_master() -> None:
 def test_a_pre_promote_answer_for_an_earlier_takeover_is_refused_with_why() -> None:
     d = reach(S.PRE_PROMOTE)
     stale = PrePromoteDone(2, None)
-    [refused] = d.machine.handle(stale, d.now)
+    before = copy.deepcopy(vars(d.machine))
+    [refused] = d.machine.handle(stale, d.now + 0.01)
     assert isinstance(refused, Refused) and refused.event == stale
+    assert vars(d.machine) == before
     assert "epoch 2 answered too late" in refused.why
     assert d.machine.state is S.PRE_PROMOTE
 
