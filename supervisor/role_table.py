@@ -130,6 +130,10 @@ TRANSITIONS: dict[State, dict[type, Step]] = {
         LockResult: go("lock_result", S.CLAIMING),
         MasterLeft: go("retry_soon"),
         StopRequested: go("exit", S.STOPPED),
+        # A lease check a graceful stop with an exec child queued behind the release:
+        # it ends after the lock is let go, and no lock is tried until it has.
+        RevalidationPassed: OVERTAKEN,
+        LeaseLost: OVERTAKEN,
     },
     S.CLAIMING: {
         Tick: IGNORED,  # a claim takes as long as the share needs

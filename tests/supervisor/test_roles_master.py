@@ -167,3 +167,17 @@ def test_lease_checks_go_on_through_a_graceful_stop_only_for_a_child(has_child: 
         assert d.at(0.9) == []  # no more confirmations: the guardian's deadline runs out
     d.at(1.0, ServingStopped())
     assert d.machine.child_may_live_until() == float("-inf")
+
+
+def test_a_lease_check_queued_behind_the_release_frees_the_worker_for_the_next_attempt() -> None:
+    # Through a graceful step-down with a child the checks go on, so one may be queued
+    # behind the release: it fails ("the lock is not held") after the node is a slave.
+    # It must not be refused: until it ends, the slave tries no lock.
+    d = Driver(has_child=True)
+    d.become_master()
+    d.at(0.31, roles.StepDownRequested("switchover to b"))
+    assert d.at(0.43) == [Revalidate()]
+    d.at(0.5, roles.ServingStopped())
+    assert d.machine.role is Role.SLAVE
+    assert d.at(0.7) == []  # the check has not ended yet
+    assert d.kinds(d.at(0.71, LeaseLost("the lock is not held"))) == [TryLock]

@@ -93,6 +93,8 @@ EXPECTED: dict[State, dict[type, tuple[State, list[type]]]] = {
         LockResult: (S.CLAIMING, [ClaimEpoch]),
         MasterLeft: (S.SLAVE, []),  # only brings the next attempt forward
         StopRequested: (S.STOPPED, [Exit]),
+        RevalidationPassed: (S.SLAVE, []),  # a check queued behind the release
+        LeaseLost: (S.SLAVE, []),
     },
     S.CLAIMING: {
         Tick: (S.CLAIMING, []),
