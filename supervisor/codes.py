@@ -30,6 +30,7 @@ RESTART_NEEDED = "PRIMACY-1013"
 # 1014 is the journal's "transaction loss averted" (store/messages.py).
 SERVING_NOT_STARTED = "PRIMACY-1015"
 CONFIG_APPLIED = "PRIMACY-1016"
+EVENT_REFUSED = "PRIMACY-1017"
 SWITCHOVER_REQUESTED = "PRIMACY-1020"
 GROUP_PAUSED = "PRIMACY-1021"
 GROUP_RESUMED = "PRIMACY-1022"
@@ -70,6 +71,7 @@ TITLES = {
         "serving could not start (STOMP port cannot be bound); stepping down and holding off"
     ),
     CONFIG_APPLIED: "the edited config file was applied",
+    EVENT_REFUSED: "an event did not fit the role machine's state; it changed nothing",
     SWITCHOVER_REQUESTED: "switchover requested (admin)",
     GROUP_PAUSED: "group paused (admin)",
     GROUP_RESUMED: "group resumed (admin)",

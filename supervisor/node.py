@@ -33,10 +33,6 @@ from primacy.supervisor.lock_io import LockIoWorker
 from primacy.supervisor.node_events import (
     ChildReady,
     ConfigEdited,
-    EpochTaken,
-    JournalReady,
-    LeaseConfirmed,
-    LockAttempted,
     NodeEvent,
     RegistryRead,
     ThreadDied,
@@ -211,31 +207,22 @@ class Node:
         self._machine_events.append(event)
 
     def _record(self, event: roles.Event | NodeEvent) -> roles.Event | None:
-        """Update the node's state from a node event; return what the machine must hear."""
+        """Update the node's state from what an event carries; return what the machine must
+        hear (the machine's own events go on to it, whatever state it is in)."""
         match event:
-            case LockAttempted(acquired=acquired, holder=holder, error=error):
+            case roles.LockResult(acquired=acquired, holder=holder, error=error):
                 self._state.holder = holder
                 self._state.lock_attempt_error = error
                 outcome = "acquired" if acquired else "error" if error else "busy"
                 self.metrics.lock_attempts.labels(outcome).inc()
-                return roles.LockResult(acquired)
-            case EpochTaken() as taken:
-                self._state.holder = taken.holder
-                return roles.EpochClaimed(
-                    taken.epoch, taken.previous_keep_alive_period_s, taken.nothing_to_outlast
-                )
-            case JournalReady(store=store):
-                if self.machine.role is not Role.ACQUIRED:
-                    # A demotion overtook the recovery; its release job already let the
-                    # lock go, so only the journal is left to close.
-                    self._io.submit(store.close)
-                    return None
+            case roles.EpochClaimed(holder=holder):
+                self._state.holder = holder
+            case roles.JournalOpened(store=store):
+                # The loop owns it now; the machine says whether to keep it (CloseJournal).
                 self._state.store = store
-                return roles.JournalOpened()
-            case LeaseConfirmed(started_at=started_at, duration_s=duration, finished_unix_s=at):
+            case roles.RevalidationPassed(duration_s=duration, finished_unix_s=at):
                 self._state.last_keepalive = (at, duration)
                 self.metrics.keepalive_seconds.observe(duration)
-                return roles.RevalidationPassed(started_at)
             case RegistryRead() as read:
                 return self._on_registry_read(read)
             case ConfigEdited(config=new):
@@ -247,8 +234,7 @@ class Node:
             case ThreadDied(thread=name, error=error):
                 self._exit_code = 1
                 return roles.StopRequested(f"thread {name} died: {error}")
-            case _:
-                return event
+        return event
 
     def _loop_proved_healthy(self, event: roles.Event) -> bool:
         """Whether this iteration shows the node working, so the systemd watchdog may be fed.
@@ -297,6 +283,10 @@ class Node:
                 self._serving.run_pre_promote(epoch)
             case roles.StopServing(graceful=graceful, reason=reason):
                 self._stop_serving(graceful, reason)
+            case roles.CloseJournal():
+                self._close_journal()
+            case roles.Refused() as refused:
+                self._on_refused(refused)
             case roles.RoleChanged() as change:
                 self._on_role_changed(change)
             case roles.Exit():
@@ -321,6 +311,25 @@ class Node:
             self._io.submit(release, lambda exc: roles.ServingStopped())
 
         self._serving.stop(graceful, then=submit_release)
+
+    def _close_journal(self) -> None:
+        """A recovery finished after a stop or demotion overtook it: close what it opened (its
+        release job has already let the lock go, so nothing more is written)."""
+        store, self._state.store = self._state.store, None
+        if store is not None:
+            self._io.submit(store.close)
+
+    def _on_refused(self, refused: roles.Refused) -> None:
+        log.warning(
+            "%s node %s: %r in state %s changed nothing: %s",
+            codes.EVENT_REFUSED,
+            self.config.node_id,
+            refused.event,
+            refused.state,
+            refused.why,
+        )
+        if isinstance(refused.event, roles.JournalOpened):
+            self._close_journal()  # no state of the machine owns it
 
     def _on_role_changed(self, change: roles.RoleChanged) -> None:
         self._state.since_unix_s = time.time()

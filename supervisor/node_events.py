@@ -1,9 +1,9 @@
-"""What the node's threads tell the role loop, beyond the role machine's own events.
+"""What the node's threads tell the role loop that is not the role machine's business.
 
 Each is immutable and carries what its thread found, so the role loop can
-update the node's state itself: no other thread writes that state. The loop
-turns each into the role machine's event (``LockAttempted`` into
-``roles.LockResult``, ...) after recording what it carries.
+update the node's state itself: no other thread writes that state. What the
+lock I/O worker finds is the role machine's own events (``roles.LockResult``,
+``roles.EpochClaimed``, ...), which carry what the loop records besides.
 """
 
 from __future__ import annotations
@@ -14,47 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from primacy.store.journal import JournalStore
 from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.roles import Priority
 
 log = logging.getLogger("primacy.node")
-
-
-@dataclass(frozen=True)
-class LockAttempted:
-    """One try of the lock. ``error``: the share did not answer (not the same as busy)."""
-
-    acquired: bool
-    holder: dict[str, Any] | None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class EpochTaken:
-    """The epoch is ours (see ``roles.EpochClaimed`` for the takeover terms)."""
-
-    epoch: int
-    previous_keep_alive_period_s: float | None
-    nothing_to_outlast: bool
-    holder: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class JournalReady:
-    """Recovery finished and the fence is durable; the loop now owns ``store``."""
-
-    store: JournalStore
-
-
-@dataclass(frozen=True)
-class LeaseConfirmed:
-    """A lease check that started at ``started_at`` (loop clock) passed after ``duration_s``."""
-
-    started_at: float
-    duration_s: float
-    finished_unix_s: float
 
 
 @dataclass(frozen=True)
@@ -87,16 +51,7 @@ class ChildReady:
     """The exec child passed its readiness check (``exec_ready``, ``exec_ready_cmd``)."""
 
 
-NodeEvent = (
-    LockAttempted
-    | EpochTaken
-    | JournalReady
-    | LeaseConfirmed
-    | RegistryRead
-    | ConfigEdited
-    | ThreadDied
-    | ChildReady
-)
+NodeEvent = RegistryRead | ConfigEdited | ThreadDied | ChildReady
 
 
 def thread_death_hook(

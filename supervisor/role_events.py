@@ -1,17 +1,26 @@
 """The role machine's vocabulary: roles, priorities, timings, events in, actions out.
 
 Plain frozen values (``Timings`` also works out the waits they imply);
-``supervisor/role_table.py`` holds the table of transitions and
-``supervisor/roles.py`` the machine that applies it.
+``supervisor/role_table.py`` holds the states and the table of transitions,
+``supervisor/roles.py`` the machine that applies it. The events are also what
+the node's threads post: a lock I/O job returns the machine's event itself,
+carrying what the shell records besides (the lock holder, a lease check's
+duration, the opened journal), so there is one vocabulary, not two.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from primacy.store.journal import JournalStore
 
 
 class Role(enum.StrEnum):
+    """The role the outside world sees (``/status``, the registry, systemd, the journal)."""
+
     STARTING = "starting"
     SLAVE = "slave"
     ACQUIRED = "acquired"
@@ -72,7 +81,12 @@ class Tick:
 
 @dataclass(frozen=True)
 class LockResult:
+    """One try of the lock. ``holder``: who holds it now, for ``/status``; ``error``: the
+    share did not answer (not the same as busy)."""
+
     acquired: bool
+    holder: dict[str, Any] | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +99,9 @@ class EpochClaimed:
     # The master that may have served before us released the lock after it stopped
     # claiming the role (a graceful stop or switchover), or its process has ended: no
     # claim is left to outlast (``Lease.handed_over``, ``Lease.claimant_has_ended``).
+    # Positive proof only: a claimant the node could not see is not an ended one.
     nothing_to_outlast: bool = False
+    holder: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -101,7 +117,9 @@ class ClaimFailed:
 
 @dataclass(frozen=True)
 class JournalOpened:
-    """Recovery finished and the new epoch's fence is durable."""
+    """Recovery finished and the new epoch's fence is durable; the loop now owns ``store``."""
+
+    store: JournalStore
 
 
 @dataclass(frozen=True)
@@ -111,7 +129,12 @@ class JournalFailed:
 
 @dataclass(frozen=True)
 class RevalidationPassed:
+    """A lease check that started at ``started_at`` (the loop's clock) passed after
+    ``duration_s``, at ``finished_unix_s`` (for ``/status``)."""
+
     started_at: float
+    duration_s: float
+    finished_unix_s: float
 
 
 @dataclass(frozen=True)
@@ -277,6 +300,22 @@ class StopServing:
 
 
 @dataclass(frozen=True)
+class CloseJournal:
+    """Close the journal a recovery opened after a stop or demotion overtook it (no record is
+    written: the lock is being let go)."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """``event`` does not fit ``state``: it changed nothing. The shell logs it with a code
+    (``codes.EVENT_REFUSED``); a refused event that carries a resource has it released."""
+
+    state: str
+    event: Event
+    why: str
+
+
+@dataclass(frozen=True)
 class RoleChanged:
     old: Role
     new: Role
@@ -299,6 +338,8 @@ Action = (
     | StartServing
     | RestartChild
     | StopServing
+    | CloseJournal
+    | Refused
     | RoleChanged
     | Exit
 )

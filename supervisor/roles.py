@@ -1,14 +1,17 @@
 """The role state machine: events and a clock in, actions out.
 
 Two rules, after h11's state file:
-- everything that decides a node's role lives in this file;
+- everything that decides a node's role lives in the table (``role_table.py``)
+  and the handlers here that it names;
 - this file does no I/O: it does not lock, sleep, read the clock or start
   processes. The shell (``supervisor/node.py``) carries out the returned
   actions and feeds back what happened as events, with the time.
 
-``TRANSITIONS`` (``role_table.py``) is the whole policy for roles: for each
-role, the triggers it accepts and the role each leads to. A trigger not in the
-table for the current role is a bug in the shell and raises ``RoleMachineError``.
+``handle`` looks the event's type up in ``TRANSITIONS[state]``: missing, the
+event is refused (``Refused``, which the shell logs with a code); present, the
+handler it names runs and may move the machine to one of the states the table
+lists for it, and nowhere else. What is left here besides the state is data
+the handlers read: timers, the takeover's epoch, the settings the node was told.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from primacy.supervisor.role_events import (
     ChildExited,
     ClaimEpoch,
     ClaimFailed,
+    CloseJournal,
     EpochClaimed,
     Event,
     Exit,
@@ -36,6 +40,7 @@ from primacy.supervisor.role_events import (
     PrePromoteDone,
     Priority,
     PriorityChanged,
+    Refused,
     RestartChild,
     Revalidate,
     RevalidationPassed,
@@ -54,14 +59,19 @@ from primacy.supervisor.role_events import (
     TryLock,
     YieldLock,
 )
-from primacy.supervisor.role_table import TRANSITIONS
+from primacy.supervisor.role_table import IGNORED, TRANSITIONS, State, Step
 
 # The shortest gap between two lock attempts, however many hints arrive.
 MIN_RETRY_GAP_S = 0.01
 
 
 class RoleMachineError(Exception):
-    """The shell fed an event the current role does not accept."""
+    """A handler tried a move its table entry does not allow: a bug in this file."""
+
+
+class _Refusal(Exception):
+    """Raised by a handler, before it changes anything, for an event that fits the state's
+    type but not its data (a ``pre_promote`` answer for an earlier takeover)."""
 
 
 @dataclass
@@ -70,33 +80,34 @@ class RoleMachine:
 
     timings: Timings
     priority: Priority
-    role: Role = Role.STARTING
+    state: State = State.STARTING
     epoch: int | None = None
-    since: float = 0.0
     last_ok_revalidation_start: float | None = None
     best_other_priority: Priority = Priority.NEVER
     paused: bool = False
     has_child: bool = False  # an exec child, whose guardian hears of every lease check
     has_pre_promote: bool = False  # a pre_promote command must allow each takeover
+    # Until when a node that failed to start serving (or crash-looped) tries no lock.
+    hold_off_until: float = 0.0
     _claim_expires_at: float = float("-inf")
     _io_in_flight: Action | None = None
     _io_started_at: float = 0.0
     _next_lock_attempt_at: float = 0.0
-    _retry_after_attempt: bool = False
     _last_lock_attempt_at: float = float("-inf")
+    _master_left_at: float = float("-inf")
     _first_seen_free_at: float | None = None
     _next_revalidation_at: float = 0.0
-    _takeover_ready_at: float | None = None
-    _journal_open: bool = False
-    _pre_promote_passed: bool = False
-    # Lease checks go on through a graceful stop, so the exec child's guardian keeps hearing
-    # that the claim holds while the child shuts down (supervisor/guardian.py).
-    _confirming_while_stopping: bool = False
-    # Until when a node that failed to start serving (or crash-looped) tries no lock.
-    hold_off_until: float = 0.0
+    _takeover_ready_at: float = float("inf")
     _child_exits: list[float] = field(default_factory=list)
+    _last_event_at: float = float("-inf")
+    _step: Step = IGNORED  # the table entry being applied
 
     # ---- what the outside may ask ------------------------------------------
+
+    @property
+    def role(self) -> Role:
+        """The role the outside world is shown (every takeover step is ``acquired``)."""
+        return self.state.role
 
     def is_serving(self, now: float) -> bool:
         """True only for a master whose last passed lease check started under one keepalive ago."""
@@ -124,267 +135,291 @@ class RoleMachine:
         """When the shell should next send a Tick, at the latest."""
         deadlines = []
         if self._io_in_flight is not None:
-            deadlines.append(self._io_started_at + self._io_timeout())
-        elif self.role in (Role.STARTING, Role.SLAVE):
+            # Only where an overdue lease check demotes: elsewhere a deadline already past
+            # would only make the shell spin until the hung share answers.
+            if self.state in _HUNG_CHECK_DEMOTES and not self.paused:
+                deadlines.append(self._io_started_at + self._io_timeout())
+        elif self.state in (State.STARTING, State.SLAVE):
             deadlines.append(max(self._next_lock_attempt_at, self.hold_off_until))
-        elif self.role in (Role.ACQUIRED, Role.MASTER) or self._confirming_while_stopping:
+        elif self.state in _CHECKING_STATES:
             deadlines.append(self._next_revalidation_at)
-            if self._takeover_ready_at is not None:
+            if self.state is State.WAITING:
                 deadlines.append(self._takeover_ready_at)
-        if self.role is Role.MASTER:
-            deadlines.append(self.claim_expires_at())
+        if self.role is Role.MASTER and self._claim_expires_at > self._last_event_at:
+            deadlines.append(self._claim_expires_at)  # once: a lapsed claim is not due again
         return min(deadlines, default=float("inf"))
 
     # ---- the one entry point -----------------------------------------------
 
     def handle(self, event: Event, now: float) -> list[Action]:
         """Apply one event at time ``now``; return what the shell must do, in order."""
+        step = TRANSITIONS[self.state].get(type(event))
+        if step is None:
+            why = f"{type(event).__name__} does not fit state {self.state}"
+            return [Refused(self.state, event, why)]
         actions: list[Action] = []
-        match event:
-            case Tick():
-                self._on_tick(now, actions)
-            case LockResult(acquired=acquired):
-                self._io_done()
-                self._on_lock_result(acquired, now, actions)
-            case EpochClaimed(
-                epoch=epoch,
-                previous_keep_alive_period_s=previous,
-                nothing_to_outlast=nothing_to_outlast,
-            ):
-                self._io_done()
-                self.epoch = epoch
-                self._apply("epoch_claimed", now, actions, f"claimed epoch {epoch}")
-                wait = 0.0 if nothing_to_outlast else self.timings.takeover_wait(previous)
-                self._takeover_ready_at = now + wait
-                self._next_revalidation_at = now + self.timings.lock_keep_alive_period_s
-                # Recovery, the fence and the pre_promote command run during the takeover wait.
-                self._journal_open = False
-                self._pre_promote_passed = not self.has_pre_promote
-                if self.has_pre_promote:
-                    actions.append(RunPrePromote(epoch))
-                self._start_io(OpenJournal(epoch), now, actions)
-            case PrePromoteDone(epoch=epoch, vetoed_because=veto):
-                # Only this takeover's command counts; an earlier one's ended too late.
-                if self.role is Role.ACQUIRED and epoch == self.epoch:
-                    self._on_pre_promote(veto, now, actions)
-            case JournalOpened():
-                self._io_done()
-                if self.role is Role.ACQUIRED:
-                    self._journal_open = True
-                    self._apply("journal_opened", now, actions, "journal recovered and fenced")
-            case JournalFailed(reason=reason):
-                self._io_done()
-                if self.role is Role.ACQUIRED:
-                    why = f"the journal failed before this node served: {reason}"
-                    self._give_up(now, actions, why, "journal_failed")
-            case ClaimFailed(reason=reason):
-                self._io_done()
-                if self.role is Role.ACQUIRED:
-                    self._give_up(now, actions, reason, "claim_failed")
-            case RevalidationPassed(started_at=started_at):
-                self._io_done()
-                self._on_revalidated(started_at, now, actions)
-            case LeaseLost(reason=reason):
-                self._io_done()
-                self._confirming_while_stopping = False  # the guardian's deadline runs out
-                if self.role in (Role.ACQUIRED, Role.MASTER):
-                    self._demote(now, actions, reason, graceful=False, trigger="lease_lost")
-            case ChildExited(returncode=code):
-                self._on_child_exit(code, now, actions)
-            case ServingStopped():
-                self._confirming_while_stopping = False
-                self._apply("serving_stopped", now, actions, "serving stopped")
-                self._after_role_entry(now, actions)
-            case StopRequested(reason=reason):
-                self._on_stop(reason, now, actions)
-            case StepDownRequested(reason=reason):
-                if self.role is Role.MASTER:
-                    self._demote(now, actions, reason, graceful=True, trigger="step_down")
-            case ServingFailed(reason=reason):
-                if self.role is Role.MASTER:
-                    self._give_up(now, actions, reason, "step_down")
-            case MasterLeft():
-                if self.role in (Role.STARTING, Role.SLAVE):
-                    if self._io_in_flight is not None:
-                        self._retry_after_attempt = True
-                    self._next_lock_attempt_at = self._soonest_retry(now)
-            case PauseChanged(paused=paused):
-                self.paused = paused
-            case PriorityChanged(priority=priority):
-                self.priority = priority
-            case TimingsChanged(timings=timings):
-                # A shorter keepalive shortens the current claim at once; a longer
-                # one only counts for lease checks that start from now on (the
-                # shell records it in the epoch file before sending this event).
-                start = self.last_ok_revalidation_start
-                if start is not None:
-                    shorter = start + timings.lock_keep_alive_period_s
-                    self._claim_expires_at = min(self._claim_expires_at, shorter)
-                self.timings = timings
-            case PeersSeen(best_other_priority=best):
-                self.best_other_priority = best
+        self._step = step
+        try:
+            getattr(self, "_" + step.handler)(event, now, actions)
+        except _Refusal as refusal:
+            return [Refused(self.state, event, str(refusal))]
+        finally:
+            self._step = IGNORED
+        self._last_event_at = now
         return actions
 
-    # ---- event handlers ----------------------------------------------------
+    # ---- handlers named by the table, (event, now, actions) each -------------
 
-    def _on_tick(self, now: float, actions: list[Action]) -> None:
+    def _ignore(self, event: Event, now: float, actions: list[Action]) -> None:
+        pass
+
+    def _io_finished(self, event: Event, now: float, actions: list[Action]) -> None:
+        """The result of a lock operation a stop or demotion overtook: only the worker is free."""
+        self._io_done()
+
+    def _set_paused(self, event: PauseChanged, now: float, actions: list[Action]) -> None:
+        self.paused = event.paused
+
+    def _set_priority(self, event: PriorityChanged, now: float, actions: list[Action]) -> None:
+        self.priority = event.priority
+
+    def _set_peers(self, event: PeersSeen, now: float, actions: list[Action]) -> None:
+        self.best_other_priority = event.best_other_priority
+
+    def _set_timings(self, event: TimingsChanged, now: float, actions: list[Action]) -> None:
+        # A shorter keepalive shortens the current claim at once; a longer one only
+        # counts for lease checks that start from now on (the shell records it in the
+        # epoch file before sending this event).
+        start = self.last_ok_revalidation_start
+        if start is not None:
+            shorter = start + event.timings.lock_keep_alive_period_s
+            self._claim_expires_at = min(self._claim_expires_at, shorter)
+        self.timings = event.timings
+
+    # ---- slave ---------------------------------------------------------------
+
+    def _tick_slave(self, event: Tick, now: float, actions: list[Action]) -> None:
         if self._io_in_flight is not None:
-            # Paused, a slow lease check only lets the claim lapse (503); a
-            # check that fails still demotes.
-            if (
-                now - self._io_started_at >= self._io_timeout()
-                and self.role in (Role.ACQUIRED, Role.MASTER)
-                and not self.paused
-            ):
-                self._demote(
-                    now,
-                    actions,
-                    "the lease check did not finish within the keepalive period (hung share?)",
-                    graceful=False,
-                    trigger="lease_lost",
-                )
             return
-        if self.role in (Role.STARTING, Role.SLAVE):
-            if self.priority is Priority.NEVER:
-                if self.role is Role.STARTING:
-                    self._apply(
-                        "not_eligible", now, actions, "priority never: will not take the lock"
-                    )
-                return
-            if self.paused and self.role is Role.SLAVE:
-                return  # a paused group keeps its master, whatever happens to it
-            if now >= self._next_lock_attempt_at and now >= self.hold_off_until:
-                self._last_lock_attempt_at = now
-                self._start_io(TryLock(), now, actions)
-        elif self.role is Role.ACQUIRED:
-            if self._promotion_due(now):
-                # Promotion needs a lease check that started after the wait.
-                self._start_io(Revalidate(promotion=True), now, actions)
-            elif now >= self._next_revalidation_at:
-                self._start_io(Revalidate(), now, actions)
-        elif (
-            self.role is Role.MASTER or self._confirming_while_stopping
-        ) and now >= self._next_revalidation_at:
-            self._start_io(Revalidate(), now, actions)
+        if self.priority is Priority.NEVER:
+            if self.state is State.STARTING:
+                self._move(State.SLAVE, "priority never: will not take the lock", actions)
+            return
+        if self.paused and self.state is State.SLAVE:
+            return  # a paused group keeps its master, whatever happens to it
+        if now >= self._next_lock_attempt_at and now >= self.hold_off_until:
+            self._last_lock_attempt_at = now
+            self._start_io(TryLock(), now, actions)
 
-    def _on_lock_result(self, acquired: bool, now: float, actions: list[Action]) -> None:
-        if self.role not in (Role.STARTING, Role.SLAVE):
-            return  # a stop overtook the attempt; the shell releases on exit
+    def _retry_soon(self, event: MasterLeft, now: float, actions: list[Action]) -> None:
+        self._master_left_at = now
+        self._next_lock_attempt_at = self._soonest_retry(now)
+
+    def _lock_result(self, event: LockResult, now: float, actions: list[Action]) -> None:
+        self._io_done()
         self._next_lock_attempt_at = now + self.timings.lock_acquire_sleep_interval_s
-        if self._retry_after_attempt:
-            # The master left while this attempt was under way: it may have
-            # seen the lock still held, so look again at once.
-            self._retry_after_attempt = False
+        if self._master_left_at > self._last_lock_attempt_at:
+            # The master left while this attempt was under way: it may have seen the
+            # lock still held, so look again at once.
             self._next_lock_attempt_at = self._soonest_retry(now)
-        if not acquired:
+        if not event.acquired:
             self._first_seen_free_at = None
-            self._apply("lock_busy", now, actions, "the lock is held by another node")
+            self._move(State.SLAVE, "the lock is held by another node", actions)
             return
         if self._first_seen_free_at is None:
             self._first_seen_free_at = now
         below = int(self.best_other_priority) - int(self.priority)
         if now - self._first_seen_free_at < self.timings.priority_delay(below):
+            self._move(State.SLAVE, "the lock is free; a higher priority node goes first", actions)
             actions.append(YieldLock())
-            self._apply(
-                "lock_yielded", now, actions, "the lock is free; a higher priority node goes first"
-            )
             return
         self._first_seen_free_at = None
-        self._apply("lock_acquired", now, actions, "acquired the lock")
+        self._move(State.CLAIMING, "acquired the lock", actions)
         self._start_io(ClaimEpoch(), now, actions)
 
-    def _on_revalidated(self, started_at: float, now: float, actions: list[Action]) -> None:
-        stopping = self._confirming_while_stopping and self.role in (Role.DEMOTING, Role.STOPPING)
-        if self.role not in (Role.ACQUIRED, Role.MASTER) and not stopping:
-            return
-        self.last_ok_revalidation_start = started_at
-        self._claim_expires_at = started_at + self.timings.lock_keep_alive_period_s
-        self._next_revalidation_at = started_at + self.timings.lock_keep_alive_period_s / 2
-        if stopping:
-            return
-        ready = self._takeover_ready_at
-        if self._promotion_due(started_at) and ready is not None and started_at >= ready:
-            self._takeover_ready_at = None
-            assert self.epoch is not None
-            self._apply("takeover_ready", now, actions, "takeover wait over, lease confirmed")
-            actions.append(StartServing(self.epoch))
-        else:
-            self._apply("revalidated", now, actions, "lease confirmed")
+    # ---- taking over ---------------------------------------------------------
 
-    def _on_child_exit(self, code: int, now: float, actions: list[Action]) -> None:
-        if self.role is not Role.MASTER:
+    def _epoch_claimed(self, event: EpochClaimed, now: float, actions: list[Action]) -> None:
+        self._io_done()
+        self.epoch = event.epoch
+        # Earlier claims are waited out unless the claim proved none is left (a handover,
+        # or the claimant's process seen ended); recovery, the fence and the pre_promote
+        # command run during the wait.
+        previous = event.previous_keep_alive_period_s
+        wait = 0.0 if event.nothing_to_outlast else self.timings.takeover_wait(previous)
+        self._takeover_ready_at = now + wait
+        self._next_revalidation_at = now + self.timings.lock_keep_alive_period_s
+        reason = f"claimed epoch {event.epoch}"
+        if self.has_pre_promote:
+            self._move(State.RECOVERING_PRE_PROMOTE, reason, actions)
+            actions.append(RunPrePromote(event.epoch))
+        else:
+            self._move(State.RECOVERING, reason, actions)
+        self._start_io(OpenJournal(event.epoch), now, actions)
+
+    def _journal_opened(self, event: JournalOpened, now: float, actions: list[Action]) -> None:
+        self._io_done()
+        vetting = self.state is State.RECOVERING_PRE_PROMOTE
+        to = State.PRE_PROMOTE if vetting else State.WAITING
+        self._move(to, "journal recovered and fenced", actions)
+
+    def _close_journal(self, event: JournalOpened, now: float, actions: list[Action]) -> None:
+        self._io_done()
+        actions.append(CloseJournal())
+
+    def _pre_promote_done(self, event: PrePromoteDone, now: float, actions: list[Action]) -> None:
+        if event.epoch != self.epoch:
+            raise _Refusal(f"the pre_promote command of epoch {event.epoch} answered too late")
+        if event.vetoed_because is not None:
+            self._hold_off_and_step_down(event.vetoed_because, now, actions)
             return
+        recovering = self.state is State.RECOVERING_PRE_PROMOTE
+        to = State.RECOVERING if recovering else State.WAITING
+        self._move(to, "pre_promote allowed the takeover", actions)
+
+    def _tick_waiting(self, event: Tick, now: float, actions: list[Action]) -> None:
+        if self._io_in_flight is not None:
+            self._demote_if_hung(now, actions)
+        elif now >= self._takeover_ready_at:
+            # Promotion needs a lease check that started after the wait: the shell runs it
+            # as the journal's commit of the tenure record.
+            self._move(State.PROMOTING, "takeover wait over", actions)
+            self._start_io(Revalidate(promotion=True), now, actions)
+        elif now >= self._next_revalidation_at:
+            self._start_io(Revalidate(), now, actions)
+
+    def _promote(self, event: RevalidationPassed, now: float, actions: list[Action]) -> None:
+        self._io_done()
+        self._record_check(event.started_at)
+        if event.started_at < self._takeover_ready_at:
+            # Cannot happen (the check starts after the wait); if it did, the check
+            # proves nothing about the wait, so wait for one that does.
+            self._move(State.WAITING, "the promoting check started before the wait ended", actions)
+            return
+        assert self.epoch is not None
+        self._move(State.MASTER, "takeover wait over, lease confirmed", actions)
+        actions.append(StartServing(self.epoch))
+
+    # ---- holding the lease -----------------------------------------------------
+
+    def _tick_keepalive(self, event: Tick, now: float, actions: list[Action]) -> None:
+        if self._io_in_flight is not None:
+            self._demote_if_hung(now, actions)
+        elif now >= self._next_revalidation_at:
+            self._start_io(Revalidate(), now, actions)
+
+    def _tick_confirming(self, event: Tick, now: float, actions: list[Action]) -> None:
+        # Through a graceful stop, so the exec child's guardian keeps hearing that the
+        # claim holds while the child shuts down (supervisor/guardian.py).
+        if self._io_in_flight is None and now >= self._next_revalidation_at:
+            self._start_io(Revalidate(), now, actions)
+
+    def _revalidated(self, event: RevalidationPassed, now: float, actions: list[Action]) -> None:
+        self._io_done()
+        self._record_check(event.started_at)
+
+    def _lose_lease(self, event: LeaseLost, now: float, actions: list[Action]) -> None:
+        self._io_done()
+        self._demote(State.DEMOTING, event.reason, graceful=False, actions=actions)
+
+    def _stop_confirming(self, event: LeaseLost, now: float, actions: list[Action]) -> None:
+        """The guardian hears of no more checks: its deadline runs out and it kills the tree."""
+        self._io_done()
+        demoting = self.state is State.DEMOTING_WITH_CHILD
+        self._move(State.DEMOTING if demoting else State.STOPPING, event.reason, actions)
+
+    def _child_exited(self, event: ChildExited, now: float, actions: list[Action]) -> None:
         window = self.timings.child_restart_window_s
         self._child_exits = [t for t in (*self._child_exits, now) if now - t <= window]
         if len(self._child_exits) > self.timings.child_max_restarts and not self.paused:
             self._child_exits.clear()
-            why = f"the child keeps exiting (last code {code}); giving the lock up for another"
-            self._give_up(now, actions, why, "child_crash_loop")
+            why = (
+                f"the child keeps exiting (last code {event.returncode}); "
+                "giving the lock up for another"
+            )
+            self._hold_off_and_step_down(why, now, actions)
             return
-        self._apply("child_exited", now, actions, f"child exited with code {code}; restarting")
         actions.append(RestartChild())
 
-    def _on_pre_promote(self, veto: str | None, now: float, actions: list[Action]) -> None:
-        if veto is None:
-            self._pre_promote_passed = True
-            return
-        self._give_up(now, actions, veto, "pre_promote_vetoed")
+    def _step_down(self, event: StepDownRequested, now: float, actions: list[Action]) -> None:
+        self._step_down_gracefully(event.reason, actions)
 
-    def _on_stop(self, reason: str, now: float, actions: list[Action]) -> None:
-        if self.role in (Role.ACQUIRED, Role.MASTER):
-            self._apply("stop", now, actions, reason)
-            self._confirming_while_stopping = self.has_child
-            actions.append(StopServing(graceful=True, reason=reason))
-        elif self.role in (Role.STARTING, Role.SLAVE):
-            self._apply("stop", now, actions, reason)
-            actions.append(Exit())
-        else:
-            self._apply("stop", now, actions, reason)
-
-    # ---- helpers -----------------------------------------------------------
-
-    def _promotion_due(self, now: float) -> bool:
-        ready = self._takeover_ready_at
-        return (
-            self.role is Role.ACQUIRED
-            and self._journal_open
-            and self._pre_promote_passed
-            and ready is not None
-            and now >= ready
-        )
-
-    def _give_up(self, now: float, actions: list[Action], reason: str, trigger: str) -> None:
-        """A graceful demotion after a failed start or a crash loop; no lock for a while."""
-        self.hold_off_until = now + self.timings.crash_loop_hold_off_s
-        self._demote(now, actions, reason, graceful=True, trigger=trigger)
-
-    def _demote(
-        self, now: float, actions: list[Action], reason: str, *, graceful: bool, trigger: str
+    def _give_up(
+        self, event: ClaimFailed | JournalFailed | ServingFailed, now: float, actions: list[Action]
     ) -> None:
-        self._takeover_ready_at = None
-        self._apply(trigger, now, actions, reason)
-        self._confirming_while_stopping = graceful and self.has_child
+        """A failed start: step down gracefully and take no lock for a while."""
+        reason = event.reason
+        if isinstance(event, JournalFailed):
+            reason = f"the journal failed before this node served: {reason}"
+        if not isinstance(event, ServingFailed):
+            self._io_done()  # the claim, the recovery or the promoting check has ended
+        self._hold_off_and_step_down(reason, now, actions)
+
+    # ---- leaving -------------------------------------------------------------
+
+    def _stop_serving(self, event: StopRequested, now: float, actions: list[Action]) -> None:
+        child = self.state is State.MASTER and self.has_child
+        self._move(State.STOPPING_WITH_CHILD if child else State.STOPPING, event.reason, actions)
+        actions.append(StopServing(graceful=True, reason=event.reason))
+
+    def _keep_stopping(self, event: StopRequested, now: float, actions: list[Action]) -> None:
+        child = self.state is State.DEMOTING_WITH_CHILD
+        self._move(State.STOPPING_WITH_CHILD if child else State.STOPPING, event.reason, actions)
+
+    def _serving_stopped(self, event: ServingStopped, now: float, actions: list[Action]) -> None:
+        self._move(State.SLAVE, "serving stopped", actions)
+        self.epoch = None
+        self.last_ok_revalidation_start = None
+        self._claim_expires_at = float("-inf")
+        self._takeover_ready_at = float("inf")
+        self._next_lock_attempt_at = now + self.timings.lock_acquire_sleep_interval_s
+
+    def _exit(
+        self, event: StopRequested | ServingStopped, now: float, actions: list[Action]
+    ) -> None:
+        reason = event.reason if isinstance(event, StopRequested) else "serving stopped"
+        self._move(State.STOPPED, reason, actions)
+        actions.append(Exit())
+
+    # ---- helpers -------------------------------------------------------------
+
+    def _move(self, to: State, reason: str, actions: list[Action]) -> None:
+        """Enter ``to``, which the table entry being applied must list (staying needs no
+        entry); tell the shell when the role the outside sees changes."""
+        if to is self.state:
+            return
+        if to not in self._step.to:
+            raise RoleMachineError(f"{self._step.handler} may not lead from {self.state} to {to}")
+        old, self.state = self.state, to
+        if to.role is not old.role:
+            actions.append(RoleChanged(old.role, to.role, self.epoch, reason))
+
+    def _record_check(self, started_at: float) -> None:
+        self.last_ok_revalidation_start = started_at
+        self._claim_expires_at = started_at + self.timings.lock_keep_alive_period_s
+        self._next_revalidation_at = started_at + self.timings.lock_keep_alive_period_s / 2
+
+    def _demote_if_hung(self, now: float, actions: list[Action]) -> None:
+        # Paused, a slow lease check only lets the claim lapse (503); a check that
+        # fails still demotes.
+        if now - self._io_started_at >= self._io_timeout() and not self.paused:
+            why = "the lease check did not finish within the keepalive period (hung share?)"
+            self._demote(State.DEMOTING, why, graceful=False, actions=actions)
+
+    def _hold_off_and_step_down(self, reason: str, now: float, actions: list[Action]) -> None:
+        self.hold_off_until = now + self.timings.crash_loop_hold_off_s
+        self._step_down_gracefully(reason, actions)
+
+    def _step_down_gracefully(self, reason: str, actions: list[Action]) -> None:
+        # Only a master has an exec child whose guardian must keep hearing of lease checks.
+        child = self.state is State.MASTER and self.has_child
+        to = State.DEMOTING_WITH_CHILD if child else State.DEMOTING
+        self._demote(to, reason, graceful=True, actions=actions)
+
+    def _demote(self, to: State, reason: str, *, graceful: bool, actions: list[Action]) -> None:
+        self._takeover_ready_at = float("inf")
+        self._move(to, reason, actions)
         actions.append(StopServing(graceful=graceful, reason=reason))
-
-    def _after_role_entry(self, now: float, actions: list[Action]) -> None:
-        if self.role is Role.SLAVE:
-            self._journal_open = False
-            self.epoch = None
-            self.last_ok_revalidation_start = None
-            self._claim_expires_at = float("-inf")
-            self._next_lock_attempt_at = now + self.timings.lock_acquire_sleep_interval_s
-        elif self.role is Role.STOPPED:
-            actions.append(Exit())
-
-    def _apply(self, trigger: str, now: float, actions: list[Action], reason: str) -> None:
-        allowed = TRANSITIONS[self.role]
-        if trigger not in allowed:
-            raise RoleMachineError(f"{trigger!r} is not allowed in role {self.role}")
-        new = allowed[trigger]
-        if new is not self.role:
-            actions.append(RoleChanged(self.role, new, self.epoch, reason))
-            self.role = new
-            self.since = now
 
     def _start_io(self, action: Action, now: float, actions: list[Action]) -> None:
         self._io_in_flight = action
@@ -405,3 +440,25 @@ class RoleMachine:
         # Hints can come in bursts (and from this node's own closes of the lock
         # file): never try more often than every MIN_RETRY_GAP_S.
         return max(now, self._last_lock_attempt_at + MIN_RETRY_GAP_S)
+
+
+# States in which a lease check that outlives the keepalive period demotes the node.
+_HUNG_CHECK_DEMOTES = (State.PRE_PROMOTE, State.WAITING, State.PROMOTING, State.MASTER)
+# States in which lease checks run on a timer.
+_CHECKING_STATES = (
+    State.PRE_PROMOTE,
+    State.WAITING,
+    State.PROMOTING,
+    State.MASTER,
+    State.DEMOTING_WITH_CHILD,
+    State.STOPPING_WITH_CHILD,
+)
+
+_MISSING = {
+    step.handler
+    for row in TRANSITIONS.values()
+    for step in row.values()
+    if not callable(getattr(RoleMachine, "_" + step.handler, None))
+}
+if _MISSING:  # a typo in the table fails at import, not on the day the event comes
+    raise RoleMachineError(f"the table names handlers RoleMachine lacks: {sorted(_MISSING)}")

@@ -25,7 +25,6 @@ from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.journal import JournalStore
 from primacy.supervisor import codes, roles
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.node_events import EpochTaken, JournalReady, LeaseConfirmed, LockAttempted
 
 log = logging.getLogger("primacy.node")
 
@@ -80,17 +79,17 @@ class ShareJobs:
 
     # ---- slave -------------------------------------------------------------
 
-    def try_lock(self) -> LockAttempted:
+    def try_lock(self) -> roles.LockResult:
         try:
             acquired = self.lease.try_acquire() and not self._switchover_holds_us_back()
         except OSError as exc:
             log.warning(
                 "%s node %s cannot try the lock: %s", codes.LOCK_ATTEMPT_FAILED, self.node_id, exc
             )
-            return LockAttempted(False, self._holder(), error=str(exc))
-        return LockAttempted(acquired, self._holder())
+            return roles.LockResult(False, self._holder(), error=str(exc))
+        return roles.LockResult(acquired, self._holder())
 
-    def lock_attempt_failed(self, error: BaseException) -> LockAttempted:
+    def lock_attempt_failed(self, error: BaseException) -> roles.LockResult:
         """The failure event of a ``try_lock`` that raised (garbage on the share, say).
 
         The attempt may have taken the lock before it failed: drop it, so a node
@@ -98,7 +97,7 @@ class ShareJobs:
         have no master).
         """
         self.lease.abandon()
-        return LockAttempted(False, None, error=f"the lock attempt failed: {error!r}")
+        return roles.LockResult(False, None, error=f"the lock attempt failed: {error!r}")
 
     def _switchover_holds_us_back(self) -> bool:
         """After taking the lock: if a switchover names another node, give the lock back.
@@ -121,7 +120,7 @@ class ShareJobs:
 
     def claim_epoch(
         self, keep_alive_period_ms: int, exec_child: bool = False
-    ) -> EpochTaken | roles.LeaseLost | roles.ClaimFailed:
+    ) -> roles.EpochClaimed | roles.LeaseLost | roles.ClaimFailed:
         try:
             epoch = self.lease.claim_epoch(keep_alive_period_ms, exec_child)
             # Every earlier master that may still claim the role: the previous one, and
@@ -144,14 +143,16 @@ class ShareJobs:
             why = ""
         log.info("%s node %s claimed epoch %d%s", codes.EPOCH_CLAIMED, self.node_id, epoch, why)
         self.port.clear_switchover()
-        return EpochTaken(
+        return roles.EpochClaimed(
             epoch,
             max(periods) / 1000 if periods else None,
             nothing_to_outlast=bool(why),
             holder=self._holder(),
         )
 
-    def open_journal(self, config: NodeConfig, epoch: int) -> JournalReady | roles.JournalFailed:
+    def open_journal(
+        self, config: NodeConfig, epoch: int
+    ) -> roles.JournalOpened | roles.JournalFailed:
         try:
             store = JournalStore.open(
                 config.store_config(), epoch=epoch, fencing_check=self.lease.revalidate
@@ -159,11 +160,11 @@ class ShareJobs:
         except (JournalError, OSError, ValueError) as exc:
             return roles.JournalFailed(str(exc))
         store.commit_observer = self._observe_commit
-        return JournalReady(store)
+        return roles.JournalOpened(store)
 
     def journal_tenure(
         self, store: JournalStore | None, started_at: float
-    ) -> LeaseConfirmed | roles.LeaseLost | roles.JournalFailed:
+    ) -> roles.RevalidationPassed | roles.LeaseLost | roles.JournalFailed:
         """The promotion's lease check, as the commit of the tenure record.
 
         The record is written, synced, then fencing-checked by a lease check that
@@ -187,7 +188,7 @@ class ShareJobs:
 
     # ---- master ------------------------------------------------------------
 
-    def revalidate(self, started_at: float) -> LeaseConfirmed | roles.LeaseLost:
+    def revalidate(self, started_at: float) -> roles.RevalidationPassed | roles.LeaseLost:
         try:
             self.lease.revalidate()
         except LeaseLost as exc:
@@ -235,8 +236,8 @@ class ShareJobs:
 
     # ---- helpers -----------------------------------------------------------
 
-    def _confirmed(self, started_at: float) -> LeaseConfirmed:
-        return LeaseConfirmed(started_at, self._clock() - started_at, time.time())
+    def _confirmed(self, started_at: float) -> roles.RevalidationPassed:
+        return roles.RevalidationPassed(started_at, self._clock() - started_at, time.time())
 
     def _holder(self) -> dict[str, Any] | None:
         holder = self.lease.holder()

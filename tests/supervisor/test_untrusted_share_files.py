@@ -63,7 +63,7 @@ def test_a_lock_job_that_raises_drops_the_lock_and_tells_the_role_loop(share: Pa
     from primacy.locker.lease import Lease
     from primacy.supervisor.config import NodeConfig
     from primacy.supervisor.lock_io import LockIoWorker
-    from primacy.supervisor.node_events import LockAttempted
+    from primacy.supervisor.roles import LockResult
     from primacy.supervisor.share_jobs import ShareJobs
 
     config = NodeConfig(node_id="a", share=share, http="127.0.0.1:1")
@@ -77,7 +77,7 @@ def test_a_lock_job_that_raises_drops_the_lock_and_tells_the_role_loop(share: Pa
 
     worker.submit(takes_the_lock_then_fails, jobs.lock_attempt_failed)
     event = posted.get(timeout=10)
-    assert isinstance(event, LockAttempted) and not event.acquired
+    assert isinstance(event, LockResult) and not event.acquired
     assert event.error is not None and "garbage on the share" in event.error
     other = Lease(PosixShare(share), "b")
     assert other.try_acquire(), "the failed attempt kept the lock"

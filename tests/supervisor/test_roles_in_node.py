@@ -1,0 +1,64 @@
+"""The node shell and the role machine's refusals: an event that does not fit the node's state
+is logged with its code, changes nothing, and a journal it carries is closed, not leaked."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from primacy.store.journal import JournalStore
+from primacy.supervisor import codes, roles
+from primacy.supervisor.config import NodeConfig
+from primacy.supervisor.node import Node
+from tests.harness.group import free_port, wait_until
+
+
+@pytest.fixture
+def slave_node(share: Path) -> Iterator[Node]:
+    """A running in-process node of priority never: a slave that stays one."""
+    node = Node(
+        NodeConfig(node_id="n1", share=share, http=f"127.0.0.1:{free_port()}", priority="never")
+    )
+    runner = threading.Thread(target=node.run, name="test-role-loop")
+    runner.start()
+    try:
+        wait_until(lambda: node.snapshot().role == "slave", 10, "the node to start")
+        yield node
+    finally:
+        node.request_stop("test over")
+        runner.join(15)
+    assert not runner.is_alive()
+
+
+class _Journal:
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if codes.EVENT_REFUSED in r.getMessage()]
+
+
+def test_an_event_that_does_not_fit_is_logged_with_its_code_and_changes_nothing(
+    slave_node: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    slave_node.post(roles.ServingStopped())
+    wait_until(lambda: _refusals(caplog), 10, "the refusal to be logged")
+    [message] = _refusals(caplog)
+    assert "ServingStopped" in message and "state slave" in message
+    assert slave_node.snapshot().role == "slave"
+
+
+def test_a_refused_journal_is_closed(slave_node: Node, caplog: pytest.LogCaptureFixture) -> None:
+    journal = _Journal()
+    slave_node.post(roles.JournalOpened(cast(JournalStore, journal)))
+    assert journal.closed.wait(10), "the refused journal was left open"
+    assert any("JournalOpened" in m for m in _refusals(caplog))
+    assert slave_node.snapshot().role == "slave"
