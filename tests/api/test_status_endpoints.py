@@ -82,9 +82,13 @@ def test_roles_are_answered_by_status_codes(
 
 def test_a_master_claim_lapses_without_a_new_snapshot(served: tuple[Source, str]) -> None:
     source, base = served
-    source.set("master", claim_for_s=0.3, epoch=2)
-    assert httpx.get(base + "/master").status_code == 200
-    time.sleep(0.35)
+    source.set("master", claim_for_s=2.0, epoch=2)
+    deadline = source.current.master_claim_expires_monotonic
+    answer = httpx.get(base + "/master").status_code
+    # Judged by when the answer came back, not by how fast this machine is: an answer
+    # that came back before the claim lapsed was decided while it held.
+    assert answer == 200 or time.monotonic() >= deadline
+    time.sleep(max(0.0, deadline - time.monotonic()))
     assert httpx.get(base + "/master").status_code == 503
 
 
