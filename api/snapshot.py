@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from primacy.share.records import HolderInfo
+
 # The role loop publishes a snapshot at least every 0.2 s; one this old means it is stuck.
 LOOP_STALL_S = 2.0
 
@@ -134,7 +136,7 @@ class StatusSnapshot:
     lock_io_overdue_monotonic: float = float("inf")
     last_keepalive_unix_s: float | None = None
     last_keepalive_duration_s: float | None = None
-    lock_holder: dict[str, Any] | None = None
+    lock_holder: HolderInfo | None = None
     first_lock_attempt_done: bool = False
     lock_attempt_error: str | None = None  # the last lock attempt failed with this error
     waiting_for: str | None = None  # a master's exec child not ready yet: what it waits for

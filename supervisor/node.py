@@ -358,8 +358,9 @@ class Node:
 
     def _on_registry_read(self, read: RegistryRead) -> roles.Event | None:
         self._state.saw_registry(read.cluster, read.broker_stats if self._serving.serving else None)
-        if read.paused != self._state.paused:
-            self._state.paused = read.paused
+        # The machine holds the one "paused" (an admin pause reaches it at once; the
+        # snapshot reads it there): the registry only tells it what the share says.
+        if read.paused != self.machine.paused:
             log.info(
                 "%s node %s sees the group %s",
                 codes.GROUP_PAUSE_SEEN,

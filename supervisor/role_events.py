@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from primacy.share.records import HolderInfo
 
 if TYPE_CHECKING:
     from primacy.store.journal import JournalStore
@@ -85,7 +87,7 @@ class LockResult:
     share did not answer (not the same as busy)."""
 
     acquired: bool
-    holder: dict[str, Any] | None = None
+    holder: HolderInfo | None = None
     error: str | None = None
 
 
@@ -101,7 +103,7 @@ class EpochClaimed:
     # claim is left to outlast (``Lease.handed_over``, ``Lease.claimant_has_ended``).
     # Positive proof only: a claimant the node could not see is not an ended one.
     nothing_to_outlast: bool = False
-    holder: dict[str, Any] | None = None
+    holder: HolderInfo | None = None
 
 
 @dataclass(frozen=True)

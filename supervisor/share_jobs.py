@@ -16,11 +16,10 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
 
 from primacy.locker.lease import Lease, LeaseLost
 from primacy.share.port import SharePort
-from primacy.share.records import RoleChange
+from primacy.share.records import HolderInfo, RoleChange
 from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.journal import JournalStore
 from primacy.supervisor import codes, roles
@@ -239,9 +238,8 @@ class ShareJobs:
     def _confirmed(self, started_at: float) -> roles.RevalidationPassed:
         return roles.RevalidationPassed(started_at, self._clock() - started_at, time.time())
 
-    def _holder(self) -> dict[str, Any] | None:
-        holder = self.lease.holder()
-        return None if holder is None else vars(holder).copy()
+    def _holder(self) -> HolderInfo | None:
+        return self.lease.holder()
 
 
 def role_change(node_id: str, epoch: int, old: str, new: str, reason: str) -> dict[str, object]:

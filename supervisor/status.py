@@ -14,6 +14,7 @@ from primacy.api.snapshot import (
     ShareCheck,
     StatusSnapshot,
 )
+from primacy.share.records import HolderInfo
 from primacy.store.journal import JournalStore
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.roles import RoleMachine
@@ -26,13 +27,12 @@ class NodeState:
     since_unix_s: float
     first_lock_attempt_done: bool = False
     last_keepalive: tuple[float, float] | None = None  # (unix time, duration s)
-    holder: dict[str, Any] | None = None
+    holder: HolderInfo | None = None
     # Why the last lock attempt failed with an error (not "busy"): such a slave cannot
     # reach the share, so it is no healthy standby (``/slave`` 503).
     lock_attempt_error: str | None = None
     store: JournalStore | None = None
     broker: BrokerFigures | None = None
-    paused: bool = False
     cluster: tuple[ClusterMember, ...] = ()
 
     def saw_registry(
@@ -72,7 +72,7 @@ def build_snapshot(
         share=str(config.share),
         share_check=share_check,
         journal=journal_figures(state.store),
-        paused=state.paused,
+        paused=machine.paused,
         held_off_s=round(max(0.0, machine.hold_off_until - now), 3),
         broker=state.broker,
         stomp_auth=(

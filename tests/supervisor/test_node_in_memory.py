@@ -109,6 +109,9 @@ def test_an_admin_pause_holds_the_group_and_every_node_reports_it(
     )
     assert answer.status_code == 200, answer.text
     assert memory_group.share.paused is not None
+    # The node that was asked says so at once: "paused" is one fact, the role machine's, not
+    # a second copy that changed only at the next registry read.
+    assert httpx.get(f"http://127.0.0.1:{a.port}/status", timeout=5).json()["paused"] is True
     for node in (a, b):
         wait_until(
             lambda n=node: httpx.get(f"http://127.0.0.1:{n.port}/status", timeout=5).json()[
