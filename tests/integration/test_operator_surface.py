@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from primacy.locker.lockfile import LOCK_FILE_NAME
-from tests.fault.checker import assert_ok, check
-from tests.fault.conftest import EmulatedHosts
+from tests.harness.checker import assert_ok, check
+from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import Group, NodeProcess, wait_until
 from tests.harness.traffic import StompGroup, Traffic
 

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from primacy.client.consumer import Consumer
 from primacy.client.producer import Producer
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
-from tests.tls_certs import make_pki
+from tests.harness.tls_certs import make_pki
 
 pytestmark = pytest.mark.slow
 
