@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from primacy.locker.lockfile import LOCK_FILE_NAME
 from tests.harness.checker import assert_ok, check
+from tests.harness.cli import primacy
 from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import Group, NodeProcess, wait_until
 from tests.harness.traffic import StompGroup, Traffic
@@ -178,22 +179,8 @@ def test_admin_endpoints_are_off_without_a_token_file(group: Group) -> None:
 
 def test_a_token_file_readable_by_others_is_refused(share: Path, token_file: Path) -> None:
     token_file.chmod(0o644)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "primacy.cli",
-            "run",
-            "--node-id",
-            "a",
-            "--share",
-            str(share),
-            "--admin-token-file",
-            str(token_file),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
+    result = primacy(
+        "run", "--node-id", "a", "--share", str(share), "--admin-token-file", str(token_file)
     )
     assert result.returncode == 2 and "chmod 600" in result.stderr
 
@@ -371,12 +358,6 @@ def test_config_file_edits_apply_at_run_time_and_bad_edits_are_refused(
     assert os.path.exists(config)
 
 
-def _primacy(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "primacy.cli", *args], capture_output=True, text=True, timeout=60
-    )
-
-
 def test_cli_cluster_switchover_pause_resume(group: Group, share: Path, token_file: Path) -> None:
     nodes = group.start_many(2, "--admin-token-file", str(token_file))
     old = group.wait_for_master()
@@ -388,13 +369,13 @@ def test_cli_cluster_switchover_pause_resume(group: Group, share: Path, token_fi
         10,
         "both nodes registered",
     )
-    table = _primacy("cluster", "--share", str(share))
+    table = primacy("cluster", "--share", str(share))
     assert table.returncode == 0
     assert f"{old.node_id}" in table.stdout and "master" in table.stdout and "live" in table.stdout
     # The token goes only to named addresses: the slave alone is not enough.
-    refused = _primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
+    refused = primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
     assert refused.returncode == 1 and f"--url http://127.0.0.1:{old.port}" in refused.stderr
-    result = _primacy(
+    result = primacy(
         "switchover",
         "--url",
         url(other, ""),
@@ -405,15 +386,13 @@ def test_cli_cluster_switchover_pause_resume(group: Group, share: Path, token_fi
     )
     assert result.returncode == 0, result.stderr
     assert f"{other.node_id} is serving as master" in result.stdout
-    paused = _primacy("pause", "--url", url(old, ""), "--token-file", str(token_file))
+    paused = primacy("pause", "--url", url(old, ""), "--token-file", str(token_file))
     assert paused.returncode == 0 and "paused" in paused.stdout
     wait_until(lambda: httpx.get(url(other, "/status")).json()["paused"], 5, "the pause")
-    assert (
-        _primacy("resume", "--url", url(old, ""), "--token-file", str(token_file)).returncode == 0
-    )
+    assert primacy("resume", "--url", url(old, ""), "--token-file", str(token_file)).returncode == 0
     wrong = token_file.parent / "wrong.token"
     wrong.write_text("not-the-right-token-at-all")
-    denied = _primacy("pause", "--url", url(old, ""), "--token-file", str(wrong))
+    denied = primacy("pause", "--url", url(old, ""), "--token-file", str(wrong))
     assert denied.returncode == 1 and "403" in denied.stderr and "wrong token" in denied.stderr
 
 
@@ -468,7 +447,7 @@ def test_a_planted_registry_entry_never_gets_the_token(
             10,
             "the planted entry to be read",
         )
-        refused = _primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
+        refused = primacy("switchover", "--url", url(other, ""), "--token-file", str(token_file))
         assert refused.returncode == 1 and "lists 2 masters" in refused.stderr, refused.stderr
         for args in (
             ("switchover", "--url", url(other, "")),
@@ -476,7 +455,7 @@ def test_a_planted_registry_entry_never_gets_the_token(
             ("pause", "--url", url(other, "")),
             ("resume", "--url", url(other, "")),
         ):
-            _primacy(*args, "--token-file", str(token_file))
+            primacy(*args, "--token-file", str(token_file))
         members = httpx.get(url(old, "/cluster")).json()["members"]
         assert not [m for m in members if m["node_id"] == "aaa" and m["live"]]  # from the future
     finally:
@@ -497,7 +476,7 @@ def test_switchover_right_after_a_takeover_waits_for_the_nodes_view(
     )
     old = group.wait_for_master()
     other = next(node for node in nodes if node is not old)
-    result = _primacy(
+    result = primacy(
         "switchover",
         "--url",
         url(other, ""),

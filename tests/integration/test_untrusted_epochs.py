@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 from primacy.client.consumer import Consumer
 from primacy.locker.epoch import EpochRegistry
 from tests.broker.stomppy import StompPy
+from tests.harness.cli import primacy
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -43,12 +42,7 @@ def test_an_empty_planted_epoch_far_ahead_costs_no_acknowledged_message(
     bodies = sorted(consumer.message().body for _ in range(5))
     assert bodies == [f"m{index}" for index in range(5)]
     consumer.close()
-    stats = subprocess.run(
-        [sys.executable, "-m", "primacy.cli", "journal", "stats", str(share)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    stats = primacy("journal", "stats", str(share))
     assert stats.returncode == 0, stats.stderr
     assert "10000000001" in stats.stdout
 
