@@ -1,10 +1,10 @@
 """Chaos: random shared-storage faults on groups on emulated NFS mounts, judged by the checker.
 
 Each trial starts a fresh 2- or 3-node group, each node on its own emulated
-NFSv4 host (tests/fault/nfsemu), runs two producers and a consumer with
+NFSv4 host (tests/harness/nfsemu), runs two producers and a consumer with
 failover URLs, injects one to three random faults (partitions past and short
 of the lease, SIGSTOP plus a replaced lock file, a full share, slow fsync, EIO
-on the journal only), and runs the checker of tests/fault/checker.py. Prints
+on the journal only), and runs the checker of tests/harness/checker.py. Prints
 the trials run, faults injected, messages acknowledged, lost, duplicated, and
 every violation with the seed that replays its trial alone. Needs root and
 /dev/fuse. Exit status 1 if any trial found a violation.
@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fault.chaos import Totals, TrialResult, run_trial
-from tests.fault.conftest import fuse_unavailable_reason
+from tests.harness.chaos import Totals, TrialResult, run_trial
+from tests.harness.emulated_hosts import fuse_unavailable_reason
 
 
 def _interrupt(signum: int, _frame: object) -> None:

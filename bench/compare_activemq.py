@@ -90,7 +90,7 @@ from bench.activemq.workload import (
     drain,
     throughput,
 )
-from tests.tls_certs import make_pki
+from tests.harness.tls_certs import make_pki
 
 FAILOVER_QUEUE = "/queue/failover"
 RECEIPTS_BEFORE_KILL = 20  # the kill lands in a steady stream of sends, not at its start

@@ -14,7 +14,7 @@ best of a few runs over page-cached files:
   sink (every row materialised, nothing written), after one warm-up run;
 - Spark on a standalone cluster: the same read on a master and two one-core
   workers started from pyspark's own distribution on loopback
-  (tests/spark/standalone.py), the code shipped as on any cluster, after one
+  (tests/harness/spark_standalone.py), the code shipped as on any cluster, after one
   warm-up run. On by default when Java is there; ``--no-cluster`` skips it.
 
 ``--quick`` generates 200 000 records in 16 MiB segments (four, so that both
@@ -44,7 +44,7 @@ from primacy.spark.segment_reader import read_segment_batches
 from primacy.store import format as fmt
 from primacy.store import payloads
 from primacy.store.segments import list_segments, segment_name
-from tests.spark.standalone import LOOPBACK, standalone_cluster
+from tests.harness.spark_standalone import LOOPBACK, standalone_cluster
 
 SEGMENT_MAX_BYTES = 64 * 1024 * 1024
 QUICK_SEGMENT_MAX_BYTES = 16 * 1024 * 1024

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.broker.fuzz_frames import fuzz
+from tests.harness.fuzz_frames import fuzz
 
 
 def main() -> None:

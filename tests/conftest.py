@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault.conftest import EmulatedHosts, fuse_unavailable_reason
+from tests.broker.nodes import Masters
+from tests.harness.emulated_hosts import EmulatedHosts, fuse_unavailable_reason
 from tests.harness.group import Group
 from tests.share.ports import KINDS, Handles, handles_for
 
@@ -45,8 +46,8 @@ def group(share: Path, tmp_path: Path) -> Iterator[Group]:
 
 @pytest.fixture
 def emulated_hosts(tmp_path: Path) -> Iterator[EmulatedHosts]:
-    """``emulated_hosts(n, lease_s=1.0)`` starts n emulated NFS hosts (tests/fault); all are
-    stopped at the end, by pid. Skips, saying why, only without root or /dev/fuse."""
+    """``emulated_hosts(n, lease_s=1.0)`` starts n emulated NFS hosts (tests/harness/nfsemu);
+    all are stopped at the end, by pid. Skips, saying why, only without root or /dev/fuse."""
     reason = fuse_unavailable_reason()
     if reason:
         pytest.skip(reason)
@@ -55,3 +56,16 @@ def emulated_hosts(tmp_path: Path) -> Iterator[EmulatedHosts]:
         yield hosts
     finally:
         hosts.close()
+
+
+@pytest.fixture
+def masters(tmp_path: Path) -> Iterator[Masters]:
+    """In-process masters on a temporary share (tests/broker/nodes.py), for the broker, client
+    and interop tests."""
+    share = tmp_path / "share"
+    share.mkdir()
+    started = Masters(share)
+    try:
+        yield started
+    finally:
+        started.close()

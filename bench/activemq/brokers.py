@@ -65,24 +65,33 @@ def tree_rss_bytes(pid: int) -> int:
 
 
 class PrimacyGroup:
-    """``nodes`` primacy supervisors with default settings, each serving STOMP while master."""
+    """``nodes`` primacy supervisors with default settings, each serving STOMP while master.
+
+    ``bench/activemq/under_primacy.py`` builds on it: a subclass says how a node starts,
+    when the group is complete and where clients connect; killing the master and restoring
+    it are the same for both.
+    """
 
     label = "primacy"
 
-    def __init__(self, root: Path, nodes: int = 3, extra_args: tuple[str, ...] = ()) -> None:
-        """``extra_args`` for every node's ``primacy run`` (the TLS certificate, say)."""
+    def __init__(
+        self, root: Path, nodes: int | tuple[str, ...] = 3, extra_args: tuple[str, ...] = ()
+    ) -> None:
+        """``nodes``: how many (named n1, n2, ...) or their names; ``extra_args`` for every
+        node's ``primacy run`` (the TLS certificate, say)."""
         share = root / "share"
         share.mkdir(parents=True)
         self.group = Group(share=share, log_dir=root, common_args=extra_args)
-        self.stomp_ports = {f"n{index}": free_port() for index in range(1, nodes + 1)}
+        node_ids = nodes if isinstance(nodes, tuple) else [f"n{i}" for i in range(1, nodes + 1)]
+        self.stomp_ports = {node_id: free_port() for node_id in node_ids}
         self._killed: str | None = None
 
     def start(self) -> None:
         for node_id in self.stomp_ports:
-            self._start(node_id)
+            self.start_node(node_id)
         self._wait_complete()
 
-    def _start(self, node_id: str) -> NodeProcess:
+    def start_node(self, node_id: str) -> NodeProcess:
         return self.group.start(node_id, "--stomp", f"127.0.0.1:{self.stomp_ports[node_id]}")
 
     def _wait_complete(self) -> None:
@@ -96,24 +105,24 @@ class PrimacyGroup:
         )
         self.group.wait_for_master(timeout_s=60)
 
-    def _master(self) -> NodeProcess:
+    def wait_for_a_master(self) -> NodeProcess:
         return self.group.wait_for_master(timeout_s=60)
 
     def stomp_addresses(self) -> list[Address]:
         return [("127.0.0.1", port) for port in self.stomp_ports.values()]
 
     def master_address(self) -> Address:
-        return ("127.0.0.1", self.stomp_ports[self._master().node_id])
+        return ("127.0.0.1", self.stomp_ports[self.wait_for_a_master().node_id])
 
     def master_pid(self) -> int:
-        return self._master().pid
+        return self.wait_for_a_master().pid
 
     def slave_pids(self) -> list[int]:
-        master = self._master()
+        master = self.wait_for_a_master()
         return [node.pid for node in self.group.alive() if node is not master]
 
     def kill_master(self) -> float:
-        master = self._master()
+        master = self.wait_for_a_master()
         self._killed = master.node_id
         killed_at = time.monotonic()
         master.signal(signal.SIGKILL)
@@ -122,7 +131,7 @@ class PrimacyGroup:
 
     def restore(self) -> None:
         if self._killed is not None:
-            self._start(self._killed)
+            self.start_node(self._killed)
             self._killed = None
         self._wait_complete()
 

@@ -9,17 +9,15 @@ ports: used by ``bench/compare_activemq.py`` (its third group) and by
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
+from bench.activemq.brokers import Address, PrimacyGroup
 from bench.activemq.config import LockerTiming, java_command, write_instance
 from bench.activemq.figures import AMQ_UNDER_PRIMACY
-from primacy.cli.localgroup import Group, NodeProcess, free_port, http_status, wait_until
-from tests.integration.test_haproxy import haproxy_config
+from primacy.cli.localgroup import NodeProcess, free_port, http_status, wait_until
+from tests.harness.guide_examples import haproxy_config
 
-Address = tuple[str, int]
 HAPROXY = shutil.which("haproxy")
 NODES = ("node-a", "node-b")
 # ActiveMQ's own shared-file locker stays on as a backstop; with primacy it never contends.
@@ -29,8 +27,11 @@ READY_TIMEOUT_S = 120
 STOP_GRACE_MS = 15_000
 
 
-class ActiveMQUnderPrimacy:
-    """The two nodes and HAProxy; clients connect to HAProxy's one address."""
+class ActiveMQUnderPrimacy(PrimacyGroup):
+    """The two nodes and HAProxy; clients connect to HAProxy's one address.
+
+    A node's pid is its supervisor's: its process tree holds the JVM, and killing the
+    master's supervisor (``kill_master``) leaves its guardian to kill the JVM."""
 
     label = AMQ_UNDER_PRIMACY
 
@@ -40,17 +41,13 @@ class ActiveMQUnderPrimacy:
         """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say). ``shares``:
         each node's own path to the share (emulated hosts' mounts of one directory, say);
         by default both use one local directory."""
-        share = root / "share"
-        share.mkdir(parents=True)
-        self.group = Group(share=share, log_dir=root)
-        self.shares = shares or {node_id: share for node_id in NODES}
-        self.stomp_ports = {node_id: free_port() for node_id in NODES}
+        super().__init__(root, NODES, extra)
+        self.shares = shares or {node_id: self.group.share for node_id in NODES}
         self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
         self.bases = {node_id: root / f"activemq-{node_id}" for node_id in NODES}
         self.front_port, self.stats_port = free_port(), free_port()
-        self._root, self._heap_mb, self._extra = root, heap_mb, extra
+        self._root, self._heap_mb = root, heap_mb
         self._proxy: subprocess.Popen[bytes] | None = None
-        self._killed: str | None = None
 
     def start(self) -> None:
         if HAPROXY is None:
@@ -65,7 +62,7 @@ class ActiveMQUnderPrimacy:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self.wait_for_a_master()
+        self._wait_complete()
 
     def start_node(self, node_id: str) -> NodeProcess:
         conf = write_instance(
@@ -84,10 +81,18 @@ class ActiveMQUnderPrimacy:
             str(READY_TIMEOUT_S),
             "--exec-stop-grace-ms",
             str(STOP_GRACE_MS),
-            *self._extra,
             exec_command=command,
             http_port=self.http_ports[node_id],
             share=self.shares[node_id],
+        )
+
+    def _wait_complete(self) -> None:
+        """A master that HAProxy sees, and the other node standing by."""
+        master = self.wait_for_a_master()
+        wait_until(
+            lambda: all(n.status("/slave") == 200 for n in self.group.alive() if n is not master),
+            60,
+            "the other node to stand by",
         )
 
     def wait_for_a_master(self, timeout_s: float = READY_TIMEOUT_S) -> NodeProcess:
@@ -105,31 +110,8 @@ class ActiveMQUnderPrimacy:
         self.wait_for_a_master()
         return ("127.0.0.1", self.front_port)
 
-    def master_pid(self) -> int:
-        return self.wait_for_a_master().pid  # the supervisor: its tree holds the JVM
-
-    def slave_pids(self) -> list[int]:
-        master = self.wait_for_a_master()
-        return [node.pid for node in self.group.alive() if node is not master]
-
-    def kill_master(self) -> float:
-        """SIGKILL the master's supervisor (its guardian kills the JVM)."""
-        master = self.wait_for_a_master()
-        self._killed = master.node_id
-        killed_at = time.monotonic()
-        master.signal(signal.SIGKILL)
-        master.process.wait(15)
-        return killed_at
-
-    def restore(self) -> None:
-        if self._killed is not None:
-            node = self.start_node(self._killed)
-            self._killed = None
-            wait_until(lambda: node.status("/slave") == 200, 60, "the restarted node to stand by")
-        self.wait_for_a_master()
-
     def close(self) -> None:
         if self._proxy is not None and self._proxy.poll() is None:
             self._proxy.kill()
             self._proxy.wait(10)
-        self.group.close()  # SIGKILL by pid; every guardian then kills its JVM
+        super().close()  # SIGKILL by pid; every guardian then kills its JVM

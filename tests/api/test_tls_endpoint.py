@@ -13,7 +13,7 @@ from primacy.api.server import ApiServer
 from primacy.api.snapshot import StatusSnapshot
 from primacy.broker.tls import ServerTls
 from tests.harness.group import free_port
-from tests.tls_certs import make_pki
+from tests.harness.tls_certs import make_pki
 
 
 def test_the_endpoint_answers_over_tls_and_requires_client_certificates_when_asked(

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from primacy.broker.frames import UNESCAPED_COMMANDS, Frame, FrameParser, StompProtocolError, encode
-from tests.broker.fuzz_frames import fuzz
+from tests.harness.fuzz_frames import fuzz
 
 commands = st.sampled_from(
     ["SEND", "SUBSCRIBE", "MESSAGE", "ERROR", "RECEIPT", "ACK", "CONNECT", "CONNECTED"]

@@ -14,7 +14,7 @@ import pytest
 from primacy.broker.config import BrokerConfig
 from tests.broker.nodes import Masters, eventually
 from tests.broker.stomppy import StompPy
-from tests.tls_certs import Pki, issue, make_pki
+from tests.harness.tls_certs import Pki, issue, make_pki
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault.chaos import Totals, run_trial
-from tests.fault.conftest import fuse_unavailable_reason
+from tests.harness.chaos import Totals, run_trial
+from tests.harness.emulated_hosts import fuse_unavailable_reason
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore
-from tests.fault.checker import check
+from tests.harness.checker import check
 from tests.harness.group import Answer, MasterPoller
 from tests.harness.traffic import Traffic
 

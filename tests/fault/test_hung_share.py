@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fault.conftest import EmulatedHosts
+from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import wait_until
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]

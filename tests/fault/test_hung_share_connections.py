@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from primacy.cli.localgroup import free_port
-from tests.fault.conftest import EmulatedHosts
+from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import wait_until
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]

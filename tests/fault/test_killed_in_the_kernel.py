@@ -15,7 +15,7 @@ import subprocess
 import psutil
 import pytest
 
-from tests.fault.conftest import EmulatedHosts
+from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import wait_until
 from tests.harness.processes import command_line, may_run_its_own_code
 

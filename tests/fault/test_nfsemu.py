@@ -15,9 +15,9 @@ import pytest
 
 from primacy.locker.lease import Lease, LeaseLost
 from primacy.share.posix import PosixShare
-from tests.fault.conftest import EmulatedHosts
-from tests.fault.nfsemu import EmulatedHost, is_mounted
+from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import wait_until
+from tests.harness.nfsemu import EmulatedHost, is_mounted
 
 pytestmark = pytest.mark.fuse
 

@@ -1,6 +1,6 @@
 """Issue 8's scenarios: real supervisors, each on its own emulated NFS host, under traffic.
 
-Every scenario ends with the checker (``tests/fault/checker.py``): every
+Every scenario ends with the checker (``tests/harness/checker.py``): every
 acknowledged message consumed, no id stored twice, nothing acknowledged past a
 fence, never two nodes answering 200 on ``/master`` at once.
 """
@@ -11,9 +11,8 @@ import subprocess
 
 import pytest
 
-from tests.fault.checker import assert_ok, check
-from tests.fault.conftest import EmulatedHosts
-from tests.fault.emulated_group import (
+from tests.harness.checker import assert_ok, check
+from tests.harness.emulated_group import (
     DEMOTED,
     EmulatedGroup,
     epoch_of,
@@ -21,6 +20,7 @@ from tests.fault.emulated_group import (
     mount_tmpfs,
     share_filled,
 )
+from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import MasterPoller, wait_until
 from tests.harness.traffic import Traffic
 

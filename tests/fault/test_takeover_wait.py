@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from primacy.share.posix import PosixShare
-from tests.fault.conftest import EmulatedHosts
-from tests.fault.emulated_group import replace_lock_file
+from tests.harness.emulated_group import replace_lock_file
+from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import MasterPoller, wait_until
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]

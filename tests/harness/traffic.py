@@ -4,7 +4,7 @@
 happens to the group (kills, partitions, a full share), and records every
 message id sent, every one acknowledged (RECEIPT) with the wall-clock time the
 producer noticed it, every delivery to the consumer, and every error a
-producer was told about. ``tests/fault/checker.py`` judges it against the
+producer was told about. ``tests/harness/checker.py`` judges it against the
 journal.
 """
 

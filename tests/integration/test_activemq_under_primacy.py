@@ -25,7 +25,7 @@ from bench.activemq.config import missing_activemq
 from bench.activemq.under_primacy import HAPROXY, NODES, ActiveMQUnderPrimacy
 from primacy.cli.localgroup import http_status
 from tests.broker.stomppy import StompPy
-from tests.fault.conftest import EmulatedHosts
+from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import wait_until
 from tests.harness.processes import command_line, may_run_its_own_code
 

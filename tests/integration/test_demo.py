@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.harness.cli import primacy
 
 pytestmark = pytest.mark.slow
 
 
 def test_demo_fails_over_twice_and_loses_nothing() -> None:
     before = set(Path(tempfile.gettempdir()).glob("primacy-demo-*"))
-    result = subprocess.run(
-        [sys.executable, "-m", "primacy.cli", "demo"], capture_output=True, text=True, timeout=180
-    )
+    result = primacy("demo", timeout_s=180)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert re.search(r"serving as master \d\.\d{3} s after the kill", out)

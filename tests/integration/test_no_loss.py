@@ -1,6 +1,6 @@
 """Producers and consumers through failovers of real supervisors: nothing acknowledged is lost.
 
-After each run ``tests/fault/checker.py`` judges what the clients saw against
+After each run ``tests/harness/checker.py`` judges what the clients saw against
 the journal: every message whose RECEIPT arrived was consumed, the journal
 stores no message id twice, and nothing acknowledged lies past a fence.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from primacy.share.layout import LOCK_FILE_NAME
-from tests.fault.checker import assert_ok, check
+from tests.harness.checker import assert_ok, check
 from tests.harness.group import Group, wait_until
 from tests.harness.traffic import StompGroup, Traffic
 

@@ -4,12 +4,9 @@ addresses, SIGKILLs of the master; every acknowledged message is consumed, once.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import ssl
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -18,25 +15,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from primacy.client.consumer import Consumer
 from primacy.client.producer import Producer
+from tests.harness.cli import primacy
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
-from tests.tls_certs import make_pki
+from tests.harness.tls_certs import make_pki
 
 pytestmark = pytest.mark.slow
 
 PASSCODE = "app password"
-
-
-def _primacy(
-    *args: str, stdin: str = "", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "primacy.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_every_acknowledged_message_survives_sigkills_over_tls_with_logins(
@@ -44,7 +29,7 @@ def test_every_acknowledged_message_survives_sigkills_over_tls_with_logins(
 ) -> None:
     pki = make_pki(tmp_path / "pki")
     users = tmp_path / "users.json"
-    assert _primacy("users", "add", str(users), "app", stdin=PASSCODE + "\n").returncode == 0
+    assert primacy("users", "add", str(users), "app", stdin=PASSCODE + "\n").returncode == 0
     ports = {"a": free_port(), "b": free_port()}
     secure = [
         "--stomp-users", str(users),
@@ -101,10 +86,10 @@ def test_every_acknowledged_message_survives_sigkills_over_tls_with_logins(
         return -1.0
 
     wait_until(lambda: handshakes_failed() == 1, 10, "the dropped handshake in /metrics")
-    status = _primacy("status", "--url", f"https://127.0.0.1:{master.port}", "--ca-file",
+    status = primacy("status", "--url", f"https://127.0.0.1:{master.port}", "--ca-file",
                       str(pki.ca), "--json")  # fmt: skip
     assert status.returncode == 0 and '"stomp_auth": "users-file"' in status.stdout, status.stderr
-    sent = _primacy(
+    sent = primacy(
         "send", url, "/queue/q", "--count", "3", "--login", "app", "--ca-file", str(pki.ca),
         env={"PRIMACY_STOMP_PASSCODE": PASSCODE},
     )  # fmt: skip

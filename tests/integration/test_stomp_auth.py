@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -14,6 +12,7 @@ from primacy.broker import codes as broker_codes
 from primacy.cli import codes as cli_codes
 from tests.broker.nodes import RawClient
 from tests.broker.stomppy import StompPy
+from tests.harness.cli import primacy
 from tests.harness.group import Group, free_port, wait_until
 from tests.integration.test_broker_limits import _metric
 
@@ -22,11 +21,11 @@ pytestmark = pytest.mark.slow
 
 def test_a_node_with_a_users_file_lets_in_its_users_only(group: Group, tmp_path: Path) -> None:
     users = tmp_path / "users.json"
-    subprocess.run(
-        [sys.executable, "-m", "primacy.cli", "users", "add", str(users), "app",
-         "--send", "/queue/in.>", "--receive", "/queue/in.>"],
-        input="app password\n", text=True, check=True, capture_output=True, timeout=60,
+    added = primacy(
+        "users", "add", str(users), "app", "--send", "/queue/in.>", "--receive", "/queue/in.>",
+        stdin="app password\n",
     )  # fmt: skip
+    assert added.returncode == 0, added.stderr
     port = free_port()
     node = group.start("n1", "--stomp", f"127.0.0.1:{port}", "--stomp-users", str(users))
     wait_until(node.is_master, 30, "n1 to serve")

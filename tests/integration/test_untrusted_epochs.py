@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from primacy.share.port import epochs_claimed_before, latest_epoch
 from primacy.share.posix import PosixShare
 from primacy.share.records import EpochRecord
 from tests.broker.stomppy import StompPy
+from tests.harness.cli import primacy
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -45,12 +44,7 @@ def test_an_empty_planted_epoch_far_ahead_costs_no_acknowledged_message(
     bodies = sorted(consumer.message().body for _ in range(5))
     assert bodies == [f"m{index}" for index in range(5)]
     consumer.close()
-    stats = subprocess.run(
-        [sys.executable, "-m", "primacy.cli", "journal", "stats", str(share)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    stats = primacy("journal", "stats", str(share))
     assert stats.returncode == 0, stats.stderr
     assert "10000000001" in stats.stdout
 

@@ -14,7 +14,7 @@ import pytest
 from primacy.broker.config import BrokerConfig
 from primacy.broker.users import User, hash_password, save_users
 from tests.broker.nodes import Masters, eventually, stored_send_ids
-from tests.tls_certs import make_pki
+from tests.harness.tls_certs import make_pki
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "stompit_roundtrip.js"

@@ -15,6 +15,7 @@ from primacy.locker.probe import check_share
 from primacy.nfs_profiles import codes
 from primacy.nfs_profiles.doctor import Diagnosis, Severity, check_for_run, diagnose, render_text
 from primacy.share.posix_lock import LockMethod
+from tests.harness.cli import primacy
 from tests.nfs_profiles import mountinfo_samples as samples
 
 SHARE = "/srv/primacy/orders"
@@ -311,8 +312,6 @@ def test_primacy_doctor_refuses_a_symlinked_share_directory_and_flags_a_0777_sha
 ) -> None:
     """Through the command an operator runs: a share directory that is a symlink is refused
     (nodes would not follow it), a share anyone can write is flagged."""
-    import subprocess
-    import sys
 
     share = tmp_path / "share"
     share.mkdir()
@@ -320,12 +319,7 @@ def test_primacy_doctor_refuses_a_symlinked_share_directory_and_flags_a_0777_sha
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (share / "epochs").symlink_to(elsewhere, target_is_directory=True)
-    result = subprocess.run(
-        [sys.executable, "-m", "primacy.cli", "doctor", str(share)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = primacy("doctor", str(share))
     output = result.stdout + result.stderr
     assert result.returncode == int(Severity.REFUSED), output
     assert codes.NOT_A_DIRECTORY in output and str(share / "epochs") in output

@@ -30,7 +30,7 @@ from primacy.spark.journal_source import (
 )
 from primacy.spark.replay import write_code_bundle
 from primacy.store.segments import segment_name
-from tests.spark.conftest import skip_without_spark
+from tests.spark.availability import skip_without_spark
 from tests.spark.journal_scenario import write_failover_journal
 
 

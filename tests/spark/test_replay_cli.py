@@ -17,7 +17,7 @@ import pytest
 
 from primacy.cli import replay as replay_cli
 from primacy.store.recovery import recover
-from tests.spark.conftest import skip_without_spark
+from tests.spark.availability import skip_without_spark
 from tests.spark.journal_scenario import write_failover_journal
 
 

@@ -1,7 +1,7 @@
 """The replay on a real Spark standalone cluster gives the tables the local replay gives (issue 18).
 
 A master and two one-core workers from pyspark's own distribution
-(tests/spark/standalone.py), on loopback; the executors run a Python made for
+(tests/harness/spark_standalone.py), on loopback; the executors run a Python made for
 the test with numpy, pyarrow and crc32c and no primacy, so everything they run
 of ours comes in the code bundle. The same journal, written through failovers
 with fenced and damaged records, is replayed three ways:
@@ -27,9 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from primacy.spark.replay import TABLES, write_code_bundle
-from tests.spark.conftest import skip_without_spark
-from tests.spark.journal_scenario import write_failover_journal
-from tests.spark.standalone import (
+from tests.harness.spark_standalone import (
     StandaloneCluster,
     clean_environment,
     driver_process,
@@ -39,6 +37,8 @@ from tests.spark.standalone import (
     spark_home,
     standalone_cluster,
 )
+from tests.spark.availability import skip_without_spark
+from tests.spark.journal_scenario import write_failover_journal
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -16,6 +16,7 @@ from primacy.store.config import StoreConfig
 from primacy.store.errors import JournalError
 from primacy.store.journal import JournalStore
 from primacy.store.segments import segment_name
+from tests.harness.cli import primacy
 
 PLANTED_EPOCH = 5
 # What each crafted record holds, and words of the reason the tools must give.
@@ -81,21 +82,12 @@ def test_recovery_skips_and_reports_crafted_batches(crafted_share: tuple[Path, d
         assert reason in damaged[by_reason[reason]]
 
 
-def _journal(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "primacy.cli", "journal", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.parametrize("command", ["verify", "dump", "stats"])
 def test_the_journal_tools_name_each_crafted_batch_and_exit_1(
     crafted_share: tuple[Path, dict[str, str]], command: str
 ) -> None:
     share, planted = crafted_share
-    result = _journal(command, str(share))
+    result = primacy("journal", command, str(share))
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "Traceback" not in output
@@ -166,7 +158,7 @@ def test_a_crafted_region_costs_the_scan_linear_work_and_is_reported(
     assert checked[0] <= 5 * len(segment) + (1 << 20) + 10_000
     monkeypatch.undo()
     assert sorted(recover_pending(share)) == ["after", "real"]
-    verified = _journal("verify", str(share))
+    verified = primacy("journal", "verify", str(share))
     assert verified.returncode == 1 and "Traceback" not in verified.stderr
     assert name in verified.stdout + verified.stderr
 
@@ -230,6 +222,6 @@ def test_the_journal_tools_read_a_huge_segment_in_bounded_memory(
 @pytest.mark.parametrize("command", ["verify", "dump", "stats"])
 def test_the_journal_tools_fail_on_a_missing_share(tmp_path: Path, command: str) -> None:
     """Found by trying: ``journal verify /does-not-exist`` said ok and exited 0."""
-    result = _journal(command, str(tmp_path / "does-not-exist"))
+    result = primacy("journal", command, str(tmp_path / "does-not-exist"))
     assert result.returncode != 0
     assert "does-not-exist" in result.stderr and "Traceback" not in result.stderr

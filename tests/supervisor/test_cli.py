@@ -19,21 +19,9 @@ from primacy.locker.lease import Lease
 from primacy.share.posix import PosixShare
 from primacy.share.records import EpochRecord
 from primacy.supervisor.config import CONFIG_KEYS
+from tests.harness.cli import PRIMACY_SCRIPT, primacy
 from tests.harness.group import free_port
 from tests.supervisor.private_mount import private_mount_unavailable_reason
-
-# The console script operators run, from this virtualenv.
-PRIMACY = str(Path(sys.executable).with_name("primacy"))
-
-
-def primacy(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "primacy.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def _assert_clean_failure(result: subprocess.CompletedProcess[str], code: int, words: str) -> None:
@@ -173,13 +161,6 @@ def test_a_bad_store_key_in_the_file_exits_2_naming_the_key(share: Path, tmp_pat
 # ---- shares that cannot carry a primacy node, on real mounts -------------------
 
 
-def run_primacy(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
-    """``.venv/bin/primacy ARGS``; ``args`` may start with a wrapper such as unshare."""
-    return subprocess.run(
-        list(args), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
-    )
-
-
 def _assert_one_error_line(result: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
     """Exit ``code``, no traceback, and exactly one error line, which says ``words``."""
     assert result.returncode == code, result.stderr
@@ -192,8 +173,8 @@ def _assert_one_error_line(result: subprocess.CompletedProcess[str], code: int, 
     return errors[0]
 
 
-def _on_a_read_only_mount(share: Path, *primacy_args: str) -> list[str]:
-    """Run primacy in a private mount namespace where ``share`` is a read-only tmpfs.
+def _on_a_read_only_mount(share: Path) -> list[str]:
+    """Start primacy in a private mount namespace where ``share`` is a read-only tmpfs.
 
     The mount lives only in that namespace: it goes when the process exits,
     whatever happens to the test.
@@ -208,8 +189,7 @@ def _on_a_read_only_mount(share: Path, *primacy_args: str) -> list[str]:
         "-c",
         script,
         str(share),
-        PRIMACY,
-        *primacy_args,
+        PRIMACY_SCRIPT,
     ]
 
 
@@ -225,8 +205,8 @@ def test_a_read_only_share_is_refused_at_start(read_only_share: Path) -> None:
     # Root ignores mode bits, so the share is made unwritable the way it is in
     # production: a read-only mount. The doctor's mount check refuses it first.
     args = ["run", "--node-id", "a", "--share", str(read_only_share)]
-    result = run_primacy(
-        *_on_a_read_only_mount(read_only_share, *args, "--http", f"127.0.0.1:{free_port()}")
+    result = primacy(
+        *args, "--http", f"127.0.0.1:{free_port()}", command=_on_a_read_only_mount(read_only_share)
     )
     _assert_one_error_line(result, 3, "PRIMACY-3020", "PRIMACY-3009", "read-only")
 
@@ -234,8 +214,8 @@ def test_a_read_only_share_is_refused_at_start(read_only_share: Path) -> None:
 def test_a_read_only_share_is_refused_even_when_forced(read_only_share: Path) -> None:
     # Past the mount check, the share probe itself finds it cannot create a file.
     args = ["run", "--node-id", "a", "--share", str(read_only_share), "--force-unsupported-share"]
-    result = run_primacy(
-        *_on_a_read_only_mount(read_only_share, *args, "--http", f"127.0.0.1:{free_port()}")
+    result = primacy(
+        *args, "--http", f"127.0.0.1:{free_port()}", command=_on_a_read_only_mount(read_only_share)
     )
     line = _assert_one_error_line(result, 3, "PRIMACY-2002", str(read_only_share))
     assert "Read-only file system" in line
@@ -292,8 +272,7 @@ def test_a_share_whose_locks_do_not_work_is_refused(
     lockless_share: tuple[str, Path], method: str
 ) -> None:
     mode, share = lockless_share
-    result = run_primacy(
-        PRIMACY,
+    result = primacy(
         "run",
         "--node-id",
         "a",
@@ -303,6 +282,7 @@ def test_a_share_whose_locks_do_not_work_is_refused(
         f"127.0.0.1:{free_port()}",
         "--lock-method",
         method,
+        command=(PRIMACY_SCRIPT,),
     )
     if mode == "grant":
         _assert_one_error_line(result, 3, "PRIMACY-2002", f"{method} locks", "do not exclude")

@@ -3,8 +3,6 @@ settings follow, and values are taken as typed, never coerced."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from primacy.supervisor.config import (
     NodeConfig,
     load_config,
 )
+from tests.harness.cli import primacy
 
 
 def _run_parser_actions() -> dict[str, object]:
@@ -116,31 +115,12 @@ def test_values_are_taken_as_typed_and_bounded(tmp_path: Path, line: str, key: s
     """Through ``primacy run --config``, as an operator meets it: exit 2, the key named."""
     config_file = tmp_path / "node.toml"
     config_file.write_text(f'share = "{tmp_path}"\nnode_id = "a"\n{line}\n')
-    result = subprocess.run(
-        [sys.executable, "-m", "primacy.cli", "run", "--config", str(config_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = primacy("run", "--config", str(config_file))
     assert result.returncode == 2, result.stderr
     assert f"'{key}'" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_a_node_id_with_a_newline_is_refused_on_the_command_line(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "primacy.cli",
-            "run",
-            "--node-id",
-            "evil\n",
-            "--share",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = primacy("run", "--node-id", "evil\n", "--share", str(tmp_path))
     assert result.returncode == 2
     assert "PRIMACY-2001 bad value for 'node_id'" in result.stderr

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from primacy.cli.main import share_check_for_status
 from primacy.nfs_profiles.doctor import check_for_run
 from primacy.store.config import MIB
 from tests.broker.stomppy import StompPy
+from tests.harness.cli import PRIMACY, primacy
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 from tests.nfs_profiles.mountinfo_samples import BASE, NFS3
 from tests.supervisor.private_mount import private_mount_unavailable_reason
@@ -123,12 +123,7 @@ def test_journal_settings_from_the_file_and_flags_reach_the_running_node(
 
 
 def _doctor(share: Path) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "primacy.cli", "doctor", str(share), "--json", "--no-round-trips"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    done = primacy("doctor", str(share), "--json", "--no-round-trips")
     report: dict[str, Any] = json.loads(done.stdout)
     return report
 
@@ -176,7 +171,7 @@ def test_status_shows_the_warnings_of_a_tmpfs_share(tmp_path: Path) -> None:
     # mode=0750: a tmpfs root is 1777 by default, which the doctor flags too (PRIMACY-3014).
     script = 'mount -t tmpfs -o mode=0750 primacy-tmpfs "$0" && exec "$@"'
     command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(share)]
-    command += [sys.executable, "-m", "primacy.cli", "run", "--node-id", "t1"]
+    command += [*PRIMACY, "run", "--node-id", "t1"]
     command += ["--share", str(share), "--http", f"127.0.0.1:{port}"]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(

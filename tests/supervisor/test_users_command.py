@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 from primacy.broker.users import load_users, password_matches
-
-
-def _primacy(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "primacy.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.harness.cli import primacy
 
 
 def test_users_add_list_remove(tmp_path: Path) -> None:
     users = tmp_path / "users.json"
-    added = _primacy(
+    added = primacy(
         "users", "add", str(users), "orders", "--send", "/queue/orders.>", stdin="s3cret pass\n"
     )
     assert added.returncode == 0, added.stderr
@@ -34,37 +23,37 @@ def test_users_add_list_remove(tmp_path: Path) -> None:
     assert "s3cret" not in users.read_text()  # a hash, never the password
     assert json.loads(users.read_text())["users"]["orders"]["password"].startswith("$argon2id$")
 
-    assert _primacy("users", "add", str(users), "ops", stdin="another pass\n").returncode == 0
-    listed = _primacy("users", "list", str(users))
+    assert primacy("users", "add", str(users), "ops", stdin="another pass\n").returncode == 0
+    listed = primacy("users", "list", str(users))
     assert listed.returncode == 0
     assert listed.stdout.splitlines() == [
         "ops\tsend: >\treceive: >",
         "orders\tsend: /queue/orders.>\treceive: >",
     ]
-    assert _primacy("users", "remove", str(users), "ops").returncode == 0
+    assert primacy("users", "remove", str(users), "ops").returncode == 0
     assert list(load_users(users)) == ["orders"]
-    missing = _primacy("users", "remove", str(users), "ops")
+    missing = primacy("users", "remove", str(users), "ops")
     assert missing.returncode == 1 and "no user 'ops'" in missing.stderr
 
 
 def test_users_add_refuses_a_short_password_a_bad_name_and_a_bad_pattern(tmp_path: Path) -> None:
     users = tmp_path / "users.json"
-    short = _primacy("users", "add", str(users), "a", stdin="short\n")
+    short = primacy("users", "add", str(users), "a", stdin="short\n")
     assert short.returncode == 2 and "8 characters or more" in short.stderr
-    name = _primacy("users", "add", str(users), "bad name", stdin="long enough\n")
+    name = primacy("users", "add", str(users), "bad name", stdin="long enough\n")
     assert name.returncode == 2 and "is not a user name" in name.stderr
-    pattern = _primacy("users", "add", str(users), "a", "--send", "a.>.b", stdin="long enough\n")
+    pattern = primacy("users", "add", str(users), "a", "--send", "a.>.b", stdin="long enough\n")
     assert pattern.returncode == 2 and "not a destination pattern" in pattern.stderr
     assert not users.exists()
 
 
 def test_run_refuses_a_users_file_others_can_write(tmp_path: Path) -> None:
     users = tmp_path / "users.json"
-    assert _primacy("users", "add", str(users), "a", stdin="long enough\n").returncode == 0
+    assert primacy("users", "add", str(users), "a", stdin="long enough\n").returncode == 0
     users.chmod(0o664)
     share = tmp_path / "share"
     share.mkdir()
     base = ["run", "--node-id", "a", "--share", str(share), "--stomp", "127.0.0.1:1"]
-    refused = _primacy(*base, "--stomp-users", str(users))
+    refused = primacy(*base, "--stomp-users", str(users))
     assert refused.returncode == 2
     assert "PRIMACY-2010" in refused.stderr and "writable by others (mode 0664)" in refused.stderr

@@ -19,14 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.fault.checker import Verdict, check
-from tests.fault.conftest import EmulatedHosts
-from tests.fault.emulated_group import (
+from tests.harness.checker import Verdict, check
+from tests.harness.emulated_group import (
     EmulatedGroup,
     mount_tmpfs,
     replace_lock_file,
     share_filled,
 )
+from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import MasterPoller
 from tests.harness.traffic import Traffic
 

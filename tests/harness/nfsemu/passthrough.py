@@ -22,9 +22,9 @@ from typing import Any
 
 from mfusepy import FuseOSError, Operations
 
-from tests.fault.nfsemu.faults import PathFaults
-from tests.fault.nfsemu.locks import LockRange, LockTable
-from tests.fault.nfsemu.network import Mode, Network
+from tests.harness.nfsemu.faults import PathFaults
+from tests.harness.nfsemu.locks import LockRange, LockTable
+from tests.harness.nfsemu.network import Mode, Network
 
 # How often a blocking lock request (F_SETLKW, flock without LOCK_NB) retries.
 # Polling, not F_OFD_SETLKW, so a partition or shutdown still reaches a waiter.

@@ -10,7 +10,7 @@ per connection, one line each way:
     -> {"ok": true, "mode": "...", ...}      (JSON)
 
 From a shell: ``echo heal | socat - ABSTRACT-CONNECT:nfsemu-1f2e3d4c5b6a``, or
-``python -m tests.fault.nfsemu.control nfsemu-1f2e3d4c5b6a heal``.
+``python -m tests.harness.nfsemu.control nfsemu-1f2e3d4c5b6a heal``.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main(argv: list[str]) -> int:
     command = " ".join(argv[1:])
     if len(argv) < 2 or not is_command(command):
         every = "|".join((*COMMANDS, *(f"{c} ARG" for c in COMMANDS_WITH_ARGUMENT)))
-        print(f"usage: python -m tests.fault.nfsemu.control NAME {{{every}}}")
+        print(f"usage: python -m tests.harness.nfsemu.control NAME {{{every}}}")
         return 2
     print(json.dumps(send(argv[0], command)))
     return 0

@@ -2,7 +2,7 @@
 
 Run by ``EmulatedHost.start``; by hand:
 
-    python -m tests.fault.nfsemu.daemon --backing SERVER --mountpoint MNT \\
+    python -m tests.harness.nfsemu.daemon --backing SERVER --mountpoint MNT \\
         --control nfsemu-a --lease-s 1.0
 
 It runs in the foreground until the mount is unmounted (``fusermount3 -u``) or
@@ -20,11 +20,11 @@ from typing import Any
 
 from mfusepy import FUSE
 
-from tests.fault.nfsemu.control import ControlServer
-from tests.fault.nfsemu.faults import PathFaults
-from tests.fault.nfsemu.locks import LockTable
-from tests.fault.nfsemu.network import Mode, Network
-from tests.fault.nfsemu.passthrough import PassthroughClient
+from tests.harness.nfsemu.control import ControlServer
+from tests.harness.nfsemu.faults import PathFaults
+from tests.harness.nfsemu.locks import LockTable
+from tests.harness.nfsemu.network import Mode, Network
+from tests.harness.nfsemu.passthrough import PassthroughClient
 
 log = logging.getLogger("nfsemu")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tests.fault.nfsemu import control
+from tests.harness.nfsemu import control
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 _MOUNT_WAIT_S = 15.0
@@ -77,7 +77,7 @@ class EmulatedHost:
         command = [
             sys.executable,
             "-m",
-            "tests.fault.nfsemu.daemon",
+            "tests.harness.nfsemu.daemon",
             "--backing",
             str(backing),
             "--mountpoint",

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from primacy.cli.localgroup import NodeProcess, wait_until
 from primacy.share.layout import LOCK_FILE_NAME
-from tests.fault.conftest import EmulatedHosts
-from tests.fault.nfsemu import EmulatedHost
+from tests.harness.emulated_hosts import EmulatedHosts
+from tests.harness.nfsemu import EmulatedHost
 from tests.harness.traffic import StompGroup
 
 DEMOTED = "PRIMACY-1003"  # the supervisor's log code for a master that lost its lease

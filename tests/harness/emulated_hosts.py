@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.fault.nfsemu import EmulatedHost
 from tests.harness.group import Group, NodeProcess
+from tests.harness.nfsemu import EmulatedHost
 
 
 def fuse_unavailable_reason() -> str | None:

@@ -1,0 +1,53 @@
+"""The operator guide's code blocks as operators copy them, for the load balancer tests and
+for ``bench/activemq/under_primacy.py``, which runs the guide's HAProxy example before its nodes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "operator-guide.md"
+
+
+def guide_example(heading: str) -> str:
+    """The one code block under ``## heading`` in the operator guide: what operators copy."""
+    section = GUIDE.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"^```[^\n]*\n(.*?)^```", section, re.S | re.M)
+    return str(block)
+
+
+def substitute(text: str, replacements: dict[str, str]) -> str:
+    """Replace each whole line (stripped) of the example; every one must be found exactly once."""
+    lines = text.splitlines()
+    for old, new in replacements.items():
+        found = [i for i, line in enumerate(lines) if line.strip() == old]
+        assert len(found) == 1, f"the guide's example no longer has the line {old!r}"
+        indent = lines[found[0]][: len(lines[found[0]]) - len(lines[found[0]].lstrip())]
+        lines[found[0]] = indent + new
+    return "\n".join(lines) + "\n"
+
+
+def haproxy_config(front_port: int, backends: dict[str, tuple[int, int]], stats_port: int) -> str:
+    """The guide's HAProxy example on loopback ports, plus a frontend for the test to ask
+    HAProxy whether it sees a master (nbsrv), which is not part of what operators copy."""
+    (a_stomp, a_http), (b_stomp, b_http) = backends["node-a"], backends["node-b"]
+    example = substitute(
+        guide_example("Load balancer: HAProxy"),
+        {
+            "server node-a 10.0.0.1:61613 check port 8008": (
+                f"server node-a 127.0.0.1:{a_stomp} check port {a_http}"
+            ),
+            "server node-b 10.0.0.2:61613 check port 8008": (
+                f"server node-b 127.0.0.1:{b_stomp} check port {b_http}"
+            ),
+            "bind :61613": f"bind 127.0.0.1:{front_port}",
+        },
+    )
+    return f"""{example}
+frontend test_sees_a_master
+    mode http
+    timeout client 5s
+    bind 127.0.0.1:{stats_port}
+    http-request return status 200 if {{ nbsrv(primacy_stomp) ge 1 }}
+    http-request return status 503
+"""

@@ -1,5 +1,0 @@
-"""The in-process masters of the broker tests."""
-
-from tests.broker.conftest import masters
-
-__all__ = ["masters"]
