@@ -84,6 +84,14 @@ class Guardian:
 
     def run(self) -> int:
         while True:
+            # What the supervisor already wrote counts before the deadline is judged: a
+            # guardian that started late on a loaded host once killed a healthy child whose
+            # claim was confirmed in its pipe. Each confirmation names its own end (an
+            # absolute monotonic time the supervisor's lease check vouched for), so reading
+            # it late never stretches a claim.
+            if self._readable(0.0) and not self._read_commands():
+                _log(codes.CHILD_CLAIM_LAPSED, "the supervisor is gone: killing the tree")
+                return self._killed(CLAIM_LAPSED)
             now = time.monotonic()
             if now >= self.claim_until:
                 _log(codes.CHILD_CLAIM_LAPSED, "the claim lapsed unconfirmed: killing the tree")
@@ -94,10 +102,11 @@ class Guardian:
                 kill_tree(self.child)  # what it left behind
                 return self._exit_code()
             wake = min(self.claim_until, self._stop_by or float("inf"), now + _POLL_S)
-            readable, _, _ = select.select([self.control_fd], [], [], max(0.0, wake - now))
-            if readable and not self._read_commands():
-                _log(codes.CHILD_CLAIM_LAPSED, "the supervisor is gone: killing the tree")
-                return self._killed(CLAIM_LAPSED)
+            self._readable(max(0.0, wake - now))  # read at the top of the loop
+
+    def _readable(self, timeout_s: float) -> bool:
+        readable, _, _ = select.select([self.control_fd], [], [], timeout_s)
+        return bool(readable)
 
     def _read_commands(self) -> bool:
         """Apply what the supervisor wrote; False once it closed the pipe (it died)."""
