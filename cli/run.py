@@ -33,7 +33,7 @@ from primacy.store.config import NO_LIMIT, NO_LIMIT_KEYS
 from primacy.supervisor.config import CONFIG_KEYS, ConfigError, NodeConfig, load_config
 
 if TYPE_CHECKING:
-    from primacy.supervisor.node import Node
+    from primacy.supervisor.shell.node import Node
 
 
 def add_parser(subparsers: Any) -> None:
@@ -130,7 +130,7 @@ def split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from primacy.supervisor.node import Node  # keeps `primacy status` fast: no FastAPI import
+    from primacy.supervisor.shell.node import Node  # keeps `primacy status` fast: no FastAPI import
 
     overrides = {name: getattr(args, name, None) for name in CONFIG_KEYS}
     overrides["exec"] = args.exec_command

@@ -1,7 +1,7 @@
 """How a configuration key is declared: its type, default, bounds, help and liveness.
 
 The journal (``store/config.py``), the broker (``broker/config.py``) and the node
-(``supervisor/config.py``, ``supervisor/exec_keys.py``) each declare their keys with
+(``supervisor/config/__init__.py``, ``supervisor/config/exec_keys.py``) each declare their keys with
 ``key``, once; the node's TOML schema, the ``primacy run`` flags and the live keys
 are read back from these declarations, and the operator guide's key tables are tested
 against them. It lives in ``store`` because that is the lowest package with keys:

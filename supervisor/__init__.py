@@ -1,1 +1,2 @@
-"""The node: configuration, the role state machine, its shell, child processes and the CLI."""
+"""The node: its configuration (``config``), the role machine (``machine``), the shell that
+runs it and its threads (``shell``), and the exec child under its guardian (``child``)."""

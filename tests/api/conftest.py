@@ -11,10 +11,10 @@ import pytest
 from primacy.api.snapshot import StatusSnapshot
 from primacy.share.posix import PosixShare
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.node_events import RegistryRead
-from primacy.supervisor.registry_loop import RegistryLoop
-from primacy.supervisor.roles import RoleMachine
-from primacy.supervisor.status import NodeState, build_snapshot
+from primacy.supervisor.machine.roles import RoleMachine
+from primacy.supervisor.shell.node_events import RegistryRead
+from primacy.supervisor.shell.registry_loop import RegistryLoop
+from primacy.supervisor.shell.status import NodeState, build_snapshot
 from tests.broker.nodes import Masters, RawClient
 
 

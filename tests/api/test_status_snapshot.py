@@ -17,7 +17,7 @@ from primacy.api.app import create_app
 from primacy.api.metrics import NodeMetrics
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import StatusSnapshot
-from primacy.supervisor.status import broker_figures
+from primacy.supervisor.shell.status import broker_figures
 from tests.harness.group import free_port
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "operator-guide.md"

@@ -25,8 +25,8 @@ from primacy.broker.core import Broker
 from primacy.cli.localgroup import free_port
 from primacy.supervisor import codes as node_codes
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.node import Node
-from primacy.supervisor.node_events import ThreadDied, thread_death_hook
+from primacy.supervisor.shell.node import Node
+from primacy.supervisor.shell.node_events import ThreadDied, thread_death_hook
 from tests.broker.nodes import Master, Masters, RawClient, eventually, stored_state
 from tests.broker.stomppy import StompPy
 

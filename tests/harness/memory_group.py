@@ -19,7 +19,7 @@ from typing import Any
 from primacy.cli.localgroup import free_port, http_status, wait_until
 from primacy.share.memory import MemoryShare
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.node import Node
+from primacy.supervisor.shell.node import Node
 
 # Short timings, so a test takes a second or two (the same rules as any config).
 FAST: dict[str, Any] = {

@@ -88,7 +88,7 @@ def test_ready_status_and_watchdog_pings_reach_systemd(
         assert any(t.startswith("STATUS=master (epoch 1)") for t in texts), texts
         ready_at = next(at for at, text in messages if text == ready)
         pings = [at for at, text in messages if text == "WATCHDOG=1"]
-        # supervisor/sdnotify.py: a ping after a lease check that passed, once half of
+        # supervisor/shell/sdnotify.py: a ping after a lease check that passed, once half of
         # WatchdogSec has gone by since the last one. A master checks its lease every half
         # keepalive, so pings come every WatchdogSec/2 to WatchdogSec/2 + keepalive/2, and
         # never more than WatchdogSec apart, from READY on to the end: systemd never kills it.

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.node import Node
+from primacy.supervisor.shell.node import Node
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 
 THREAD_FAILURE_CODES = ("PRIMACY-1097", "PRIMACY-1098", "PRIMACY-1099", "Traceback")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from primacy.supervisor import roles
-from primacy.supervisor.roles import (
+from primacy.supervisor.machine import roles
+from primacy.supervisor.machine.roles import (
     EpochClaimed,
     JournalOpened,
     LeaseLost,

@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from primacy.supervisor.guardian import CLAIM_LAPSED
+from primacy.supervisor.child.guardian import CLAIM_LAPSED
 from tests.harness.group import wait_until
 
 
@@ -20,7 +20,7 @@ def _guardian(claim_until: float, already_written: bytes) -> tuple[subprocess.Po
         [
             sys.executable,
             "-m",
-            "primacy.supervisor.guardian",
+            "primacy.supervisor.child.guardian",
             "--control-fd",
             str(read_end),
             "--claim-until",

@@ -11,9 +11,10 @@ from typing import cast
 import pytest
 
 from primacy.store.journal import JournalStore
-from primacy.supervisor import codes, roles
+from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.node import Node
+from primacy.supervisor.machine import roles
+from primacy.supervisor.shell.node import Node
 from tests.harness.group import free_port, wait_until
 
 

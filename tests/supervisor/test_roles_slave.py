@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from primacy.supervisor import roles
-from primacy.supervisor.roles import (
+from primacy.supervisor.machine import roles
+from primacy.supervisor.machine.roles import (
     ClaimEpoch,
     Exit,
     LockResult,

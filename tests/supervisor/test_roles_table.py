@@ -8,9 +8,9 @@ from typing import get_args
 
 import pytest
 
-from primacy.supervisor import roles
-from primacy.supervisor.role_table import State
-from primacy.supervisor.roles import (
+from primacy.supervisor.machine import roles
+from primacy.supervisor.machine.role_table import State
+from primacy.supervisor.machine.roles import (
     TRANSITIONS,
     ChildExited,
     ClaimEpoch,

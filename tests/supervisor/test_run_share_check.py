@@ -17,7 +17,7 @@ from primacy.cli.main import EXIT_SHARE_UNUSABLE, main
 
 # The CLI imports these lazily; under the fake filesystem the installed package is invisible.
 from primacy.spark import replay as _replay  # noqa: F401
-from primacy.supervisor import node as _node  # noqa: F401
+from primacy.supervisor.shell import node as _node  # noqa: F401
 from tests.nfs_profiles.mountinfo_samples import BASE, NFS3
 
 

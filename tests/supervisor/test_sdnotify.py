@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from primacy.supervisor import sdnotify
-from primacy.supervisor.sdnotify import Notifier
+from primacy.supervisor.shell import sdnotify
+from primacy.supervisor.shell.sdnotify import Notifier
 
 
 @pytest.fixture

@@ -62,9 +62,9 @@ def test_a_lock_job_that_raises_drops_the_lock_and_tells_the_role_loop(share: Pa
 
     from primacy.locker.lease import Lease
     from primacy.supervisor.config import NodeConfig
-    from primacy.supervisor.lock_io import LockIoWorker
-    from primacy.supervisor.roles import LockResult
-    from primacy.supervisor.share_jobs import ShareJobs
+    from primacy.supervisor.machine.roles import LockResult
+    from primacy.supervisor.shell.lock_io import LockIoWorker
+    from primacy.supervisor.shell.share_jobs import ShareJobs
 
     config = NodeConfig(node_id="a", share=share, http="127.0.0.1:1")
     jobs = ShareJobs(config, PosixShare(share), clock=lambda: 0.0)

@@ -4,7 +4,7 @@ Two rules, after h11's state file:
 - everything that decides a node's role lives in the table (``role_table.py``)
   and the handlers here that it names;
 - this file does no I/O: it does not lock, sleep, read the clock or start
-  processes. The shell (``supervisor/node.py``) carries out the returned
+  processes. The shell (``supervisor/shell/node.py``) carries out the returned
   actions and feeds back what happened as events, with the time.
 
 ``handle`` looks the event's type up in ``TRANSITIONS[state]``: missing, the
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Re-exported (pyproject: implicit_reexport): the shell and the tests say ``roles.Tick``.
-from primacy.supervisor.role_events import (
+from primacy.supervisor.machine.role_events import (
     GUARDIAN_KILL_LEAD,
     Action,
     ChildExited,
@@ -59,7 +59,7 @@ from primacy.supervisor.role_events import (
     TryLock,
     YieldLock,
 )
-from primacy.supervisor.role_table import IGNORED, TRANSITIONS, State, Step
+from primacy.supervisor.machine.role_table import IGNORED, TRANSITIONS, State, Step
 
 # The shortest gap between two lock attempts, however many hints arrive.
 MIN_RETRY_GAP_S = 0.01
@@ -310,7 +310,7 @@ class RoleMachine:
 
     def _tick_confirming(self, event: Tick, now: float, actions: list[Action]) -> None:
         # Through a graceful stop, so the exec child's guardian keeps hearing that the
-        # claim holds while the child shuts down (supervisor/guardian.py).
+        # claim holds while the child shuts down (supervisor/child/guardian.py).
         if self._io_in_flight is None and now >= self._next_revalidation_at:
             self._start_io(Revalidate(), now, actions)
 

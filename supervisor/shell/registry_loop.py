@@ -21,8 +21,8 @@ from primacy.api.snapshot import StatusSnapshot
 from primacy.share.port import SharePort
 from primacy.share.records import NodeEntry
 from primacy.supervisor import codes
-from primacy.supervisor.node_events import RegistryRead
-from primacy.supervisor.roles import Priority, Role
+from primacy.supervisor.machine.roles import Priority, Role
+from primacy.supervisor.shell.node_events import RegistryRead
 
 log = logging.getLogger("primacy.node")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.roles import Priority
+from primacy.supervisor.machine.roles import Priority
 
 log = logging.getLogger("primacy.node")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from primacy.supervisor.role_events import (
+from primacy.supervisor.machine.role_events import (
     ChildExited,
     ClaimFailed,
     EpochClaimed,

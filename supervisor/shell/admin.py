@@ -19,9 +19,10 @@ from primacy.api.snapshot import StatusSnapshot
 from primacy.broker.tls import ServerTls
 from primacy.share.port import SharePort
 from primacy.share.records import SWITCHOVER_TIMEOUT_S, PauseMarker, Switchover
-from primacy.supervisor import codes, roles
+from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.roles import Priority
+from primacy.supervisor.machine import roles
+from primacy.supervisor.machine.roles import Priority
 
 log = logging.getLogger("primacy.admin")
 T = TypeVar("T")

@@ -26,8 +26,8 @@ from primacy.store.config import (
     StoreConfig,
 )
 from primacy.store.config_keys import Bool, Float, Int, key
-from primacy.supervisor.exec_keys import ExecKeys
-from primacy.supervisor.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timings
+from primacy.supervisor.config.exec_keys import ExecKeys
+from primacy.supervisor.machine.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timings
 
 # Defaults chosen from measurements (docs/benchmarks.md, docs/operator-guide.md):
 # a slave tries the lock 10 times a second, a master confirms its lease twice

@@ -16,13 +16,14 @@ from typing import Any
 from primacy.broker.service import BrokerService
 from primacy.broker.users import UsersFileError
 from primacy.store.journal import JournalStore
-from primacy.supervisor import codes, roles
-from primacy.supervisor.child_control import ChildControl
-from primacy.supervisor.child_ready import ready_check, ready_wait
-from primacy.supervisor.children import ChildProcess
+from primacy.supervisor import codes
+from primacy.supervisor.child.child_control import ChildControl
+from primacy.supervisor.child.child_ready import ready_check, ready_wait
+from primacy.supervisor.child.children import ChildProcess
+from primacy.supervisor.child.pre_promote import run_pre_promote
 from primacy.supervisor.config import NodeConfig, parse_host_port
-from primacy.supervisor.node_events import ChildReady
-from primacy.supervisor.pre_promote import run_pre_promote
+from primacy.supervisor.machine import roles
+from primacy.supervisor.shell.node_events import ChildReady
 
 log = logging.getLogger("primacy.node")
 

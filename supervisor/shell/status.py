@@ -17,7 +17,7 @@ from primacy.api.snapshot import (
 from primacy.share.records import HolderInfo
 from primacy.store.journal import JournalStore
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.roles import RoleMachine
+from primacy.supervisor.machine.roles import RoleMachine
 
 
 @dataclass

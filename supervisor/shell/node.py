@@ -24,13 +24,16 @@ from primacy.api.metrics import NodeMetrics
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
 from primacy.share.port import SharePort
 from primacy.share.posix import PosixShare
-from primacy.supervisor import codes, roles, sdnotify
-from primacy.supervisor.admin import NodeAdmin, status_endpoint
-from primacy.supervisor.children import become_subreaper
+from primacy.supervisor import codes
+from primacy.supervisor.child.children import become_subreaper
 from primacy.supervisor.config import NodeConfig
-from primacy.supervisor.config_watch import ConfigWatcher, live_edit
-from primacy.supervisor.lock_io import LockIoWorker
-from primacy.supervisor.node_events import (
+from primacy.supervisor.machine import roles
+from primacy.supervisor.machine.roles import Priority, Role, RoleMachine
+from primacy.supervisor.shell import sdnotify
+from primacy.supervisor.shell.admin import NodeAdmin, status_endpoint
+from primacy.supervisor.shell.config_watch import ConfigWatcher, live_edit
+from primacy.supervisor.shell.lock_io import LockIoWorker
+from primacy.supervisor.shell.node_events import (
     ChildReady,
     ConfigEdited,
     NodeEvent,
@@ -38,11 +41,10 @@ from primacy.supervisor.node_events import (
     ThreadDied,
     thread_death_hook,
 )
-from primacy.supervisor.registry_loop import RegistryLoop
-from primacy.supervisor.roles import Priority, Role, RoleMachine
-from primacy.supervisor.serving import Serving
-from primacy.supervisor.share_jobs import ShareJobs, lease_lost
-from primacy.supervisor.status import NodeState, build_snapshot, package_version
+from primacy.supervisor.shell.registry_loop import RegistryLoop
+from primacy.supervisor.shell.serving import Serving
+from primacy.supervisor.shell.share_jobs import ShareJobs, lease_lost
+from primacy.supervisor.shell.status import NodeState, build_snapshot, package_version
 
 log = logging.getLogger("primacy.node")
 

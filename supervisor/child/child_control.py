@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from primacy.supervisor import codes, roles
-from primacy.supervisor.child_ready import ReadyCheck
-from primacy.supervisor.children import ChildProcess
-from primacy.supervisor.node_events import ChildReady
+from primacy.supervisor import codes
+from primacy.supervisor.child.child_ready import ReadyCheck
+from primacy.supervisor.child.children import ChildProcess
+from primacy.supervisor.machine import roles
+from primacy.supervisor.shell.node_events import ChildReady
 
 log = logging.getLogger("primacy.children")
 _POLL_S = 0.1

@@ -16,7 +16,8 @@ import subprocess
 import threading
 from collections.abc import Callable, Mapping
 
-from primacy.supervisor import codes, roles
+from primacy.supervisor import codes
+from primacy.supervisor.machine import roles
 
 log = logging.getLogger("primacy.node")
 

@@ -1,8 +1,8 @@
 """The role machine's vocabulary: roles, priorities, timings, events in, actions out.
 
 Plain frozen values (``Timings`` also works out the waits they imply);
-``supervisor/role_table.py`` holds the states and the table of transitions,
-``supervisor/roles.py`` the machine that applies it. The events are also what
+``supervisor/machine/role_table.py`` holds the states and the table of transitions,
+``supervisor/machine/roles.py`` the machine that applies it. The events are also what
 the node's threads post: a lock I/O job returns the machine's event itself,
 carrying what the shell records besides (the lock holder, a lease check's
 duration, the opened journal), so there is one vocabulary, not two.

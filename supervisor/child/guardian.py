@@ -18,7 +18,7 @@ stay below it):
 
 It exits with the child's code (128 + signal for a signal), or ``CLAIM_LAPSED``.
 docs/safety.md, "The exec child", gives the argument. Run as
-``python -m primacy.supervisor.guardian --control-fd N --claim-until T -- CMD ARGS``.
+``python -m primacy.supervisor.child.guardian --control-fd N --claim-until T -- CMD ARGS``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import psutil
 
 from primacy.supervisor import codes
-from primacy.supervisor.children import become_subreaper, descendants, reap_exited
+from primacy.supervisor.child.children import become_subreaper, descendants, reap_exited
 
 # Exit code when the guardian killed the tree because the claim lapsed or the supervisor died.
 CLAIM_LAPSED = 125

@@ -66,7 +66,7 @@ class ChildProcess:
                 [
                     sys.executable,
                     "-m",
-                    "primacy.supervisor.guardian",
+                    "primacy.supervisor.child.guardian",
                     "--control-fd",
                     str(read_end),
                     "--claim-until",

@@ -22,8 +22,9 @@ from primacy.share.port import SharePort
 from primacy.share.records import HolderInfo, RoleChange
 from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.journal import JournalStore
-from primacy.supervisor import codes, roles
+from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
+from primacy.supervisor.machine import roles
 
 log = logging.getLogger("primacy.node")
 
