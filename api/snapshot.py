@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from primacy.share.records import HolderInfo
+from primacy.share.records import HolderInfo, NodeEntry
 
 # The role loop publishes a snapshot at least every 0.2 s; one this old means it is stuck.
 LOOP_STALL_S = 2.0
@@ -103,18 +103,11 @@ class BrokerFigures:
     journal_wakeups: int
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterMember:
-    """One node of the share's registry as this node last read it (``/cluster``)."""
+@dataclass(frozen=True)
+class ClusterMember(NodeEntry):
+    """One node of the share's registry as this node last read it (``/cluster``): its entry,
+    and whether it was refreshed lately."""
 
-    node_id: str
-    host: str
-    pid: int
-    http: str
-    priority: str
-    role: str
-    epoch: int | None
-    updated_unix_s: float
     live: bool
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from primacy.api.snapshot import ClusterMember
 from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.machine.roles import Priority
@@ -25,7 +26,7 @@ log = logging.getLogger("primacy.node")
 class RegistryRead:
     """The share's node registry and pause marker, as the registry thread last read them."""
 
-    cluster: tuple[dict[str, Any], ...]
+    cluster: tuple[ClusterMember, ...]
     best_other_priority: Priority
     paused: bool
     broker_stats: dict[str, Any] | None = None

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from primacy.api.snapshot import StatusSnapshot
+from primacy.api.snapshot import ClusterMember, StatusSnapshot
 from primacy.share.port import SharePort
 from primacy.share.records import NodeEntry
 from primacy.supervisor import codes
@@ -111,7 +111,7 @@ class RegistryLoop:
         others = [e for e in entries if e.node_id != self._node_id and e.is_live(now)]
         self._post(
             RegistryRead(
-                cluster=tuple({**asdict(e), "live": e.is_live(now)} for e in entries),
+                cluster=tuple(ClusterMember(**asdict(e), live=e.is_live(now)) for e in entries),
                 best_other_priority=max(
                     (_priority_of(other) for other in others), default=Priority.NEVER
                 ),

@@ -36,10 +36,10 @@ class NodeState:
     cluster: tuple[ClusterMember, ...] = ()
 
     def saw_registry(
-        self, cluster: tuple[dict[str, Any], ...], broker_stats: dict[str, Any] | None
+        self, cluster: tuple[ClusterMember, ...], broker_stats: dict[str, Any] | None
     ) -> None:
         """The registry thread's read: the node registry, and the serving broker's figures."""
-        self.cluster = cluster_members(cluster)
+        self.cluster = cluster
         self.broker = broker_figures(broker_stats)
 
 
@@ -128,11 +128,6 @@ def broker_figures(stats: dict[str, Any] | None) -> BrokerFigures | None:
     if stats is None:
         return None
     return BrokerFigures(**stats)
-
-
-def cluster_members(entries: tuple[dict[str, Any], ...]) -> tuple[ClusterMember, ...]:
-    """The registry thread's read of the node registry, as ``/cluster`` lists it."""
-    return tuple(ClusterMember(**entry) for entry in entries)
 
 
 def package_version() -> str:
