@@ -1,4 +1,5 @@
-"""The one Spark session the replay tests share: ``local[2]``, started once per test run."""
+"""What the Spark tests share, each started once per test run: the ``local[2]`` session the
+replay tests use, and one ``primacy replay`` of the failover journal run as a real process."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from tests.spark.local_run import CliReplay, replay_failover_journal
 
 
 def java_is_missing() -> bool:
@@ -30,7 +33,20 @@ def spark_session() -> Iterator[Any]:
     from primacy.spark.replay import start_session
 
     session = start_session("local[2]")
+    # For journals of a few hundred records: one shuffle partition per core (Spark's 200 make
+    # each replay's dozen shuffles several times slower here), and no adaptive re-planning
+    # (its extra stages cost a replay here about a quarter of its time). No test here is
+    # about either; the real ``primacy replay`` runs (local_run.py) keep Spark's planner.
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    session.conf.set("spark.sql.adaptive.enabled", "false")
     try:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def local_cli_replay(tmp_path_factory: pytest.TempPathFactory) -> CliReplay:
+    """``primacy replay SHARE --out OUT`` on local[*] over the failover journal (local_run.py)."""
+    skip_without_spark()
+    return replay_failover_journal(tmp_path_factory.mktemp("local-cli-replay"))

@@ -61,22 +61,27 @@ def make_executor_venv(directory: Path) -> Path:
     """A virtual environment with what executors need and no primacy; returns its python.
 
     Made from the interpreter this one's venv was made from (the same minor
-    version, which pyspark requires of driver and executors), with the versions
-    of numpy, pyarrow and crc32c installed here; pip takes them from its cache
-    or the index.
+    version, which pyspark requires of driver and executors), without pip: its
+    site-packages links to this interpreter's numpy, pyarrow and crc32c, each
+    package with its metadata and nothing else. That is what installing the
+    same versions gives, in a second instead of pip's half a minute or more.
     """
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     base = Path(sys.base_prefix) / "bin" / f"python{version}"
-    env = clean_environment()
-    subprocess.run([str(base), "-m", "venv", str(directory)], check=True, env=env)
-    python = directory / "bin" / "python"
-    pins = [f"{name}=={importlib.metadata.version(name)}" for name in EXECUTOR_PACKAGES]
     subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *pins],
+        [str(base), "-m", "venv", "--without-pip", str(directory)],
         check=True,
-        env=env,
+        env=clean_environment(),
     )
-    return python
+    site_packages = directory / "lib" / f"python{version}" / "site-packages"
+    for name in EXECUTOR_PACKAGES:
+        distribution = importlib.metadata.distribution(name)
+        # The files' top-level names: the package, its metadata, its bundled libraries
+        # ("..": its scripts in bin/, which executors do not run).
+        tops = {file.parts[0] for file in distribution.files or ()} - {".."}
+        for top in sorted(tops):
+            (site_packages / top).symlink_to(Path(str(distribution.locate_file(top))))
+    return directory / "bin" / "python"
 
 
 @dataclass
@@ -237,11 +242,3 @@ def finished(
     """Wait for a ``driver_process``; its log is the result's stdout."""
     returncode = process.wait(timeout=timeout_s)
     return subprocess.CompletedProcess(process.args, returncode, log.read_text(errors="replace"))
-
-
-def run_to_end(
-    command: list[str], env: Mapping[str, str], log: Path, timeout_s: float
-) -> subprocess.CompletedProcess[str]:
-    """Run a driver to its end (see ``driver_process``)."""
-    with driver_process(command, env, log) as process:
-        return finished(process, log, timeout_s)
