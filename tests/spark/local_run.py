@@ -15,16 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.spark.journal_scenario import write_failover_journal
-from tests.spark.standalone import clean_environment
+from tests.spark.standalone import SHORT_LIVED_JVM, clean_environment
 
 PRIMACY = Path(sys.executable).parent / "primacy"  # the installed command, as users run it
 RUN_TIMEOUT_S = 600.0  # bounds a hang only
 # Small JVMs: two cores run the master, two workers, two drivers and two executors at once.
 # Two shuffle partitions for journals of a few hundred records, one per core (Spark's 200 cost
 # each run about 10 s here). Every run compared with another gets the same settings.
-DRIVER_DEFAULTS = """\
+DRIVER_DEFAULTS = f"""\
 spark.driver.memory 512m
 spark.executor.memory 512m
+spark.driver.extraJavaOptions {SHORT_LIVED_JVM}
+spark.executor.extraJavaOptions {SHORT_LIVED_JVM}
 spark.sql.shuffle.partitions 2
 spark.ui.enabled false
 """
