@@ -32,6 +32,7 @@ from primacy.spark.replay import write_code_bundle
 from primacy.store.segments import segment_name
 from tests.spark.availability import skip_without_spark
 from tests.spark.journal_scenario import write_failover_journal
+from tests.spark.local_run import driver_conf
 
 
 def plan_for(path: Path) -> SegmentPlan:
@@ -136,7 +137,11 @@ def test_the_cli_says_in_one_line_which_host_cannot_read_the_share(tmp_path: Pat
 
     finished = subprocess.run(
         [sys.executable, "-m", "primacy.cli", "replay", str(share), "--out", str(out), "--quiet"],
-        env={**os.environ, "PYSPARK_PYTHON": str(executor_python)},
+        env={
+            **os.environ,
+            "PYSPARK_PYTHON": str(executor_python),
+            "SPARK_CONF_DIR": str(driver_conf(tmp_path / "driver-conf")),
+        },
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

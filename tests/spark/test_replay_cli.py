@@ -1,5 +1,6 @@
 """``primacy replay``: registers, checks arguments before Spark, explains what is missing, and
-prints its progress while it runs."""
+prints its progress while it runs (on the one real run of the command the Spark tests share,
+``local_cli_replay`` in conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,14 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from primacy.cli import replay as replay_cli
 from primacy.store.recovery import recover
-from tests.spark.availability import skip_without_spark
 from tests.spark.journal_scenario import write_failover_journal
+from tests.spark.local_run import CliReplay
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -134,53 +134,19 @@ STEP_NAMES = (
     "report.html and report.json",
 )
 _STAGE = re.compile(r"replay:     stage \d+: \d+/\d+ tasks done, \d+ running")
-_RUN_TIMEOUT_S = 600.0
 
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_the_command_prints_each_step_as_it_runs_and_a_summary(tmp_path: Path) -> None:
-    skip_without_spark()
-    share, out = tmp_path / "share", tmp_path / "out"
-    write_failover_journal(share)
+def test_the_command_prints_each_step_as_it_runs_and_a_summary(local_cli_replay: CliReplay) -> None:
+    share, out, lines = local_cli_replay.share, local_cli_replay.out, local_cli_replay.progress
+    assert local_cli_replay.returncode == 0, "\n".join(lines)
     applied = recover(share / "journal", use_checkpoint=False, log=False).report.records_applied
 
-    stdout_path = tmp_path / "stdout"
-    with open(stdout_path, "wb") as stdout:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "primacy.cli", "replay", str(share), "--out", str(out)],
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-        )
-    watchdog = threading.Timer(_RUN_TIMEOUT_S, process.kill)  # bounds a hang only
-    watchdog.start()
-    lines: list[str] = []
-    first_step_seen_running = None
-    try:
-        assert process.stderr is not None
-        for raw in process.stderr:
-            line = raw.rstrip("\n")
-            if not line.startswith("replay: "):
-                continue  # the JVM's own warnings
-            if first_step_seen_running is None and line.startswith("replay: [1/"):
-                # Streamed while the job runs: the report is written by the last step.
-                first_step_seen_running = (
-                    process.poll() is None and not (out / "report.json").exists()
-                )
-            lines.append(line)
-        assert process.wait() == 0, "\n".join(lines)
-    finally:
-        watchdog.cancel()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
-
-    assert first_step_seen_running, "the first step's line came only after the job finished"
-    assert "replay:" not in stdout_path.read_text()  # progress goes to stderr only
+    assert local_cli_replay.first_step_seen_running, (
+        "the first step's line came only after the job finished"
+    )
+    assert "replay:" not in local_cli_replay.stdout  # progress goes to stderr only
     steps = [line for line in lines if not _STAGE.fullmatch(line)]
     in_step = False
     for line in lines:  # Spark's stage progress only while a step runs

@@ -9,7 +9,8 @@ with fenced and damaged records, is replayed three ways:
 - ``primacy replay SHARE --out A --master spark://...``: the CLI ships the bundle;
 - ``spark-submit --master spark://... --py-files primacy_replay.zip spark/replay.py
   SHARE --out B``: as docs/replay.md tells a cluster's users;
-- ``primacy replay SHARE --out C``: the embedded ``local[*]`` session.
+- ``primacy replay SHARE --out C``: the embedded ``local[*]`` session (the run the Spark
+  tests share, ``local_cli_replay`` in conftest.py).
 
 Every table (schema and sorted rows) and report.json (but its generation time)
 must be the same in all three.
@@ -33,27 +34,15 @@ from tests.harness.spark_standalone import (
     driver_process,
     finished,
     make_executor_venv,
-    run_to_end,
     spark_home,
     standalone_cluster,
 )
 from tests.spark.availability import skip_without_spark
-from tests.spark.journal_scenario import write_failover_journal
+from tests.spark.local_run import PRIMACY, RUN_TIMEOUT_S, CliReplay, driver_conf
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 ROOT = Path(__file__).resolve().parents[2]
-PRIMACY = Path(sys.executable).parent / "primacy"  # the installed command, as users run it
-RUN_TIMEOUT_S = 300.0  # bounds a hang only
-# Small JVMs: two cores run the master, two workers, two drivers and two executors at once.
-# A few shuffle partitions for a journal of 191 records (Spark's 200 cost each run about
-# 10 s here); all three runs get the same settings.
-DRIVER_DEFAULTS = """\
-spark.driver.memory 512m
-spark.executor.memory 512m
-spark.sql.shuffle.partitions 4
-spark.ui.enabled false
-"""
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +83,7 @@ def wait_for_completed_apps(cluster: StandaloneCluster, count: int) -> list[dict
 
 
 def test_a_two_worker_cluster_replays_the_journal_as_the_local_session_does(
-    tmp_path: Path, executor_python: Path
+    tmp_path: Path, executor_python: Path, local_cli_replay: CliReplay
 ) -> None:
     probe = subprocess.run(
         [str(executor_python), "-c", "import primacy"],
@@ -105,51 +94,43 @@ def test_a_two_worker_cluster_replays_the_journal_as_the_local_session_does(
     assert probe.returncode != 0, "the executors' Python must not have primacy"
     assert "No module named 'primacy'" in probe.stderr, probe.stderr
 
-    share = tmp_path / "share"
-    write_failover_journal(share)
-    conf = tmp_path / "driver-conf"
-    conf.mkdir()
-    (conf / "spark-defaults.conf").write_text(DRIVER_DEFAULTS)
-    outs = {name: tmp_path / f"out-{name}" for name in ("cli", "submit", "local")}
-
-    # The local run goes alongside the cluster's start and runs: most of each run is
-    # Spark's per-stage latency, not CPU, and the test's time is bounded.
-    local_log = tmp_path / "local.log"
-    with driver_process(
-        [str(PRIMACY), "replay", str(share), "--out", str(outs["local"])],
-        clean_environment(SPARK_CONF_DIR=str(conf)),
-        local_log,
-    ) as local_process:
-        bundle = write_code_bundle(tmp_path / "primacy_replay.zip")
-        with standalone_cluster(tmp_path / "cluster", workers=2) as cluster:
-            on_cluster = clean_environment(
-                SPARK_CONF_DIR=str(conf), PYSPARK_PYTHON=str(executor_python)
-            )
-            cli = run_to_end(
+    # The local run: the one the Spark tests share (its progress lines are test_replay_cli's).
+    local = local_cli_replay
+    assert local.returncode == 0, "\n".join(local.progress)
+    assert local.progress[0].endswith(" on local[*]"), local.progress[0]
+    share = local.share
+    outs = {name: tmp_path / f"out-{name}" for name in ("cli", "submit")}
+    bundle = write_code_bundle(tmp_path / "primacy_replay.zip")
+    with standalone_cluster(tmp_path / "cluster", workers=2) as cluster:
+        on_cluster = clean_environment(
+            SPARK_CONF_DIR=str(driver_conf(tmp_path / "driver-conf")),
+            PYSPARK_PYTHON=str(executor_python),
+        )
+        # Both drivers start at once: the second starts its JVM and plans while the first
+        # runs; its executors wait for the workers' one core each, so each application still
+        # gets an executor on both workers.
+        with (
+            driver_process(
                 [str(PRIMACY), "replay", str(share), "--out", str(outs["cli"]),
                  "--master", cluster.master_url],
                 on_cluster,
                 tmp_path / "cli.log",
-                RUN_TIMEOUT_S,
-            )  # fmt: skip
-            assert_ran(cli, "primacy replay --master")
-            assert f"on {cluster.master_url}" in cli.stdout
-            wait_for_completed_apps(cluster, 1)
-
-            submitted = run_to_end(
+            ) as cli_process,
+            driver_process(
                 [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url,
                  "--py-files", str(bundle), str(ROOT / "spark" / "replay.py"), str(share),
                  "--out", str(outs["submit"])],
                 # The driver's Python has pyspark and the report's pandas and matplotlib.
                 {**on_cluster, "PYSPARK_DRIVER_PYTHON": sys.executable},
                 tmp_path / "submit.log",
-                RUN_TIMEOUT_S,
-            )  # fmt: skip
-            assert_ran(submitted, "spark-submit spark/replay.py")
-            apps = wait_for_completed_apps(cluster, 2)
-        local = finished(local_process, local_log, RUN_TIMEOUT_S)
-    assert_ran(local, "primacy replay on local[*]")
-    assert "on local[*]" in local.stdout
+            ) as submit_process,
+        ):  # fmt: skip
+            cli = finished(cli_process, tmp_path / "cli.log", RUN_TIMEOUT_S)
+            submitted = finished(submit_process, tmp_path / "submit.log", RUN_TIMEOUT_S)
+        assert_ran(cli, "primacy replay --master")
+        assert f"on {cluster.master_url}" in cli.stdout
+        assert_ran(submitted, "spark-submit spark/replay.py")
+        apps = wait_for_completed_apps(cluster, 2)
 
     # Both ran as applications of this master, each with an executor on both workers.
     assert [app["name"] for app in apps] == ["primacy-replay"] * 2, apps
@@ -157,7 +138,7 @@ def test_a_two_worker_cluster_replays_the_journal_as_the_local_session_does(
         for worker in ("worker-0", "worker-1"):
             assert (tmp_path / "cluster" / worker / app["id"]).is_dir(), (worker, app)
 
-    expected = replayed(outs["local"])
+    expected = replayed(local.out)
     schema, records = expected["records"]
     statuses = {row[schema.get_field_index("status")] for row in records}
     assert {"ok", "fenced", "damaged_batch"} <= statuses  # the scenario's damage is in it
