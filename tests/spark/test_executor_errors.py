@@ -15,7 +15,6 @@ import ast
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -30,6 +29,7 @@ from primacy.spark.journal_source import (
 )
 from primacy.spark.replay import write_code_bundle
 from primacy.store.segments import segment_name
+from tests.harness.cli import primacy
 from tests.spark.availability import skip_without_spark
 from tests.spark.journal_scenario import write_failover_journal
 from tests.spark.local_run import driver_conf
@@ -135,17 +135,17 @@ def test_the_cli_says_in_one_line_which_host_cannot_read_the_share(tmp_path: Pat
     )
     executor_python.chmod(0o755)
 
-    finished = subprocess.run(
-        [sys.executable, "-m", "primacy.cli", "replay", str(share), "--out", str(out), "--quiet"],
+    finished = primacy(
+        "replay",
+        str(share),
+        "--out",
+        str(out),
+        "--quiet",
         env={
-            **os.environ,
             "PYSPARK_PYTHON": str(executor_python),
             "SPARK_CONF_DIR": str(driver_conf(tmp_path / "driver-conf")),
         },
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,  # bounds a hang only
+        timeout_s=600,  # bounds a hang only
     )
 
     assert finished.returncode == 1, finished.stderr[-3000:]

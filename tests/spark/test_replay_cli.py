@@ -17,6 +17,7 @@ import pytest
 
 from primacy.cli import replay as replay_cli
 from primacy.store.recovery import recover
+from tests.harness.cli import primacy
 from tests.spark.journal_scenario import write_failover_journal
 from tests.spark.local_run import CliReplay
 
@@ -86,12 +87,13 @@ def test_a_second_replay_into_the_same_out_stops_at_once(tmp_path: Path) -> None
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
-        second = subprocess.run(
-            [sys.executable, "-m", "primacy.cli", "replay", str(share), "--out", str(out)],
-            env={**os.environ, "JAVA_HOME": "", "PATH": _path_with_a_java(tmp_path)},
-            capture_output=True,
-            text=True,
-            timeout=120,  # bounds a hang only
+        second = primacy(
+            "replay",
+            str(share),
+            "--out",
+            str(out),
+            env={"JAVA_HOME": "", "PATH": _path_with_a_java(tmp_path)},
+            timeout_s=120,  # bounds a hang only
         )
     finally:
         holder.kill()
