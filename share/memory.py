@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from primacy.share.port import LockLost
 from primacy.share.records import (
+    HOLDING_ROLES,
     MAX_EPOCH,
     EpochRecord,
     HolderInfo,
@@ -30,7 +31,6 @@ from primacy.share.records import (
 
 @dataclass
 class _Watch:
-    share: MemoryShare
     own_node_id: str
     on_master_left: Callable[[], None]
     on_pause_changed: Callable[[], None]
@@ -196,7 +196,11 @@ class MemoryShareHandle:
             self.share.check()
             previous = self.share.nodes.get(entry.node_id)
             self.share.nodes[entry.node_id] = entry
-        if previous is not None and _holds(previous.role) and not _holds(entry.role):
+        if (
+            previous is not None
+            and previous.role in HOLDING_ROLES
+            and entry.role not in HOLDING_ROLES
+        ):
             self.share._master_left()
 
     def node_entries(self) -> list[NodeEntry]:
@@ -246,11 +250,6 @@ class MemoryShareHandle:
         on_master_left: Callable[[], None],
         on_pause_changed: Callable[[], None],
     ) -> _Watch:
-        watch = _Watch(self.share, own_node_id, on_master_left, on_pause_changed)
+        watch = _Watch(own_node_id, on_master_left, on_pause_changed)
         self.share._watches.append(watch)
         return watch
-
-
-def _holds(role: str) -> bool:
-    """Roles in which a node may still hold the lock (as the POSIX watch reads them)."""
-    return role in {"acquired", "master", "stopping", "demoting"}

@@ -41,7 +41,6 @@ class PosixShare:
         self.layout = ShareLayout(Path(root))
         self.lock = ShareLock(self.layout.lock_file, method)
         self._epochs = self.layout.epochs
-        self._epochs_name = str(self._epochs)
 
     # ---- the lock ----------------------------------------------------------
 

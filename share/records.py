@@ -27,6 +27,9 @@ MAX_HOLDER_BYTES = 4096
 MAX_CLOCK_SKEW_S = 60.0
 # A registry entry not refreshed for this long is a node that is gone.
 LIVE_WINDOW_S = 10.0
+# Roles in which a node may still hold the lock: a registry entry leaving them is a hint that
+# the lock is free (a node's role as ``NodeEntry.role`` writes it).
+HOLDING_ROLES = frozenset({"acquired", "master", "stopping", "demoting"})
 # A switchover whose target has not taken over by then no longer holds other nodes back.
 SWITCHOVER_TIMEOUT_S = 15.0
 

@@ -38,11 +38,10 @@ from primacy.share.layout import (
     PAUSED_FILE_NAME,
     ShareLayout,
 )
+from primacy.share.records import HOLDING_ROLES
 from primacy.share.safe_io import read_json, real_directory
 
 log = logging.getLogger("primacy.share_events")
-# Roles in which a node may still hold the lock; leaving them means it is free.
-_HOLDING_ROLES = {"acquired", "master", "stopping", "demoting"}
 # The only events asked of the kernel (and passed on by watchdog): changes. Reading an
 # entry raises open/close events itself, and reacting to those would loop; and a master
 # opens the share's epoch directory at every commit (its lease check): with every event
@@ -97,7 +96,7 @@ class _Handler(FileSystemEventHandler):
             return
         previous = self._roles.get(node_id)
         self._roles[node_id] = role
-        if previous in _HOLDING_ROLES and role not in _HOLDING_ROLES:
+        if previous in HOLDING_ROLES and role not in HOLDING_ROLES:
             log.debug(
                 "node %s left the master role (%s -> %s): trying the lock now",
                 node_id,
