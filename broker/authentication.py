@@ -31,12 +31,12 @@ from primacy.broker import codes
 from primacy.broker.frames import Frame
 from primacy.broker.refusals import Refused
 from primacy.broker.users import (
-    UNKNOWN_USER_HASH,
     User,
     UsersFileError,
     check_ownership,
     load_users,
     password_matches,
+    unknown_user_hash,
 )
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ class Authenticator:
         self._users = load_users(users_file)  # at start, an unusable file is a failed start
         self._seen = _file_identity(check_ownership(users_file))
         self._pool = ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="primacy-auth")
+        self._unknown_user_hash = unknown_user_hash()  # now, so the first login costs no more
 
     def check(self, login: str | None, passcode: str | None) -> Future[User | LoginRefused]:
         """The user, or why not; completes on a pool thread."""
@@ -80,7 +81,7 @@ class Authenticator:
         users = self._current_users()
         user = users.get(login) if login is not None else None
         matches = password_matches(
-            user.password_hash if user is not None else UNKNOWN_USER_HASH, passcode or ""
+            user.password_hash if user is not None else self._unknown_user_hash, passcode or ""
         )
         if login is None or passcode is None:
             return LoginRefused(login, "no login")

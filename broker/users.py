@@ -15,6 +15,7 @@ be left out. The file is refused when anyone but its owner can write it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -95,9 +96,13 @@ def password_matches(password_hash: str, password: str) -> bool:
         return False
 
 
-# Checked against when a login names no user, so an unknown user costs as long as a wrong
-# password and the answer's timing does not tell which names exist.
-UNKNOWN_USER_HASH = hash_password("no user has this password")
+@functools.cache
+def unknown_user_hash() -> str:
+    """Checked against when a login names no user, so an unknown user costs as long as a
+    wrong password and the answer's timing does not tell which names exist. Made on first
+    use, not at import: one argon2 hash is a quarter of a second of CPU that every
+    ``primacy`` command would otherwise pay."""
+    return hash_password("no user has this password")
 
 
 def check_ownership(path: Path) -> os.stat_result:
