@@ -34,7 +34,7 @@ from primacy.broker.message_ids import CLIENT_ID_HEADER, journal_id
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
 from primacy.broker.replies import ReplyQueue, Writes
-from primacy.broker.transactions import Transactions
+from primacy.broker.transactions import SendKey, Transactions
 from primacy.broker.users import User
 
 # Transport headers: meaningful for one frame, never stored with the message.
@@ -149,7 +149,16 @@ class StompCommands:
             if message_id != client_id:
                 headers[CLIENT_ID_HEADER] = client_id  # what consumers are shown
         record = self.broker.encode_send(destination, message_id, headers, frame.body)
-        check_room(self.broker.backlog, self.broker.counters, destination, frame)
+        # A resend needs no room: it is receipted, not stored again.
+        check_room(
+            self.broker.backlog,
+            self.broker.counters,
+            destination,
+            frame,
+            lambda: (
+                client_id is not None and self.broker.store.is_duplicate(destination, message_id)
+            ),
+        )
         # A SEND held for its COMMIT is encoded again then: a record is stamped when submitted.
         ready = record if frame.get("transaction") is None else None
         new_id = client_id is None
@@ -160,7 +169,7 @@ class StompCommands:
             )
             return [self._track(sent)]
 
-        return self.transactions.now_or_on_commit(frame, send, sends_to=destination)
+        return self.transactions.now_or_on_commit(frame, send, sends=(destination, message_id))
 
     def _on_subscribe(self, frame: Frame) -> Writes:
         destination = check_destination(frame.get("destination"))
@@ -237,13 +246,16 @@ class StompCommands:
     def _on_commit(self, frame: Frame) -> Writes:
         return self.transactions.commit(frame, self._check_commit_room)
 
-    def _check_commit_room(self, sends: Counter[str]) -> None:
+    def _check_commit_room(self, sends: list[SendKey]) -> None:
         """A COMMIT stores all of its messages or none: refused if they do not all fit.
 
-        Not held for room as a lone SEND is: a transaction may never fit, and holding its
+        Resends (a client's whole transaction again after a failover) need no room. Not
+        held for room as a lone SEND is: a transaction may never fit, and holding its
         COMMIT would hold every frame behind it (flow_control.py).
         """
-        reason = self.broker.backlog.full_for(sends)
+        is_duplicate = self.broker.store.is_duplicate
+        new = Counter(key[0] for key in set(sends) if not is_duplicate(*key))
+        reason = self.broker.backlog.full_for(new)
         if reason is not None:
             self.broker.counters.sends_refused_full += 1
             raise Refused(

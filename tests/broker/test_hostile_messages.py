@@ -158,10 +158,16 @@ def test_a_commit_beyond_the_message_limits_is_refused_and_stores_nothing(
     master: Master,
 ) -> None:
     producer = _client(master, "alice")
-    producer.connection.begin("fits")
-    for number in range(12):  # exactly max_destination_messages
-        producer.connection.send("/queue/tx", f"fits {number}", transaction="fits")
-    assert producer.frame_with_receipt("commit", "fits")
+    for attempt in ("fits", "fits again"):  # the second: a client resending after a failover
+        producer.connection.begin(attempt)
+        for number in range(12):  # exactly max_destination_messages
+            headers = {"message-id": f"fits-{number}"}
+            producer.connection.send(
+                "/queue/tx", f"{attempt} {number}", transaction=attempt, headers=headers
+            )
+        assert producer.frame_with_receipt("commit", attempt)  # resends need no room
+    # Nor does a lone resend, though the destination is full.
+    assert producer.send("/queue/tx", "fits 0", **{"message-id": "fits-0", "if-full": "error"})
 
     producer.connection.begin("t1")
     for number in range(13):  # each SEND alone would fit the empty destination
