@@ -126,6 +126,27 @@ def test_a_sender_cannot_make_a_logins_own_ids_vanish(master: Master) -> None:
     mallory.close()
 
 
+def test_a_stomp_1_1_consumer_acknowledges_by_the_id_it_was_shown(master: Master) -> None:
+    # STOMP 1.0 and 1.1 name the message an ACK settles by its message-id: the client's
+    # own, not the journal's <login>/<id>.
+    alice = _client(master, "alice")
+    assert alice.send("/queue/legacy", "x", **{"message-id": "l1"})
+    alice.close()
+    consumer = stomp.Connection11([master.address], heartbeats=(0, 0))
+    listener = Collector()
+    consumer.set_listener("collector", listener)
+    consumer.connect("alice", PASSWORD, wait=True)
+    consumer.subscribe("/queue/legacy", "s", ack="client")
+    message = listener.messages.get(timeout=10)
+    assert message.headers["message-id"] == "l1"
+    consumer.ack("l1", "s", receipt="r1")
+    assert listener.wait_receipt("r1")
+    eventually(
+        lambda: "/queue/legacy" not in stored_state(master.share).pending, "the ACK journaled"
+    )
+    consumer.disconnect()
+
+
 def test_after_failover_a_logins_resend_is_dropped_and_another_logins_id_is_not(
     masters: Masters, users_file: Path
 ) -> None:
