@@ -63,6 +63,23 @@ class Backlog:
             )
         return None
 
+    def full_for(self, sends: Counter[str]) -> str | None:
+        """Why these new messages (per destination) do not all fit now, or None if they do."""
+        for destination, count in sends.items():
+            if self.counts[destination] + count > self.max_per_destination:
+                return (
+                    f"destination {destination[:100]!r} holds {self.counts[destination]} "
+                    f"unacknowledged messages and the transaction adds {count} "
+                    f"(max_destination_messages {self.max_per_destination})"
+                )
+        added = sum(sends.values())
+        if self.total + added > self.max_total:
+            return (
+                f"the broker holds {self.total} unacknowledged messages and the transaction "
+                f"adds {added} (max_pending_messages {self.max_total})"
+            )
+        return None
+
     def wait(self, token: object, destination: str, wake: Callable[[], None]) -> None:
         """Call ``wake`` (once) when ``destination`` has room; ``token`` names the waiter."""
         self._waiting[token] = (destination, wake)

@@ -45,6 +45,9 @@ TLS_HANDSHAKE_FAILED = "PRIMACY-1529"
 TLS_ROTATED = "PRIMACY-1530"
 TLS_REFUSED = "PRIMACY-1531"
 LOOP_FAILED = "PRIMACY-1532"  # a bug: every connection closed, the broker's thread ends
+# 1540 on: issue 27's broker findings (1533-1539 left to its connection-limit findings).
+TRANSACTION_FULL = "PRIMACY-1540"
+MESSAGE_HELD_BACK = "PRIMACY-1541"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -87,6 +90,14 @@ TITLES = {
     TLS_ROTATED: "a TLS certificate changed on disk and serves new connections",
     TLS_REFUSED: "a TLS certificate, key or CA file is refused; the one in use stays",
     LOOP_FAILED: "an exception escaped a handler on the broker's event loop; the node stops",
+    TRANSACTION_FULL: (
+        "COMMIT refused: the transaction's messages do not fit "
+        "(max_destination_messages or max_pending_messages)"
+    ),
+    MESSAGE_HELD_BACK: (
+        "message kept in the journal but no longer delivered by this master "
+        "(it cannot move to a dead-letter queue)"
+    ),
 }
 
 

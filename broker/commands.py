@@ -9,6 +9,7 @@ the journal writes its reply must wait for.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,10 +30,11 @@ from primacy.broker.frame_rules import (
 )
 from primacy.broker.frames import VERSIONS, Frame, FrameParser
 from primacy.broker.heartbeats import ConnectionTimers
+from primacy.broker.message_ids import CLIENT_ID_HEADER, journal_id
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
 from primacy.broker.replies import ReplyQueue, Writes
-from primacy.broker.transactions import Transactions
+from primacy.broker.transactions import SendKey, Transactions
 from primacy.broker.users import User
 
 # Transport headers: meaningful for one frame, never stored with the message.
@@ -134,21 +136,40 @@ class StompCommands:
         destination = check_destination(frame.get("destination"))
         if self.user is not None:
             authorize(self.user, "send to", destination, self.broker.counters)
-        message_id = frame.get("message-id") or self.broker.new_message_id(self.session)
         headers: dict[str, str] = {}
         for key, value in frame.headers:
             if key not in _NOT_STORED:
                 headers.setdefault(key, value)
+        client_id = frame.get("message-id")
+        if client_id is None:
+            message_id = self.broker.new_message_id()
+        else:
+            # Scoped by login, so no other sender can send this id first (message_ids.py).
+            message_id = journal_id(self.user.name if self.user else None, client_id)
+            if message_id != client_id:
+                headers[CLIENT_ID_HEADER] = client_id  # what consumers are shown
         record = self.broker.encode_send(destination, message_id, headers, frame.body)
-        check_room(self.broker.backlog, self.broker.counters, destination, frame)
+        # A resend needs no room: it is receipted, not stored again.
+        check_room(
+            self.broker.backlog,
+            self.broker.counters,
+            destination,
+            frame,
+            lambda: (
+                client_id is not None and self.broker.store.is_duplicate(destination, message_id)
+            ),
+        )
         # A SEND held for its COMMIT is encoded again then: a record is stamped when submitted.
         ready = record if frame.get("transaction") is None else None
+        new_id = client_id is None
 
         def send() -> Writes:
-            sent = self.broker.send(destination, message_id, headers, frame.body, ready)
+            sent = self.broker.send(
+                destination, message_id, headers, frame.body, ready, new_id=new_id
+            )
             return [self._track(sent)]
 
-        return self.transactions.now_or_on_commit(frame, send)
+        return self.transactions.now_or_on_commit(frame, send, sends=(destination, message_id))
 
     def _on_subscribe(self, frame: Frame) -> Writes:
         destination = check_destination(frame.get("destination"))
@@ -193,7 +214,7 @@ class StompCommands:
             for subscription in self.subscriptions.values():
                 done = self.broker.book.acknowledge(subscription, ack_id)
                 for message in done:
-                    self._legacy_ack_ids.forget(subscription.subscription_id, message.message_id)
+                    self._legacy_ack_ids.forget(subscription.subscription_id, message.shown_id)
                 settled += done
             return [self._track(f) for f in self.broker.settle(settled)]
 
@@ -206,7 +227,7 @@ class StompCommands:
             for subscription in self.subscriptions.values():
                 rejected = self.broker.book.reject(subscription, ack_id)
                 for message in rejected:
-                    self._legacy_ack_ids.forget(subscription.subscription_id, message.message_id)
+                    self._legacy_ack_ids.forget(subscription.subscription_id, message.shown_id)
                 self.broker.requeue(rejected)
             return []
 
@@ -223,7 +244,24 @@ class StompCommands:
         return []
 
     def _on_commit(self, frame: Frame) -> Writes:
-        return self.transactions.commit(frame)
+        return self.transactions.commit(frame, self._check_commit_room)
+
+    def _check_commit_room(self, sends: list[SendKey]) -> None:
+        """A COMMIT stores all of its messages or none: refused if they do not all fit.
+
+        Resends (a client's whole transaction again after a failover) need no room. Not
+        held for room as a lone SEND is: a transaction may never fit, and holding its
+        COMMIT would hold every frame behind it (flow_control.py).
+        """
+        is_duplicate = self.broker.store.is_duplicate
+        new = Counter(key[0] for key in set(sends) if not is_duplicate(*key))
+        reason = self.broker.backlog.full_for(new)
+        if reason is not None:
+            self.broker.counters.sends_refused_full += 1
+            raise Refused(
+                codes.TRANSACTION_FULL,
+                f"{reason}; the transaction is dropped, nothing of it was stored",
+            )
 
     def _on_abort(self, frame: Frame) -> Writes:
         self.transactions.abort(frame)

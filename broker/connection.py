@@ -208,14 +208,14 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         body = message.body or b""
         headers = [
             ("subscription", subscription.subscription_id),
-            ("message-id", message.message_id),
+            ("message-id", message.shown_id),
             ("destination", message.destination),
         ]
         if subscription.ack_mode is not AckMode.AUTO:
             headers.append(("ack", ack_id))
             if self.version != "1.2":
                 self._legacy_ack_ids.remember(
-                    subscription.subscription_id, message.message_id, ack_id
+                    subscription.subscription_id, message.shown_id, ack_id
                 )
         if message.redelivered:
             headers.append(("redelivered", "true"))

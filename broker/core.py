@@ -25,6 +25,7 @@ from primacy.broker.config import BrokerConfig
 from primacy.broker.counters import Counters
 from primacy.broker.dead_letter import dead_letter_headers, dead_letter_queue, is_dead_letter_queue
 from primacy.broker.journal_waits import JournalWaits
+from primacy.broker.message_ids import generated_id
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
 from primacy.broker.tls import ServerTls
@@ -83,7 +84,8 @@ class Broker:
         # those are a batch per destination at most, see body_loader.py).
         self.body_memory_bytes = 0
         self._dispatch_due: set[str] = set()
-        self._generated_ids = itertools.count(1)
+        # Poison messages no longer delivered by this master (``_hold_back``); still pending.
+        self.held_back: list[QueuedMessage] = []
         # Unacknowledged messages, counted from the SEND's submission to its ACK's.
         self.backlog = Backlog(config.max_destination_messages, config.max_pending_messages, loop)
         # Checks CONNECT's login against the users file, if there is one (an unusable file
@@ -119,10 +121,9 @@ class Broker:
 
     # ---- sending -------------------------------------------------------------
 
-    def new_message_id(self, session: str) -> str:
-        """An id for a SEND without one; unique across masters because epochs are."""
-        number = next(self._generated_ids)
-        return f"ID:{self.store.config.node_id}-{self.store.epoch}-{session}-{number}"
+    def new_message_id(self) -> str:
+        """An id for a SEND without one: new, and unguessable (``message_ids.py``)."""
+        return generated_id(self.store.config.node_id, self.store.epoch)
 
     def encode_send(
         self, destination: str, message_id: str, headers: dict[str, str], body: bytes
@@ -141,14 +142,17 @@ class Broker:
         headers: dict[str, str],
         body: bytes,
         record: fmt.EncodedRecord | None = None,
+        *,
+        new_id: bool = False,
     ) -> asyncio.Future[int]:
         """Journal a SEND (or recognise a resend); the future completes when it may be receipted.
 
         ``record``: this SEND's ``encode_send``, when the caller checked it already.
+        ``new_id``: the broker made ``message_id`` just now, so it cannot be a resend.
         """
         self._require_running()
         key = (destination, message_id)
-        if self.store.is_duplicate(destination, message_id):
+        if not new_id and self.store.is_duplicate(destination, message_id):
             self.counters.duplicates_dropped += 1
             original = self._in_flight_sends.get(key)
             if original is not None:
@@ -220,46 +224,68 @@ class Broker:
             self.counters.messages_acked += 1
 
     def requeue(self, messages: list[QueuedMessage]) -> None:
-        """Messages back from a consumer (NACK, unsubscribe, disconnect): ready again, or
-        moved to their dead-letter queue once they came back ``max_redeliveries`` times."""
+        """Messages back from a consumer (NACK, unsubscribe, disconnect): ready again, or,
+        once one came back ``max_redeliveries`` times, moved to its dead-letter queue; one
+        that cannot move (it is on one already, or too large for one) is held back."""
         for message in messages:
-            keep = message.returns < self.config.max_redeliveries
-            if keep or is_dead_letter_queue(message.destination) or not self._dead_letter(message):
+            if message.returns < self.config.max_redeliveries:
                 self.book.requeue(message)
+            elif is_dead_letter_queue(message.destination):
+                self._hold_back(
+                    message,
+                    f"came back unacknowledged {message.returns + 1} times on a dead-letter "
+                    f"queue (max_redeliveries {self.config.max_redeliveries})",
+                )
+            else:
+                self._dead_letter(message)
         for destination in {message.destination for message in messages}:
             self.schedule_dispatch(destination)
 
-    def _dead_letter(self, message: QueuedMessage) -> bool:
-        """Store it in ``/queue/DLQ.<name>`` and settle the original; False if it cannot be."""
+    def _dead_letter(self, message: QueuedMessage) -> None:
+        """Store it in ``/queue/DLQ.<name>`` and settle the original, or hold it back."""
         destination = dead_letter_queue(message.destination)
         headers = dead_letter_headers(message, self.config.max_redeliveries)
+        body = message.body or b""
+        try:
+            record = self.store.encode_send(destination, message.message_id, body, headers)
+        except MessageTooLarge as error:  # the copy's added headers made it too large
+            self._hold_back(
+                message,
+                f"came back unacknowledged {message.returns + 1} times and cannot move to "
+                f"{destination}: {error}",
+            )
+            return
         try:
             # Both go to the journal in this order, usually in one batch; if only the first
             # is stored, the copy and the original are one id apart: the original comes back
             # and its next dead-lettering is a resend the DLQ drops.
-            self.send(destination, message.message_id, headers, message.body or b"")
+            self.send(destination, message.message_id, headers, body, record)
             self.settle([message])
-        except Refused as refusal:  # the copy would be too large: keep redelivering
-            log.error(
-                "%s: message %r of %s stays where it is: %s",
-                codes.title(codes.DEAD_LETTERED),
-                message.message_id,
-                message.destination,
-                refusal,
-            )
-            return False
         except BrokerFailed:
-            return True  # every connection is being aborted; the journal keeps the original
+            return  # every connection is being aborted; the journal keeps the original
         self.counters.dead_lettered += 1
         log.warning(
             "%s: message %r of %s moved to %s: %s",
             codes.title(codes.DEAD_LETTERED),
-            message.message_id,
+            message.shown_id,
             message.destination,
             destination,
             headers["dlqDeliveryFailureCause"],
         )
-        return True
+
+    def _hold_back(self, message: QueuedMessage, why: str) -> None:
+        """Keep a poison message stored (and counted against the limits), but deliver it no
+        more on this master: redelivered at once, it would loop, growing the journal by a
+        DELIVER record each time. A new master (switchover, restart) delivers it again."""
+        self.held_back.append(message)
+        log.error(
+            "%s: message %r of %s %s; it stays in the journal, unacknowledged, and the next "
+            "master delivers it again",
+            codes.title(codes.MESSAGE_HELD_BACK),
+            message.shown_id,
+            message.destination,
+            why,
+        )
 
     # ---- subscriptions and dispatch -------------------------------------------
 

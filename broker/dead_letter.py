@@ -2,9 +2,11 @@
 
 ActiveMQ's naming: a message of ``/queue/orders`` moves to ``/queue/DLQ.orders``
 with its own headers plus ``original-destination`` and
-``dlqDeliveryFailureCause``. Messages of a dead-letter queue are redelivered
-without limit: there is no further place to put them, and dropping one would
-lose an acknowledged message. See docs/stomp.md, "Redelivery and the
+``dlqDeliveryFailureCause``. A message that comes back ``max_redeliveries``
+times on a dead-letter queue, or that is too large to move to one, is held
+back (``Broker._hold_back``): kept in the journal, delivered again only by the
+next master. ActiveMQ discards such a message; dropping one here would lose a
+message whose SEND was receipted. See docs/stomp.md, "Redelivery and the
 dead-letter queue".
 """
 

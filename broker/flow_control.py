@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 from primacy.broker import codes
@@ -30,11 +31,17 @@ IF_FULL_WAIT = "wait"
 IF_FULL_ERROR = "error"
 
 
-def check_room(backlog: Backlog, counters: Counters, destination: str, frame: Frame) -> None:
+def check_room(
+    backlog: Backlog,
+    counters: Counters,
+    destination: str,
+    frame: Frame,
+    is_resend: Callable[[], bool],
+) -> None:
     """Refused (``codes.DESTINATION_FULL``) or Full when ``destination`` has no room for the SEND
-    ``frame``."""
+    ``frame``; ``is_resend`` (asked only then) says it needs none."""
     reason = backlog.full(destination)
-    if reason is None:
+    if reason is None or is_resend():
         return
     if_full = frame.get(IF_FULL_HEADER) or IF_FULL_WAIT
     if if_full not in (IF_FULL_WAIT, IF_FULL_ERROR):

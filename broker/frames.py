@@ -5,7 +5,8 @@ while bytes arrive (so a client cannot make it buffer more than the limit) and
 raises only ``StompProtocolError``; after an error it stays failed, because a
 STOMP stream cannot be resynchronised.
 
-Rules followed: a line ends with LF or CR LF; the first header of a repeated
+Rules followed: a line ends with LF or CR LF, and a CR anywhere else in a
+header line is refused (STOMP 1.2); the first header of a repeated
 name wins; header names and values are UTF-8; a body is ``content-length``
 bytes when that header is present, else everything up to the first NUL;
 end-of-line bytes between frames are heart-beats. What differs by protocol
@@ -279,6 +280,14 @@ class FrameParser:
         name, colon, value = text.partition(":")
         if not colon:
             raise StompProtocolError(MALFORMED_FRAME, f"header line {text[:64]!r} has no ':'")
+        if "\r" in text:
+            # STOMP 1.2: a CR on the wire only ends a line (CR LF); one in a value is written
+            # \r. Taken as data it would reach consumers as another byte than was meant.
+            raise StompProtocolError(
+                MALFORMED_FRAME,
+                f"header {name[:64]!r} holds a carriage return that does not end its line "
+                "(escape it as \\r)",
+            )
         if command not in UNESCAPED_COMMANDS and version != "1.0":
             name, value = _unescape(name, version), _unescape(value, version)
         if CONTROL_CHARACTERS.search(name) or CONTROL_CHARACTERS.search(value):

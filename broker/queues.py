@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from primacy.broker.message_ids import CLIENT_ID_HEADER
 from primacy.store.state import PendingMessage
 
 
@@ -41,6 +42,15 @@ class QueuedMessage:
     redelivered: bool = field(compare=False, default=False)
     # Times it came back unacknowledged on this master (recovered messages start at 0).
     returns: int = field(compare=False, default=0)
+
+    @property
+    def shown_id(self) -> str:
+        """The ``message-id`` consumers see: the client's own, where the journal's is scoped
+        by login (``message_ids.py``)."""
+        for key, value in self.headers:
+            if key == CLIENT_ID_HEADER:
+                return value
+        return self.message_id
 
 
 @dataclass(eq=False)

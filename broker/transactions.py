@@ -8,6 +8,12 @@ What the steps hold stays in memory until COMMIT or ABORT, so a connection may
 have at most ``max_open`` transactions open, holding at most ``max_bytes`` of
 frames together; past either the frame is refused and, as every
 ERROR does, that ends the connection, its transactions dropped, nothing stored.
+
+A transaction keeps which messages its SENDs store (destination and id): COMMIT
+asks whether all of them fit the broker's message limits at once (``commit``'s
+``check_room``), and runs none of its steps if they do not. A SEND's own check,
+when it arrives, sees only messages already stored, not those its transaction
+still holds.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ from primacy.broker.refusals import Refused
 from primacy.broker.replies import Writes
 
 Step = Callable[[], Writes]
+SendKey = tuple[str, str]  # the destination and message id a SEND stores
 
 
 @dataclass
 class _Transaction:
     steps: list[Step] = field(default_factory=list)
     held_bytes: int = 0
+    sends: list[SendKey] = field(default_factory=list)
 
 
 class Transactions:
@@ -47,18 +55,27 @@ class Transactions:
             self._refuse(f"a connection may have at most {self.max_open} open transactions")
         self._open[name] = _Transaction()
 
-    def commit(self, frame: Frame) -> Writes:
-        """Run the transaction's steps; the journal writes they started."""
+    def commit(self, frame: Frame, check_room: Callable[[list[SendKey]], None]) -> Writes:
+        """Run the transaction's steps; the journal writes they started.
+
+        ``check_room`` gets the messages its SENDs store, and raises ``Refused`` if they
+        do not fit: then the transaction is gone, nothing of it run.
+        """
+        transaction = self._take(frame)
+        check_room(transaction.sends)
         writes: Writes = []
-        for step in self._take(frame).steps:
+        for step in transaction.steps:
             writes += step()
         return writes
 
     def abort(self, frame: Frame) -> None:
         self._take(frame)  # acknowledgements in it are dropped, sends never stored
 
-    def now_or_on_commit(self, frame: Frame, step: Step) -> Writes:
-        """Run ``step`` now, or keep it for COMMIT if ``frame`` names a transaction."""
+    def now_or_on_commit(self, frame: Frame, step: Step, sends: SendKey | None = None) -> Writes:
+        """Run ``step`` now, or keep it for COMMIT if ``frame`` names a transaction.
+
+        ``sends``: the message ``step`` stores, if it is a SEND.
+        """
         name = frame.get("transaction")
         if name is None:
             return step()
@@ -71,6 +88,8 @@ class Transactions:
                 f"open transactions would hold more than {self.max_bytes} bytes; commit sooner"
             )
         transaction.steps.append(step)
+        if sends is not None:
+            transaction.sends.append(sends)
         transaction.held_bytes += size
         self._held_bytes += size
         return []
