@@ -45,6 +45,11 @@ TLS_HANDSHAKE_FAILED = "PRIMACY-1529"
 TLS_ROTATED = "PRIMACY-1530"
 TLS_REFUSED = "PRIMACY-1531"
 LOOP_FAILED = "PRIMACY-1532"  # a bug: every connection closed, the broker's thread ends
+# Admission by network (admission.py); numbered from 1540, clear of codes added alongside.
+NETWORK_CONNECTION_LIMIT = "PRIMACY-1540"
+UNAUTHENTICATED_LIMIT = "PRIMACY-1541"
+LOGINS_BUSY = "PRIMACY-1542"
+OUT_OF_DESCRIPTORS = "PRIMACY-1543"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -87,6 +92,14 @@ TITLES = {
     TLS_ROTATED: "a TLS certificate changed on disk and serves new connections",
     TLS_REFUSED: "a TLS certificate, key or CA file is refused; the one in use stays",
     LOOP_FAILED: "an exception escaped a handler on the broker's event loop; the node stops",
+    NETWORK_CONNECTION_LIMIT: "too many connections from one network (max_connections_per_network)",
+    UNAUTHENTICATED_LIMIT: (
+        "too many connections without CONNECT from one network (max_unauthenticated_per_network)"
+    ),
+    LOGINS_BUSY: "too many logins in progress from one network, or in all; try again shortly",
+    OUT_OF_DESCRIPTORS: (
+        "the process has no descriptor left to accept a connection; accepting pauses for a second"
+    ),
 }
 
 
