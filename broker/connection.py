@@ -246,7 +246,8 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
                 self.admission.unauthenticated.release(self)
                 self.admission.connections.settle(self)
             if self._held:
-                self._held.append(frame)  # behind the waiting SEND, in order
+                self._held.append(frame)  # behind the waiting SEND or login, in order
+                self.pause_reading()
             else:
                 self.handle(frame)
 

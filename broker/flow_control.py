@@ -81,10 +81,12 @@ class HeldFrames:
         """A frame that arrived behind the waiting SEND: handled after it, in order."""
         self._frames.append(frame)
 
-    def hold(self, frame: Frame) -> None:
-        """Keep ``frame`` (and every later one) until ``release``."""
+    def hold(self, frame: Frame, *, pause_reading: bool = True) -> None:
+        """Keep ``frame`` (and every later one) until ``release``; reading goes on only while
+        nothing arrives behind it, if ``pause_reading`` is false (the connection pauses then)."""
         self._frames.appendleft(frame)
-        self.holder.pause_reading()
+        if pause_reading:
+            self.holder.pause_reading()
 
     def wait_for_room(self, frame: Frame, full: Full) -> None:
         """Keep ``frame`` (and every later one) until ``full.destination`` has room."""
