@@ -11,11 +11,12 @@ A budget holds at most ``total`` connections, and at most ``per_network`` of one
 Connections that have not yet said what they want (no CONNECT, no complete HTTP request) are
 *waiting*, and may be displaced: a newcomer whose network is at its limit displaces that
 network's oldest waiting connection, and one arriving when the budget is full displaces the
-oldest waiting connection of the network that waits with the most, if that network holds more
-than the newcomer's. A host can therefore only churn its own idle connections; a client from
-another network, or one of its own that sends its request at once, gets in. Connections that
-are served (logged in, or an HTTP request being answered) are never displaced: past the limits,
-the newcomer is refused. What a host with many networks can still do: docs/safety.md.
+oldest waiting connection of the network that holds the most, if that network holds more than
+the newcomer's (its own oldest, if the newcomer's is that network). A host can therefore only
+churn its own idle connections; a client from another network, or one of its own that sends
+its request at once, gets in. Connections that are served (logged in, or an HTTP request being
+answered) are never displaced: past the limits, the newcomer is refused. What a host with
+many networks can still do: docs/safety.md.
 
 Sans-I/O: the listener closes what is displaced and says why; nothing here touches a socket.
 """
@@ -28,6 +29,10 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 H = TypeVar("H", bound=Hashable)
+
+# Connections the kernel queues for the STOMP listener, and asyncio accepts at most per wakeup:
+# each holds a descriptor before the budgets judge it (the node's descriptor plan counts them).
+ACCEPT_BACKLOG = 128
 
 # An address that is no IP address (a Unix socket, a transport without a peer) is one network.
 LOCAL = "local"
@@ -124,14 +129,22 @@ class Budget(Generic[H]):
 
     def _from_the_fullest(self, newcomer: str) -> H | None:
         """The oldest waiting holder of the network holding the most, if it holds more than
-        the newcomer's would after taking one (no churn between equals)."""
+        the newcomer's would after taking one (no churn between equals); the newcomer's own
+        oldest waiting one if its network holds the most."""
         candidates = [network for network, waiting in self._waiting.items() if waiting]
         if not candidates:
             return None
         fullest = max(candidates, key=self.held)
+        if self.held(newcomer) >= self.held(fullest):
+            return _oldest(self._waiting.get(newcomer))
         if self.held(fullest) <= self.held(newcomer) + 1:
             return None
         return _oldest(self._waiting[fullest])
+
+
+def accept_backlog(max_connections: int) -> int:
+    """The listen backlog of a STOMP listener serving at most ``max_connections``: never more."""
+    return min(ACCEPT_BACKLOG, max_connections)
 
 
 def _oldest(holders: dict[H, None] | None) -> H | None:

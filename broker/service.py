@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from primacy.broker import codes
+from primacy.broker.admission import accept_backlog
 from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
@@ -39,9 +40,6 @@ from primacy.store.journal import JournalStore
 log = logging.getLogger("primacy.broker")
 
 _STOP_TIMEOUT_S = 10.0
-# Connections the kernel queues for the listener, and asyncio accepts at most per wakeup: each
-# holds a descriptor before the budgets judge it (the node's descriptor plan counts them).
-ACCEPT_BACKLOG = 128
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _STATS_TIMEOUT_S = 2.0
 
@@ -93,9 +91,8 @@ class BrokerService:
         """Bind, then serve on the service's own thread. Raises OSError if it cannot bind."""
         if self._thread is not None:
             raise RuntimeError("the broker service was already started")
-        listener = socket.create_server(
-            (self.host, self.port), backlog=ACCEPT_BACKLOG, reuse_port=False
-        )
+        backlog = accept_backlog(self.config.max_connections)
+        listener = socket.create_server((self.host, self.port), backlog=backlog, reuse_port=False)
         self._address = listener.getsockname()[:2]
         loop = asyncio.new_event_loop()
         ready: asyncio.Future[None] = loop.create_future()
@@ -248,7 +245,9 @@ class BrokerService:
             self._broker = broker
             admission = Admission.of(self.config)
             self._server = await loop.create_server(
-                lambda: StompConnection(broker, admission), sock=listener, backlog=ACCEPT_BACKLOG
+                lambda: StompConnection(broker, admission),
+                sock=listener,
+                backlog=accept_backlog(self.config.max_connections),
             )
         except Exception as error:  # reported to start() in the caller's thread
             ready.set_exception(error)
