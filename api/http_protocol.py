@@ -65,9 +65,17 @@ def _raw_response(status: int, reason: str, error: str) -> bytes:
 
 
 class GuardedH11Protocol(H11Protocol):
-    def __init__(self, *args: Any, admission: Admission, **kwargs: Any) -> None:
+    """uvicorn creates one per connection, from the class ``admitting`` made for its endpoint."""
+
+    _admission: Admission
+
+    @classmethod
+    def admitting(cls, admission: Admission) -> type[GuardedH11Protocol]:
+        """The protocol class of one endpoint, whose connections take room in ``admission``."""
+        return type("EndpointProtocol", (cls,), {"_admission": admission})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._admission = admission
         self._deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import functools
 import logging
 import socket
 import ssl
@@ -61,7 +60,7 @@ class ApiServer:
             # Connections per network and in all (``admission``, which replaces uvicorn's
             # limit_concurrency: that one answered health checks 503 too), and a deadline for
             # each whole request (http_protocol.py): slow clients cannot hold every slot.
-            http=functools.partial(GuardedH11Protocol, admission=admission),
+            http=GuardedH11Protocol.admitting(admission),
         )
         if ssl_context is not None:
             # uvicorn builds its own context from file names and never reloads it; this one
