@@ -63,7 +63,8 @@ class Holder(Protocol):
 class HeldFrames:
     """One connection's frames held behind one that waits (a SEND for room, a CONNECT for
     its login check), oldest first, and a waiting SEND's deadline. While any are held the
-    connection reads nothing more."""
+    connection reads nothing more (behind a CONNECT, nothing more once a frame follows it:
+    until then it reads on, and sees a client that hangs up)."""
 
     def __init__(self, holder: Holder, backlog: Backlog, counters: Counters, timeout_s: float):
         self.holder = holder
