@@ -167,6 +167,11 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
     def displace(self, network: str) -> None:
         """Make room for a newer connection: this one has not sent CONNECT yet."""
         self.broker.counters.connections_refused += 1
+        if self._early is not None and self.transport is not None:
+            self.closing = True  # still in its TLS handshake: a plaintext ERROR would be noise
+            shut_down(self.transport)
+            self.transport.abort()
+            return
         detail = (
             f"closed before CONNECT: newer connections from {network} need the room; "
             "send CONNECT as soon as the connection is made"
