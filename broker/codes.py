@@ -45,11 +45,11 @@ TLS_HANDSHAKE_FAILED = "PRIMACY-1529"
 TLS_ROTATED = "PRIMACY-1530"
 TLS_REFUSED = "PRIMACY-1531"
 LOOP_FAILED = "PRIMACY-1532"  # a bug: every connection closed, the broker's thread ends
-# Admission by network (admission.py); numbered from 1540, clear of codes added alongside.
-NETWORK_CONNECTION_LIMIT = "PRIMACY-1540"
-UNAUTHENTICATED_LIMIT = "PRIMACY-1541"
-LOGINS_BUSY = "PRIMACY-1542"
-OUT_OF_DESCRIPTORS = "PRIMACY-1543"
+# Admission by network (admission.py); 1533-1539, next to the connection limits.
+NETWORK_CONNECTION_LIMIT = "PRIMACY-1533"
+UNAUTHENTICATED_LIMIT = "PRIMACY-1534"
+LOGINS_BUSY = "PRIMACY-1535"
+OUT_OF_DESCRIPTORS = "PRIMACY-1536"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
