@@ -9,10 +9,14 @@ memory or CPU the lease checks need:
   (a 200 MB body to ``POST /switchover`` used to be parsed, then refused);
 - every body is limited to ``MAX_BODY_BYTES``: a larger ``Content-Length`` is
   answered 413 at once, and a chunked body is cut off at the limit;
-- a body that trickles in is given ``BODY_TIMEOUT_S`` per chunk (408).
+- a body must arrive whole within ``BODY_TIMEOUT_S`` (408), however it is chunked
+  (it was per chunk: a byte every 4 s kept a request open 22 s);
+- a client that goes away before its body is complete is not answered, and nothing
+  runs for it (the application used to see an empty body).
 
-uvicorn itself bounds header size (h11), idle keep-alive connections and,
-with ``limit_concurrency``, how many connections are served at once.
+uvicorn itself bounds header size (h11) and idle keep-alive connections; the
+protocol (``http_protocol.py``) bounds connections per network and the time a
+whole request may take.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ Refusal = tuple[int, dict[str, str], list[tuple[bytes, bytes]]]
 
 
 class _BodyTooLarge(Exception):
+    pass
+
+
+class _ClientGone(Exception):
     pass
 
 
@@ -72,6 +80,8 @@ class RequestGuard:
         except TimeoutError:
             await _reply(send, 408, {"error": "the request body came too slowly"})
             return
+        except _ClientGone:
+            return  # nobody to answer, and a half-sent admin request must not act
         replayed = False
 
         async def replay() -> Message:
@@ -99,20 +109,21 @@ class RequestGuard:
 
 
 async def _read_body(receive: Receive) -> bytes:
-    """The whole body, at most MAX_BODY_BYTES of it, each part within BODY_TIMEOUT_S."""
+    """The whole body, at most MAX_BODY_BYTES of it, all within BODY_TIMEOUT_S."""
     parts: list[bytes] = []
     size = 0
-    while True:
-        message = await asyncio.wait_for(receive(), BODY_TIMEOUT_S)
-        if message["type"] != "http.request":
-            return b"".join(parts)  # the client went away; the application sees an empty body
-        part = message.get("body", b"")
-        size += len(part)
-        if size > MAX_BODY_BYTES:
-            raise _BodyTooLarge
-        parts.append(part)
-        if not message.get("more_body", False):
-            return b"".join(parts)
+    async with asyncio.timeout(BODY_TIMEOUT_S):
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise _ClientGone
+            part = message.get("body", b"")
+            size += len(part)
+            if size > MAX_BODY_BYTES:
+                raise _BodyTooLarge
+            parts.append(part)
+            if not message.get("more_body", False):
+                return b"".join(parts)
 
 
 async def _reply(

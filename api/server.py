@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import logging
 import socket
 import ssl
 import threading
 import time
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 
-from primacy.api.http_protocol import GuardedH11Protocol
+from primacy.api.http_protocol import Admission, GuardedH11Protocol
 
-MAX_CONNECTIONS = 64
+log = logging.getLogger("primacy.api")
+
+# Connections the kernel queues for the endpoint, and asyncio accepts at most per wakeup: each
+# holds a descriptor before the admission budget judges it (the node's descriptor plan counts
+# them). Load balancers and monitoring are few; uvicorn's default of 2048 let a flood take
+# every descriptor the node had (issue 27).
+ACCEPT_BACKLOG = 64
+
+
+def accept_backlog(max_connections: int) -> int:
+    """The listen backlog of an endpoint serving at most ``max_connections``: never more."""
+    return min(ACCEPT_BACKLOG, max_connections)
+
+
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class ApiServerError(Exception):
@@ -23,7 +41,12 @@ class ApiServer:
     """Bind in the caller's thread (so errors surface there), then serve on a background thread."""
 
     def __init__(
-        self, app: FastAPI, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+        self,
+        app: FastAPI,
+        host: str,
+        port: int,
+        admission: Admission,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         config = uvicorn.Config(
             app,
@@ -32,12 +55,12 @@ class ApiServer:
             log_level="warning",
             access_log=False,
             lifespan="off",
-            # A flood of connections gets 503s beyond this, not the process's descriptors.
-            limit_concurrency=MAX_CONNECTIONS,
             timeout_keep_alive=5,
-            # A deadline for each request's head and a cap per source address
-            # (http_protocol.py): slow clients cannot hold every slot.
-            http=GuardedH11Protocol,
+            backlog=accept_backlog(admission.total),
+            # Connections per network and in all (``admission``, which replaces uvicorn's
+            # limit_concurrency: that one answered health checks 503 too), and a deadline for
+            # each whole request (http_protocol.py): slow clients cannot hold every slot.
+            http=GuardedH11Protocol.admitting(admission),
         )
         if ssl_context is not None:
             # uvicorn builds its own context from file names and never reloads it; this one
@@ -53,8 +76,8 @@ class ApiServer:
     def start(self, timeout_s: float = 10.0) -> None:
         self._socket = self._bind()
         self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._socket]},
+            target=asyncio.run,
+            args=(self._serve(self._socket),),
             name="primacy-http",
             daemon=True,
         )
@@ -72,6 +95,10 @@ class ApiServer:
         if self._socket is not None:
             self._socket.close()
 
+    async def _serve(self, sock: socket.socket) -> None:
+        asyncio.get_running_loop().set_exception_handler(_on_loop_exception)
+        await self._server.serve(sockets=[sock])
+
     def _bind(self) -> socket.socket:
         try:
             infos = socket.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM)
@@ -88,3 +115,17 @@ class ApiServer:
             raise ApiServerError(f"cannot listen on {self.address}: {exc.strerror}") from exc
         sock.set_inheritable(False)
         return sock
+
+
+def _on_loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """An accept that failed for want of descriptors is one warning, not a traceback: asyncio
+    pauses the listener a second and accepts again."""
+    error = context.get("exception")
+    if (
+        isinstance(error, OSError)
+        and error.errno in _OUT_OF_RESOURCES
+        and "accept" in str(context.get("message", ""))
+    ):
+        log.warning("the HTTP endpoint cannot accept a connection: %s; retrying in a second", error)
+        return
+    loop.default_exception_handler(context)

@@ -11,6 +11,12 @@ that doubles with the source's recent failures (``FIRST_DELAY_S`` up to
 ``MAX_DELAY_S``), so a password cannot be guessed at line rate, and a success
 forgets the source's failures. An unknown user and a wrong password get the
 same answer after the same work, so names cannot be probed either.
+
+Logins being checked or waiting for their turn hold a slot of the broker's login budget
+(``admission.py``): ``MAX_LOGINS_IN_PROGRESS`` in all and ``MAX_LOGINS_PER_NETWORK`` from one
+network, so one host's queued logins cannot refuse everyone else's. A login past them is
+refused with its own code (``LOGINS_BUSY``: busy, try again), never the wrong-password one, and
+a client that hangs up gives its slot back at once, not at its turn.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from primacy.broker import codes
+from primacy.broker.admission import Budget
 from primacy.broker.frames import Frame
 from primacy.broker.refusals import Refused
 from primacy.broker.users import (
@@ -45,8 +52,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("primacy.broker")
 
 CHECK_THREADS = 1  # a flood of logins costs one core at most, never the lease checks
-# Logins being checked or waiting for their turn, across sources; past it, refused at once.
+# Logins being checked or waiting for their turn; past either, refused at once (LOGINS_BUSY).
+# A quarter from one network: a host needs four networks to hold them all (docs/safety.md).
 MAX_LOGINS_IN_PROGRESS = 32
+MAX_LOGINS_PER_NETWORK = 8
 FIRST_DELAY_S = 0.25
 MAX_DELAY_S = 8.0
 # Sources remembered at most (least recently failed forgotten first): bounded memory.
@@ -121,7 +130,6 @@ class LoginThrottle:
 
     def __init__(self) -> None:
         self._sources: OrderedDict[str, tuple[int, float]] = OrderedDict()
-        self.in_progress = 0  # logins checked or waiting for their turn, every source
 
     def reserve(self, source: str, now: float) -> float:
         """When this source's login may be checked; the turn is taken."""
@@ -162,29 +170,33 @@ class Login:
         self,
         authenticator: Authenticator,
         throttle: LoginThrottle,
+        budget: Budget[Login],
         loop: asyncio.AbstractEventLoop,
         source: str,
         on_checked: Callable[[], None],
     ) -> None:
         self.authenticator = authenticator
         self.throttle = throttle
+        self.budget = budget
         self.loop = loop
         self.source = source
         self.on_checked = on_checked
         self._outcome: User | LoginRefused | None = None
         self._started = False
         self._cancelled = False
+        self._turn: asyncio.TimerHandle | None = None
+        self._check: Future[User | LoginRefused] | None = None
 
     def outcome(self, login: str | None, passcode: str | None) -> User | LoginRefused:
-        """The checked outcome; PendingLogin (after starting the check) until there is one."""
+        """The checked outcome; PendingLogin (after starting the check) until there is one;
+        Refused (LOGINS_BUSY) when the login budget has no room for it."""
         if self._outcome is None and not self._started:
             self._started = True
-            if self.throttle.in_progress >= MAX_LOGINS_IN_PROGRESS:
-                self._outcome = LoginRefused(login, "too many logins in progress")
-            else:
-                self.throttle.in_progress += 1
-                at = self.throttle.reserve(self.source, self.loop.time())
-                self.loop.call_at(at, self._submit, login, passcode)
+            verdict = self.budget.take(self.source, self, waiting=False)
+            if not verdict.admitted:
+                self._busy(login, verdict.refused_by)
+            at = self.throttle.reserve(self.source, self.loop.time())
+            self._turn = self.loop.call_at(at, self._submit, login, passcode)
         if self._outcome is None:
             raise PendingLogin
         return self._outcome
@@ -207,13 +219,39 @@ class Login:
         raise Refused(codes.LOGIN_FAILED, "login failed: check the login and passcode")
 
     def cancel(self) -> None:
+        """The client went away: its slot is free at once, its check dropped if not begun."""
         self._cancelled = True
+        if self._turn is not None:
+            self._turn.cancel()
+        if self._check is not None:
+            self._check.cancel()  # a check already running completes, and is then ignored
+        if self._check is None or self._check.cancelled():
+            self.budget.release(self)
+
+    def _busy(self, login: str | None, refused_by: str) -> None:
+        where = (
+            f"from the network of {self.source} (at most {self.budget.per_network})"
+            if refused_by == "network"
+            else f"(at most {self.budget.total})"
+        )
+        log.warning(
+            "%s: login %r from %s refused: too many logins in progress %s",
+            codes.title(codes.LOGINS_BUSY),
+            (login or "")[:100],
+            self.source,
+            where,
+        )
+        raise Refused(
+            codes.LOGINS_BUSY,
+            f"too many logins are in progress {where}; nothing was checked: try again shortly",
+        )
 
     def _submit(self, login: str | None, passcode: str | None) -> None:
-        if self._cancelled:  # the client went away while waiting for its turn
-            self.throttle.in_progress -= 1
+        self._turn = None
+        if self._cancelled:
             return
         checked = self.authenticator.check(login, passcode)
+        self._check = checked
         checked.add_done_callback(lambda done: self._hand_back(done, login))
 
     def _hand_back(self, done: Future[User | LoginRefused], login: str | None) -> None:
@@ -222,7 +260,9 @@ class Login:
             self.loop.call_soon_threadsafe(self._checked, done, login)
 
     def _checked(self, done: Future[User | LoginRefused], login: str | None) -> None:
-        self.throttle.in_progress -= 1
+        self.budget.release(self)
+        if self._cancelled and done.cancelled():
+            return  # its client went away before the check began: nothing was checked
         try:
             outcome = done.result()
         except Exception as error:  # a failed check (cancelled at shutdown, say) refuses

@@ -45,7 +45,12 @@ TLS_HANDSHAKE_FAILED = "PRIMACY-1529"
 TLS_ROTATED = "PRIMACY-1530"
 TLS_REFUSED = "PRIMACY-1531"
 LOOP_FAILED = "PRIMACY-1532"  # a bug: every connection closed, the broker's thread ends
-# 1540 on: issue 27's broker findings (1533-1539 left to its connection-limit findings).
+# Admission by network (admission.py); 1533-1539, next to the connection limits.
+NETWORK_CONNECTION_LIMIT = "PRIMACY-1533"
+UNAUTHENTICATED_LIMIT = "PRIMACY-1534"
+LOGINS_BUSY = "PRIMACY-1535"
+OUT_OF_DESCRIPTORS = "PRIMACY-1536"
+# Messages: a transaction that does not fit, a message that cannot be dead-lettered.
 TRANSACTION_FULL = "PRIMACY-1540"
 MESSAGE_HELD_BACK = "PRIMACY-1541"
 
@@ -90,6 +95,13 @@ TITLES = {
     TLS_ROTATED: "a TLS certificate changed on disk and serves new connections",
     TLS_REFUSED: "a TLS certificate, key or CA file is refused; the one in use stays",
     LOOP_FAILED: "an exception escaped a handler on the broker's event loop; the node stops",
+    NETWORK_CONNECTION_LIMIT: "too many connections from one network (max_connections_per_network)",
+    UNAUTHENTICATED_LIMIT: (
+        "too many connections without CONNECT from one network (max_unauthenticated_per_network)"
+    ),
+    LOGINS_BUSY: "too many logins in progress from one network, or in all; try again shortly",
+    OUT_OF_DESCRIPTORS: (
+        "the process has no descriptor left to accept a connection; accepting pauses for a second"
     TRANSACTION_FULL: (
         "COMMIT refused: the transaction's messages do not fit "
         "(max_destination_messages or max_pending_messages)"

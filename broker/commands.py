@@ -90,7 +90,9 @@ class StompCommands:
             self._held.wait_for_room(frame, full)
             return
         except PendingLogin:
-            self._held.hold(frame)  # handled again, with what follows, once checked
+            # Handled again, with what follows, once checked. Reading goes on until more
+            # arrives, so a client that hangs up is seen at once and its login slot freed.
+            self._held.hold(frame, pause_reading=False)
             return
         if frame.command == "DISCONNECT":
             reply = Frame.make("RECEIPT", {"receipt-id": receipt}) if receipt else None

@@ -50,6 +50,40 @@ class BrokerKeys(BaseModel):
         ge=1,
         le=1_000_000,
     )
+    # Admission by network (admission.py): one host, whatever its addresses, cannot take every
+    # connection or every login slot. Prefixes: what one site or host is usually given.
+    network_prefix_ipv4: Int = key(
+        24,
+        "clients whose IPv4 addresses share this many leading bits count as one network in the "
+        "STOMP and HTTP listeners' per-network limits",
+        metavar="BITS",
+        ge=8,
+        le=32,
+    )
+    network_prefix_ipv6: Int = key(
+        64,
+        "the same for IPv6 addresses",
+        metavar="BITS",
+        ge=16,
+        le=128,
+    )
+    max_connections_per_network: Int | None = key(
+        None,
+        "refuse STOMP connections from one network beyond this many at once",
+        metavar="N",
+        default_text="half of max_connections",
+        ge=1,
+        le=1_000_000,
+    )
+    max_unauthenticated_per_network: Int | None = key(
+        None,
+        "STOMP connections from one network that have not sent CONNECT yet, at most; a new one "
+        "past it closes that network's oldest",
+        metavar="N",
+        default_text="a quarter of max_connections",
+        ge=1,
+        le=1_000_000,
+    )
     max_subscriptions_per_connection: Int = key(
         1_000,
         "refuse a SUBSCRIBE beyond this many on one connection",
@@ -113,6 +147,14 @@ class BrokerKeys(BaseModel):
         ge=0,
         le=1_000_000,
     )
+
+    @property
+    def connections_per_network(self) -> int:
+        return self.max_connections_per_network or max(1, self.max_connections // 2)
+
+    @property
+    def unauthenticated_per_network(self) -> int:
+        return self.max_unauthenticated_per_network or max(1, self.max_connections // 4)
 
 
 class BrokerConfig(BrokerKeys):

@@ -4,7 +4,9 @@ The frames' effects go to the broker (``core.py``); their replies go through
 the connection's ``ReplyQueue`` (``replies.py``), which holds a RECEIPT until
 every journal write before it completed. Here: the asyncio protocol, TLS,
 flow control, writes and heart-beats; what each client command means is in
-``commands.py``.
+``commands.py``. A connection is admitted by the listener's budgets (``Admission``,
+over ``admission.py``): per network and in all; until its CONNECT arrives it is
+*unauthenticated*, and may be displaced by a newer connection of its network.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import asyncio
 import itertools
 import logging
 import socket
+from dataclasses import dataclass
 from typing import cast
 
 from primacy.broker import codes
 from primacy.broker.ack_ids import LegacyAckIds
-from primacy.broker.authentication import Login
+from primacy.broker.admission import LOCAL, Budget, Networks
+from primacy.broker.authentication import MAX_LOGINS_IN_PROGRESS, MAX_LOGINS_PER_NETWORK, Login
 from primacy.broker.commands import StompCommands
+from primacy.broker.config import BrokerConfig
 from primacy.broker.core import Broker
 from primacy.broker.flow_control import HeldFrames
 from primacy.broker.frame_rules import error_frame
@@ -38,12 +43,36 @@ _CLOSE_GRACE_S = 5.0
 _sessions = itertools.count(1)
 
 
+@dataclass(frozen=True)
+class Admission:
+    """The STOMP listener's budgets, one set per serving broker: connections (``max_connections``,
+    ``max_connections_per_network``), those without CONNECT yet (half of ``max_connections``,
+    ``max_unauthenticated_per_network``), and logins in progress (authentication.py)."""
+
+    connections: Budget[StompConnection]
+    unauthenticated: Budget[StompConnection]
+    logins: Budget[Login]
+
+    @classmethod
+    def of(cls, config: BrokerConfig) -> Admission:
+        networks = Networks(config.network_prefix_ipv4, config.network_prefix_ipv6)
+        return cls(
+            Budget(config.max_connections, config.connections_per_network, networks),
+            Budget(
+                max(1, config.max_connections // 2), config.unauthenticated_per_network, networks
+            ),
+            Budget(MAX_LOGINS_IN_PROGRESS, MAX_LOGINS_PER_NETWORK, networks),
+        )
+
+
 class StompConnection(StompCommands, asyncio.BufferedProtocol):
     """The protocol object asyncio creates for each accepted socket; its client commands are
     ``StompCommands``'s (``commands.py``)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, admission: Admission) -> None:
         self.broker = broker
+        self.admission = admission
+        self.source = LOCAL  # the client's address, once connected
         self.config = broker.config
         self.loop = broker.loop
         self.session = str(next(_sessions))
@@ -82,26 +111,72 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
-        if len(self.broker.peers) >= self.config.max_connections:
+        peer = self.transport.get_extra_info("peername")
+        self.source = str(peer[0]) if isinstance(peer, tuple) else LOCAL
+        refusal = self._admit()
+        if refusal is not None:
+            code, detail = refusal
             self.broker.counters.connections_refused += 1
             self.closing = True
-            detail = f"this broker serves at most {self.config.max_connections} connections"
-            log.warning("%s: %s", codes.title(codes.CONNECTION_LIMIT), detail)
-            self._write(encode(error_frame(codes.CONNECTION_LIMIT, detail, None), self.version))
+            log.warning("%s: %s", codes.title(code), detail)
+            self._write(encode(error_frame(code, detail, None), self.version))
             self.transport.close()
             return
         self.transport.set_write_buffer_limits(high=self.config.write_buffer_high_bytes)
         if self.broker.authenticator is not None:
-            peer = self.transport.get_extra_info("peername")
-            source = str(peer[0]) if isinstance(peer, tuple) else "local"
             self._login = Login(
-                self.broker.authenticator, self.broker.logins, self.loop, source, self._held.release
+                self.broker.authenticator,
+                self.broker.logins,
+                self.admission.logins,
+                self.loop,
+                self.source,
+                self._held.release,
             )
         self.broker.add_peer(self)
         self._timers.later("connect", self.config.connect_timeout_s, self._connect_deadline)
         if self.broker.tls is not None:
             self._early = []  # what arrives before start_tls returns
             self.loop.create_task(self._secure(self.transport))
+
+    def _admit(self) -> tuple[str, str] | None:
+        """Take this connection's room in the listener's budgets; the refusal if there is none.
+        Connections without CONNECT that it displaces are closed, told why."""
+        connections, unauthenticated = self.admission.connections, self.admission.unauthenticated
+        network = connections.networks.of(self.source)
+        taken = connections.take(self.source, self)
+        if not taken.admitted:
+            if taken.refused_by == "total":
+                return codes.CONNECTION_LIMIT, (
+                    f"this broker serves at most {connections.total} connections"
+                )
+            return codes.NETWORK_CONNECTION_LIMIT, (
+                f"this broker serves at most {connections.per_network} connections from one "
+                f"network ({network})"
+            )
+        waiting = unauthenticated.take(self.source, self)
+        if not waiting.admitted:
+            connections.release(self)
+            return codes.UNAUTHENTICATED_LIMIT, (
+                f"too many connections without CONNECT ({unauthenticated.total} in all, "
+                f"{unauthenticated.per_network} from one network); send CONNECT at once"
+            )
+        for victim in dict.fromkeys((*taken.displaced, *waiting.displaced)):
+            victim.displace(network)
+        return None
+
+    def displace(self, network: str) -> None:
+        """Make room for a newer connection: this one has not sent CONNECT yet."""
+        self.broker.counters.connections_refused += 1
+        if self._early is not None and self.transport is not None:
+            self.closing = True  # still in its TLS handshake: a plaintext ERROR would be noise
+            shut_down(self.transport)
+            self.transport.abort()
+            return
+        detail = (
+            f"closed before CONNECT: newer connections from {network} need the room; "
+            "send CONNECT as soon as the connection is made"
+        )
+        self.abort(codes.UNAUTHENTICATED_LIMIT, detail)
 
     async def _secure(self, plain: asyncio.Transport) -> None:
         """The TLS handshake; within the CONNECT deadline, or the connection is dropped."""
@@ -171,8 +246,13 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         for frame in frames:
             if self.closing:
                 break
+            if not self.connected and frame.command in ("CONNECT", "STOMP"):
+                # It said what it wants: no longer displaceable; its login has its own budget.
+                self.admission.unauthenticated.release(self)
+                self.admission.connections.settle(self)
             if self._held:
-                self._held.append(frame)  # behind the waiting SEND, in order
+                self._held.append(frame)  # behind the waiting SEND or login, in order
+                self.pause_reading()
             else:
                 self.handle(frame)
 
@@ -185,6 +265,8 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self._held.clear()
         if self._login is not None:
             self._login.cancel()
+        self.admission.connections.release(self)
+        self.admission.unauthenticated.release(self)
         self.broker.remove_peer(self, list(self.subscriptions.values()))
         self.subscriptions.clear()
         self.transactions.clear()

@@ -70,7 +70,8 @@ class Holder(Protocol):
 class HeldFrames:
     """One connection's frames held behind one that waits (a SEND for room, a CONNECT for
     its login check), oldest first, and a waiting SEND's deadline. While any are held the
-    connection reads nothing more."""
+    connection reads nothing more (behind a CONNECT, nothing more once a frame follows it:
+    until then it reads on, and sees a client that hangs up)."""
 
     def __init__(self, holder: Holder, backlog: Backlog, counters: Counters, timeout_s: float):
         self.holder = holder
@@ -88,10 +89,12 @@ class HeldFrames:
         """A frame that arrived behind the waiting SEND: handled after it, in order."""
         self._frames.append(frame)
 
-    def hold(self, frame: Frame) -> None:
-        """Keep ``frame`` (and every later one) until ``release``."""
+    def hold(self, frame: Frame, *, pause_reading: bool = True) -> None:
+        """Keep ``frame`` (and every later one) until ``release``; reading goes on only while
+        nothing arrives behind it, if ``pause_reading`` is false (the connection pauses then)."""
         self._frames.appendleft(frame)
-        self.holder.pause_reading()
+        if pause_reading:
+            self.holder.pause_reading()
 
     def wait_for_room(self, frame: Frame, full: Full) -> None:
         """Keep ``frame`` (and every later one) until ``full.destination`` has room."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import logging
 import socket
 import threading
@@ -30,15 +31,28 @@ from collections.abc import Callable
 from typing import Any
 
 from primacy.broker import codes
+from primacy.broker.admission import accept_backlog
 from primacy.broker.config import BrokerConfig
-from primacy.broker.connection import StompConnection
+from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
 from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
 
 _STOP_TIMEOUT_S = 10.0
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _STATS_TIMEOUT_S = 2.0
+
+
+def out_of_descriptors(context: dict[str, Any]) -> bool:
+    """Is this asyncio's report of an accept that failed for want of descriptors (or memory)?
+    The listener pauses a second and accepts again; the connections it serves go on."""
+    error = context.get("exception")
+    return (
+        isinstance(error, OSError)
+        and error.errno in _OUT_OF_RESOURCES
+        and "accept" in str(context.get("message", ""))
+    )
 
 
 class BrokerLoopFailed(Exception):
@@ -77,7 +91,8 @@ class BrokerService:
         """Bind, then serve on the service's own thread. Raises OSError if it cannot bind."""
         if self._thread is not None:
             raise RuntimeError("the broker service was already started")
-        listener = socket.create_server((self.host, self.port), backlog=128, reuse_port=False)
+        backlog = accept_backlog(self.config.max_connections)
+        listener = socket.create_server((self.host, self.port), backlog=backlog, reuse_port=False)
         self._address = listener.getsockname()[:2]
         loop = asyncio.new_event_loop()
         ready: asyncio.Future[None] = loop.create_future()
@@ -196,6 +211,9 @@ class BrokerService:
             loop.default_exception_handler(context)
             return
         where = context.get("message") or "a callback on the broker's loop failed"
+        if out_of_descriptors(context):  # not a bug: asyncio retries the accept in a second
+            log.warning("%s: %s", codes.title(codes.OUT_OF_DESCRIPTORS), error)
+            return
         log.critical("%s: %s: %r", codes.title(codes.LOOP_FAILED), where, error, exc_info=error)
         if self._loop_failure is not None:
             return
@@ -225,7 +243,12 @@ class BrokerService:
             broker.on_fatal = self._fatal
             broker.on_stop_listening = self._close_listener
             self._broker = broker
-            self._server = await loop.create_server(lambda: StompConnection(broker), sock=listener)
+            admission = Admission.of(self.config)
+            self._server = await loop.create_server(
+                lambda: StompConnection(broker, admission),
+                sock=listener,
+                backlog=accept_backlog(self.config.max_connections),
+            )
         except Exception as error:  # reported to start() in the caller's thread
             ready.set_exception(error)
             return

@@ -37,7 +37,8 @@ TITLES = {
     TOKEN_FILE_REFUSED: "the admin token file is refused (exit 2)",
     ADMIN_COMMAND_FAILED: "an admin command failed (switchover, pause, resume)",
     DESCRIPTORS_LOW: (
-        "the open-file limit is below what max_connections needs; max_connections is lowered"
+        "the open-file limit is below what the listeners need; max_connections and "
+        "http_max_connections are lowered"
     ),
     STOMP_OPEN: "the STOMP connector lets every client in: no users file (warning)",
     USERS_FILE_REFUSED: "the STOMP users file is refused (exit 2)",

@@ -8,13 +8,16 @@ import resource
 import signal
 import types
 import typing
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from primacy.api.admin import TokenFileError, load_token
 from primacy.api.server import ApiServerError
+from primacy.api.server import accept_backlog as http_backlog
 from primacy.api.snapshot import ShareCheck, ShareFinding
+from primacy.broker.admission import accept_backlog as stomp_backlog
 from primacy.broker.tls import ServerTls, TlsFilesError
 from primacy.broker.users import UsersFileError, load_users
 from primacy.cli import codes
@@ -177,38 +180,68 @@ def cmd_run(args: argparse.Namespace) -> int:
         return fail(EXIT_CANNOT_LISTEN, f"{codes.CANNOT_LISTEN} {exc}")
 
 
-# Descriptors a node needs besides its STOMP connections: journal segments and checkpoints,
-# the HTTP endpoint's 64 connections and its listener, file watchers, the lock, the log.
-_DESCRIPTORS_RESERVED = 256
+# Descriptors the node needs for itself whatever its clients do: journal segments and
+# checkpoints, share directories, the lock, file watchers, the log, its event loops' own (an
+# idle master holds 18).
+_OWN_DESCRIPTORS = 40
+_MIN_HTTP_CONNECTIONS = 4
+
+
+def _listener_descriptors(connections: int, backlog: Callable[[int], int]) -> int:
+    """What one listener may hold at once: its connections, as many more accepted in one
+    wakeup before they are judged (its backlog), and itself."""
+    return connections + backlog(connections) + 1 if connections else 0
+
+
+def _most_connections(room: int, backlog: Callable[[int], int]) -> int:
+    """The most connections a listener may serve within ``room`` descriptors (at least 1)."""
+    fitting = [n for n in (room - backlog(room) - 1, (room - 1) // 2) if n >= 1]
+    return max((n for n in fitting if _listener_descriptors(n, backlog) <= room), default=1)
 
 
 def fit_descriptor_limit(config: NodeConfig) -> NodeConfig:
-    """Raise the soft open-file limit to what ``max_connections`` needs (up to the hard
-    limit); where the hard limit is lower, lower ``max_connections`` under it. A master
-    whose connections take its last descriptors cannot open its next segment: it demotes,
-    and the next master meets the same clients (found by trying, under ``ulimit -n 48``)."""
-    if config.stomp is None:
-        return config
+    """Raise the soft open-file limit to what both listeners may hold at once plus the node's
+    own files (up to the hard limit); where the hard limit is lower, lower ``max_connections``
+    and ``http_max_connections`` under it. A master whose clients take its last descriptors
+    cannot open its next segment or look up the next epoch: it demotes, and the next master
+    meets the same clients (found by trying: 45 idle STOMP connections under ``ulimit -n 48``,
+    and 64 half-sent HTTP requests, issue 27)."""
+    stomp = config.max_connections if config.stomp is not None else 0
+    http = config.http_max_connections
+    needed = (
+        _OWN_DESCRIPTORS
+        + _listener_descriptors(http, http_backlog)
+        + _listener_descriptors(stomp, stomp_backlog)
+    )
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = config.max_connections + _DESCRIPTORS_RESERVED
     if soft != resource.RLIM_INFINITY and soft < needed:
         raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
         soft = raised
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return config
-    lowered = max(1, soft - min(_DESCRIPTORS_RESERVED, soft // 2))
+    spare = max(0, soft - _OWN_DESCRIPTORS)
+    # Health checks keep an eighth of what is spare (at least 4 connections); STOMP the rest.
+    http = min(http, max(_MIN_HTTP_CONNECTIONS, spare // 8 // 2))
+    if stomp:
+        room = spare - _listener_descriptors(http, http_backlog)
+        stomp = min(stomp, _most_connections(room, stomp_backlog))
     logging.getLogger("primacy.cli").warning(
-        "%s the open-file limit is %d (hard %d): max_connections %d lowered to %d; raise "
-        "LimitNOFILE= (or ulimit -n) to %d to serve them all",
+        "%s the open-file limit is %d (hard %d): max_connections %d lowered to %d and "
+        "http_max_connections %d to %d; raise LimitNOFILE= (or ulimit -n) to %d to serve them all",
         codes.DESCRIPTORS_LOW,
         soft,
         hard,
         config.max_connections,
-        lowered,
+        stomp or config.max_connections,
+        config.http_max_connections,
+        http,
         needed,
     )
-    return config.model_copy(update={"max_connections": lowered})
+    lowered = {"http_max_connections": http}
+    if stomp:
+        lowered["max_connections"] = stomp
+    return config.model_copy(update=lowered)
 
 
 def _judge_stomp_users(config: NodeConfig) -> str | None:

@@ -153,6 +153,22 @@ class NodeKeys(BaseModel):
         "require client certificates signed by this PEM CA (mutual TLS) on the HTTP endpoint",
         metavar="FILE",
     )
+    http_max_connections: Int = key(
+        64,
+        "connections the HTTP endpoint serves at once; past it, a new one displaces the oldest "
+        "that has not sent its whole request, from the network holding the most, or gets 503",
+        metavar="N",
+        ge=4,
+        le=100_000,
+    )
+    http_max_connections_per_network: Int = key(
+        16,
+        "connections to the HTTP endpoint from one network (network_prefix_ipv4/ipv6); past "
+        "it, a new one displaces that network's oldest that has not sent its whole request",
+        metavar="N",
+        ge=1,
+        le=100_000,
+    )
     admin_token_file: Path | None = key(
         None,
         "enables the admin endpoints (switchover, pause, resume, priority); the file holds the "

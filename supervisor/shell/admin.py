@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from primacy.api.admin import AdminRefused
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import StatusSnapshot
+from primacy.broker.admission import Budget, Networks
 from primacy.broker.tls import ServerTls
 from primacy.share.port import SharePort
 from primacy.share.records import SWITCHOVER_TIMEOUT_S, PauseMarker, Switchover
@@ -118,11 +119,16 @@ def _reverse(text: str) -> tuple[int, ...]:
 
 
 def status_endpoint(config: NodeConfig, app: FastAPI) -> ApiServer:
-    """The node's HTTP endpoint on ``http``, over TLS when ``http_tls_cert`` is set."""
+    """The node's HTTP endpoint on ``http``, over TLS when ``http_tls_cert`` is set, admitting
+    connections by network as the STOMP listener does."""
     host, port = config.http_host_port
     tls = (
         ServerTls(config.http_tls_cert, config.http_tls_key, config.http_tls_ca).context
         if config.http_tls_cert is not None and config.http_tls_key is not None
         else None
     )
-    return ApiServer(app, host, port, tls)
+    networks = Networks(config.network_prefix_ipv4, config.network_prefix_ipv6)
+    admission: Budget[object] = Budget(
+        config.http_max_connections, config.http_max_connections_per_network, networks
+    )
+    return ApiServer(app, host, port, admission, tls)

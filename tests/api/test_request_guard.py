@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -10,13 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
-from primacy.api import guard
+from primacy.api import guard, http_protocol
 from primacy.api.app import create_app
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import StatusSnapshot
+from primacy.broker.admission import Budget
 from tests.harness.group import free_port
 
 TOKEN = "0123456789abcdef-token"
+CONNECTIONS, PER_NETWORK = 64, 16  # the node's defaults
 
 
 class Recorder:
@@ -46,7 +49,8 @@ def served() -> Iterator[tuple[int, Recorder]]:
         node="n1", role="master", epoch=3, since_unix_s=0.0, priority="normal"
     )
     port = free_port()
-    server = ApiServer(create_app(lambda: snapshot, None, recorder, TOKEN), "127.0.0.1", port)
+    app = create_app(lambda: snapshot, None, recorder, TOKEN)
+    server = ApiServer(app, "127.0.0.1", port, Budget(CONNECTIONS, PER_NETWORK))
     server.start()
     try:
         yield port, recorder
@@ -134,32 +138,55 @@ def _closed_by_server(sock: socket.socket, timeout_s: float) -> bool:
         return False
 
 
-def test_slow_request_heads_from_one_host_cannot_take_the_health_check_away(
-    served: tuple[int, Recorder],
+def test_slow_requests_from_many_addresses_cannot_take_the_health_check_away(
+    served: tuple[int, Recorder], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Found by trying: 70 connections that each sent half a request head held every one of
-    uvicorn's 64 slots, and health checks got 503 for as long as they stayed open. Now one
-    source holds at most MAX_CONNECTIONS_PER_SOURCE connections, and a head that does not
-    arrive within HEAD_TIMEOUT_S ends its connection. The attacker is 127.0.0.2 here; the
-    health checker, 127.0.0.1, is another host to the server."""
-    from primacy.api.http_protocol import HEAD_TIMEOUT_S, MAX_CONNECTIONS_PER_SOURCE
-    from primacy.api.server import MAX_CONNECTIONS
-
+    uvicorn's 64 slots, and health checks got 503 for as long as they stayed open; a cap per
+    address then did not stop a host with four. Now the endpoint's connections are counted per
+    network, a newcomer displaces the oldest connection that has not sent its request, and a
+    request that does not arrive within REQUEST_TIMEOUT_S ends its connection. The attacker
+    fills the endpoint from four networks, one of them the health checker's (127.0.0.0/24)."""
     port, _ = served
+    monkeypatch.setattr(http_protocol, "REQUEST_TIMEOUT_S", 1.0)
     slow = []
-    for _ in range(70):
-        sock = socket.socket()
-        sock.bind(("127.0.0.2", 0))
-        sock.connect(("127.0.0.1", port))
-        sock.sendall(b"GET /master HTTP/1.1\r\nHost: x\r\n")
-        slow.append(sock)
+    for network in range(4):
+        for _ in range(PER_NETWORK):
+            sock = socket.socket()
+            sock.bind((f"127.0.{network}.2", 0))
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(b"GET /master HTTP/1.1\r\nHost: x\r\n")
+            slow.append(sock)
     try:
-        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
-        # Every slow connection ends: those past the per-source cap at once, the rest at
-        # their head deadline. (Old code: every one stayed open, and the check got 503.)
+        for _ in range(3):
+            assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+        # Every slow connection ends: those displaced at once, the rest at their deadline.
         for sock in slow:
-            assert _closed_by_server(sock, HEAD_TIMEOUT_S * 4)
-        assert MAX_CONNECTIONS_PER_SOURCE < MAX_CONNECTIONS
+            assert _closed_by_server(sock, http_protocol.REQUEST_TIMEOUT_S * 4)
     finally:
         for sock in slow:
             sock.close()
+
+
+def test_a_chunked_body_trickling_in_is_cut_off_at_the_request_deadline(
+    served: tuple[int, Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by trying: the body timeout was per chunk, and a chunked POST trickling a byte
+    every 4 s stayed open 22 s. Now the whole request has REQUEST_TIMEOUT_S."""
+    port, recorder = served
+    monkeypatch.setattr(http_protocol, "REQUEST_TIMEOUT_S", 0.5)
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(
+            f"POST /switchover HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        answer = b""
+        while not answer and time.monotonic() - started < 5:
+            sock.sendall(b"1\r\n \r\n")  # a byte a tenth of a second, well within any chunk timeout
+            readable, _, _ = select.select([sock], [], [], 0.1)
+            if readable:
+                answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert time.monotonic() - started < 2
+    assert recorder.calls == []  # the half-sent admin request did nothing

@@ -12,6 +12,7 @@ import pytest
 from primacy.api.app import create_app
 from primacy.api.server import ApiServer, ApiServerError
 from primacy.api.snapshot import ShareCheck, ShareFinding, StatusSnapshot
+from primacy.broker.admission import Budget
 from tests.harness.group import free_port
 
 
@@ -39,7 +40,7 @@ class Source:
 def served() -> Iterator[tuple[Source, str]]:
     source = Source()
     port = free_port()
-    server = ApiServer(create_app(source), "127.0.0.1", port)
+    server = ApiServer(create_app(source), "127.0.0.1", port, Budget(64, 16))
     server.start()
     try:
         yield source, f"http://127.0.0.1:{port}"
@@ -111,7 +112,7 @@ def test_a_busy_port_is_a_clear_error(served: tuple[Source, str]) -> None:
     _, base = served
     port = int(base.rsplit(":", 1)[1])
     with pytest.raises(ApiServerError, match="cannot listen"):
-        ApiServer(create_app(Source()), "127.0.0.1", port).start()
+        ApiServer(create_app(Source()), "127.0.0.1", port, Budget(64, 16)).start()
 
 
 def test_status_says_since_when_in_iso_8601_and_the_share_check(

@@ -17,6 +17,7 @@ from primacy.api.app import create_app
 from primacy.api.metrics import NodeMetrics
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import StatusSnapshot
+from primacy.broker.admission import Budget
 from primacy.supervisor.shell.status import broker_figures
 from tests.harness.group import free_port
 
@@ -39,7 +40,7 @@ def documented_status_rows() -> dict[str, str]:
 def base_url(master_snapshot: StatusSnapshot) -> Iterator[str]:
     port = free_port()
     app = create_app(lambda: master_snapshot, NodeMetrics(lambda: master_snapshot))
-    server = ApiServer(app, "127.0.0.1", port)
+    server = ApiServer(app, "127.0.0.1", port, Budget(64, 16))
     server.start()
     try:
         yield f"http://127.0.0.1:{port}"

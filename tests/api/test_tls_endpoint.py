@@ -11,6 +11,7 @@ import pytest
 from primacy.api.app import create_app
 from primacy.api.server import ApiServer
 from primacy.api.snapshot import StatusSnapshot
+from primacy.broker.admission import Budget
 from primacy.broker.tls import ServerTls
 from tests.harness.group import free_port
 from tests.harness.tls_certs import make_pki
@@ -27,7 +28,11 @@ def test_the_endpoint_answers_over_tls_and_requires_client_certificates_when_ask
         port = free_port()
         tls = ServerTls(pki.cert, pki.key, pki.ca if mutual else None)
         server = ApiServer(
-            create_app(lambda: snapshot, None, None, None), "127.0.0.1", port, tls.context
+            create_app(lambda: snapshot, None, None, None),
+            "127.0.0.1",
+            port,
+            Budget(64, 16),
+            tls.context,
         )
         server.start()
         try:

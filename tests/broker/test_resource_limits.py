@@ -26,7 +26,7 @@ def _error_of(frames: list[Frame]) -> str:
 def test_a_connection_beyond_max_connections_gets_an_error_and_the_others_go_on(
     masters: Masters,
 ) -> None:
-    master = masters.start(BrokerConfig(max_connections=2))
+    master = masters.start(BrokerConfig(max_connections=2, max_connections_per_network=2))
     first, second = StompPy(master.address), StompPy(master.address)
     refused = RawClient(master.address)
     refused.send("CONNECT", {"accept-version": "1.2", "host": "x"})

@@ -30,6 +30,7 @@ def test_limits_set_by_flags_answer_with_their_errors_and_show_in_metrics(group:
         "n1",
         "--stomp", f"127.0.0.1:{port}",
         "--max-connections", "3",
+        "--max-connections-per-network", "3",  # every client is 127.0.0.1: one network
         "--max-destination-messages", "2",
         "--max-redeliveries", "1",
     )  # fmt: skip

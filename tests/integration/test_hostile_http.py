@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from primacy.api.http_protocol import REQUEST_TIMEOUT_S
 from tests.harness.group import Group, NodeProcess, wait_until
 
 pytestmark = pytest.mark.slow
@@ -54,3 +57,46 @@ def test_a_200_mb_unauthenticated_admin_body_neither_is_read_nor_fails_the_maste
     assert group.wait_for_master() is master and _epoch(master) == epoch
     assert "PRIMACY-1003" not in master.log()  # it never lost a lease check
     assert slave.status("/slave") == 200 and slave.status("/master") == 503
+
+
+def test_a_host_with_four_addresses_cannot_fail_the_masters_health_check(group: Group) -> None:
+    """Issue 27: 16 half-sent requests from each of 127.0.0.2-.5 (each address under the old
+    per-address cap) held all 64 connections, and the serving master answered /master 503 29
+    times out of 29; a chunked body trickling a byte every 4 s stayed open 22 s. Now the four
+    addresses are one network, a health check (here from 127.0.0.1, that same network)
+    displaces the oldest half-sent request, and a whole request has REQUEST_TIMEOUT_S."""
+    node = group.start("n1")
+    wait_until(node.is_master, 30, "n1 to serve")
+    trickle = socket.socket()
+    trickle.bind(("127.0.5.2", 0))
+    trickle.connect(("127.0.0.1", node.port))
+    trickle.sendall(b"POST /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    trickle_started = time.monotonic()
+    slow = []
+    try:
+        for number in range(64):
+            sock = socket.socket()
+            sock.bind((f"127.0.0.{2 + number % 4}", 0))
+            sock.connect(("127.0.0.1", node.port))
+            sock.sendall(b"GET /master HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+            slow.append(sock)
+        for _ in range(5):
+            assert node.status("/master", timeout_s=5) == 200
+        answer = b""
+        while not answer and time.monotonic() - trickle_started < 3 * REQUEST_TIMEOUT_S:
+            trickle.sendall(b"1\r\n \r\n")  # a byte every half second: no chunk is late
+            readable, _, _ = select.select([trickle], [], [], 0.5)
+            if readable:
+                answer = trickle.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert time.monotonic() - trickle_started < REQUEST_TIMEOUT_S + 2
+        for sock in slow:  # every half-sent request ends by its deadline
+            sock.settimeout(REQUEST_TIMEOUT_S + 2)
+            try:
+                assert sock.recv(4096) == b"", "a half-sent request was answered"
+            except ConnectionResetError:
+                pass  # closed: what is asserted
+    finally:
+        trickle.close()
+        for sock in slow:
+            sock.close()
