@@ -102,6 +102,7 @@ TITLES = {
     LOGINS_BUSY: "too many logins in progress from one network, or in all; try again shortly",
     OUT_OF_DESCRIPTORS: (
         "the process has no descriptor left to accept a connection; accepting pauses for a second"
+    ),
     TRANSACTION_FULL: (
         "COMMIT refused: the transaction's messages do not fit "
         "(max_destination_messages or max_pending_messages)"
