@@ -13,6 +13,13 @@ from tests.harness.group import Group
 from tests.share.ports import KINDS, Handles, handles_for
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Spark tests first. With ``--dist loadfile`` (pyproject.toml) the workers take files
+    in this order: the Spark files are the longest, and started last they would be the tail
+    of the whole run."""
+    items.sort(key=lambda item: item.get_closest_marker("spark") is None)
+
+
 @pytest.fixture
 def share(tmp_path: Path) -> Path:
     directory = tmp_path / "share"
@@ -69,3 +76,5 @@ def masters(tmp_path: Path) -> Iterator[Masters]:
         yield started
     finally:
         started.close()
+
+
