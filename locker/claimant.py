@@ -25,6 +25,7 @@ a process that may still run.
 
 from __future__ import annotations
 
+import enum
 import os
 import signal
 
@@ -68,31 +69,45 @@ def this_process() -> ProcessIdentity | None:
     return ProcessIdentity(boot_id, namespace, os.getpid(), int(fields[19]))
 
 
+class Sighting(enum.Enum):
+    """What this node can tell of an epoch's claimant."""
+
+    ENDED = "ended"  # proven: it can never run code of its own again
+    MAY_RUN = "may run"  # seen, and it may (running, or stopped: SIGCONT resumes it)
+    HIDDEN = "hidden"  # its PID is in use, but /proc will not show this node the process
+    UNKNOWN = "unknown"  # another kernel or namespace, or no identity this node recognises
+
+
 def has_ended(identity: ProcessIdentity | None) -> bool:
     """Whether ``identity`` (from an epoch record) names a process of this kernel and PID
     namespace that can never run code of its own again: gone (no process has its PID, or
     another process has it), a zombie, or killed with every thread left exiting or holding
     SIGKILL (blocked in the kernel, on a hung share say). False whenever that cannot be
     shown, a process that ``/proc`` hides from this one included."""
+    return sighting(identity) is Sighting.ENDED
+
+
+def sighting(identity: ProcessIdentity | None) -> Sighting:
+    """What can be told of ``identity``'s process from here; ``ENDED`` only on proof."""
     if identity is None:
-        return False  # the record named no process we could recognise
+        return Sighting.UNKNOWN  # the record named no process we could recognise
     ours = this_process()
     if ours is None or (ours.boot_id, ours.pid_namespace) != (
         identity.boot_id,
         identity.pid_namespace,
     ):
-        return False  # another kernel or namespace: its PIDs mean nothing here
+        return Sighting.UNKNOWN  # another kernel or namespace: its PIDs mean nothing here
     pid, start = identity.pid, identity.start_ticks
     if pid == ours.pid:
-        return False  # this very process (a lease lost and taken again)
+        return Sighting.MAY_RUN  # this very process (a lease lost and taken again)
     if not _pid_in_use(pid):
-        return True  # the kernel says no process has the PID
+        return Sighting.ENDED  # the kernel says no process has the PID
     fields = _stat_fields(pid)
     if fields is None:
-        return False  # there, but /proc will not show it (hidepid), or it just ended
+        return Sighting.HIDDEN  # there, but /proc will not show it (hidepid), or just ended
     if int(fields[19]) != start:
-        return True  # the PID was reused by a later process
-    return not may_run_its_own_code(pid)
+        return Sighting.ENDED  # the PID was reused by a later process
+    return Sighting.MAY_RUN if may_run_its_own_code(pid) else Sighting.ENDED
 
 
 def _pid_in_use(pid: int) -> bool:

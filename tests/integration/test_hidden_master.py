@@ -65,5 +65,6 @@ def test_a_master_the_new_node_cannot_see_is_waited_out(group: Group) -> None:
         wait_until(lambda: old.status("/master") == 503, 30, "the old master to step down")
     assert poller.two_masters() == []
     assert NO_WAIT not in new.log()
+    assert "the previous master's process is hidden from this node" in new.log()
     # It outlasted the old master's claim (1.1 x its keepalive), though it could not see it.
     assert took_over_s >= OLD_KEEP_ALIVE_MS / 1000 * 1.1, took_over_s
