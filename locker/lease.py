@@ -193,6 +193,13 @@ class Lease:
             and claimant.has_ended(records[-1].process)
         )
 
+    @staticmethod
+    def claimant_is_hidden(records: list[EpochRecord]) -> bool:
+        """Whether that master's process is there (its PID in use on this kernel) but hidden
+        from this node by ``/proc`` (``hidepid``, ``ProtectProc=invisible``): no proof of its
+        end can be had, so the claim is waited out; the operator is told why."""
+        return bool(records) and claimant.sighting(records[-1].process) is claimant.Sighting.HIDDEN
+
     def abandon(self) -> None:
         """Let the lock go without touching the share's records (the lease is already lost)."""
         with self._mutex:

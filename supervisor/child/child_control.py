@@ -35,7 +35,6 @@ NOT_READY = 124
 @dataclass(frozen=True)
 class _Start:
     environment: Mapping[str, str]
-    claim_until: float
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,10 @@ class ChildControl:
         self._thread.start()
 
     def start(self, environment: Mapping[str, str], claim_until: float) -> None:
-        self._commands.put(_Start(dict(environment), claim_until))
+        """Start the child under a guardian that kills it at ``claim_until`` unless confirmed;
+        the guardian starts later, on this thread, and gets the newest claim then."""
+        self._child.confirm_claim(claim_until)
+        self._commands.put(_Start(dict(environment)))
 
     def confirm_claim(self, until: float) -> None:
         """From the role loop: the claim now lasts until ``until`` (``time.monotonic``)."""
@@ -96,8 +98,8 @@ class ChildControl:
             except queue.Empty:
                 command = None
             match command:
-                case _Start(environment=environment, claim_until=claim_until):
-                    self._start(environment, claim_until)
+                case _Start(environment=environment):
+                    self._start(environment)
                 case _Stop(graceful=graceful, then=then):
                     self._end_ready_check()
                     self._child.stop(graceful=graceful)
@@ -114,12 +116,10 @@ class ChildControl:
             elif self._check is not None:
                 self._check_ready()
 
-    def _start(self, environment: Mapping[str, str], claim_until: float) -> None:
+    def _start(self, environment: Mapping[str, str]) -> None:
         check = self._new_ready_check()
         try:
-            self._child.start(
-                {**environment, **(check.environment() if check else {})}, claim_until
-            )
+            self._child.start({**environment, **(check.environment() if check else {})})
         except OSError as exc:  # the guardian could not start: an exit like a shell's
             if check is not None:
                 check.close()

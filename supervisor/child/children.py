@@ -49,14 +49,17 @@ class ChildProcess:
         self._process: subprocess.Popen[bytes] | None = None  # the guardian
         self._control: int | None = None  # the write end of the guardian's control pipe
         self._control_lock = threading.Lock()
+        self._claim_until = float("-inf")  # the newest claim confirmed, for the next guardian
 
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
-    def start(self, environment: Mapping[str, str], claim_until: float) -> None:
+    def start(self, environment: Mapping[str, str]) -> None:
         """Start the command under its guardian, with ``environment`` added to ours; the
-        guardian kills its tree at ``claim_until`` (``time.monotonic``) unless confirmed."""
+        guardian kills its tree when the newest claim confirmed (``confirm_claim``) lapses."""
+        with self._control_lock:
+            claim_until = self._claim_until
         env = dict(os.environ)
         env.pop("NOTIFY_SOCKET", None)  # systemd's is the supervisor's; a readiness check may
         env.update(environment)  # give the child one of its own (child_ready.py)
@@ -86,6 +89,8 @@ class ChildProcess:
         os.set_blocking(write_end, False)
         with self._control_lock:
             self._control = write_end
+            if self._claim_until != claim_until:  # confirmed while the guardian was started
+                self._write(f"claim {self._claim_until!r}\n")
         log.info(
             "%s child started under guardian pid=%d command=%s",
             codes.CHILD_STARTED,
@@ -96,9 +101,14 @@ class ChildProcess:
     def confirm_claim(self, until: float) -> None:
         """Tell the guardian the claim now lasts until ``until``; from any thread, never blocks.
 
-        A message that cannot be written is dropped: the guardian then kills sooner, the
-        safe way round."""
-        self._tell(f"claim {until!r}\n")
+        Kept for the next guardian too: one confirmed while a guardian is being started
+        (no pipe yet) is what that guardian needs next, and once was lost, so the new
+        guardian heard of the lease check after next too late and killed a healthy child on
+        a loaded host (issue 27). A message that cannot be written is dropped: the guardian
+        then kills sooner, the safe way round."""
+        with self._control_lock:
+            self._claim_until = until
+            self._write(f"claim {until!r}\n")
 
     def poll_exit(self) -> int | None:
         """The exit code if the child has exited since it was started, else None."""
@@ -153,12 +163,16 @@ class ChildProcess:
 
     def _tell(self, message: str) -> None:
         with self._control_lock:
-            if self._control is None:
-                return
-            try:
-                os.write(self._control, message.encode())
-            except (BlockingIOError, BrokenPipeError):
-                pass
+            self._write(message)
+
+    def _write(self, message: str) -> None:
+        """With ``_control_lock`` held."""
+        if self._control is None:
+            return
+        try:
+            os.write(self._control, message.encode())
+        except (BlockingIOError, BrokenPipeError):
+            pass
 
     def _forget(self) -> None:
         """The guardian has exited: close our end of its pipe."""

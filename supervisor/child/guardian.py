@@ -16,7 +16,9 @@ stay below it):
   deadline, whichever is first; ``kill``: SIGKILL at once);
 - when the child exits: whatever it left behind.
 
-It exits with the child's code (128 + signal for a signal), or ``CLAIM_LAPSED``.
+It exits with the child's code (128 + signal for a signal), or ``CLAIM_LAPSED``. It
+judges the claim before it starts the child too, and never starts one whose claim has
+lapsed (or whose supervisor is gone) while the guardian itself was starting.
 docs/safety.md, "The exec child", gives the argument. Run as
 ``python -m primacy.supervisor.child.guardian --control-fd N --claim-until T -- CMD ARGS``.
 """
@@ -75,34 +77,60 @@ def kill_tree(child: subprocess.Popen[bytes]) -> None:
 
 
 class Guardian:
-    def __init__(self, control_fd: int, claim_until: float, child: subprocess.Popen[bytes]) -> None:
+    def __init__(self, control_fd: int, claim_until: float) -> None:
         self.control_fd = control_fd
         self.claim_until = claim_until
-        self.child = child
         self._pending = b""
         self._stop_by: float | None = None  # a graceful stop's SIGKILL time
+        self._child: subprocess.Popen[bytes] | None = None
 
-    def run(self) -> int:
+    def start(self, command: Sequence[str]) -> int:
+        """Start ``command`` and guard it to its end; returns the guardian's exit code.
+
+        Judged before the child starts, as after: a guardian that took longer to start
+        than the claim lasts (a third of a second on a loaded host, past the 250 ms
+        keepalive) would otherwise run the child, however briefly, without a claim."""
+        why = self._why_the_tree_must_die()
+        if why is not None:
+            _log(codes.CHILD_CLAIM_LAPSED, f"{why} before the child started: not starting it")
+            return CLAIM_LAPSED
+        if self._stop_by is not None:
+            return 0  # stopped before it started: nothing to stop
+        try:
+            self._child = subprocess.Popen([*_DIES_WITH_PARENT, *command], start_new_session=True)
+        except OSError as exc:
+            _log(codes.CHILD_NOT_STARTED, f"cannot start {command}: {exc}")
+            return 127
+        return self._guard(self._child)
+
+    def _guard(self, child: subprocess.Popen[bytes]) -> int:
         while True:
-            # What the supervisor already wrote counts before the deadline is judged: a
-            # guardian that started late on a loaded host once killed a healthy child whose
-            # claim was confirmed in its pipe. Each confirmation names its own end (an
-            # absolute monotonic time the supervisor's lease check vouched for), so reading
-            # it late never stretches a claim.
-            if self._readable(0.0) and not self._read_commands():
-                _log(codes.CHILD_CLAIM_LAPSED, "the supervisor is gone: killing the tree")
-                return self._killed(CLAIM_LAPSED)
+            why = self._why_the_tree_must_die()
+            if why is not None:
+                _log(codes.CHILD_CLAIM_LAPSED, f"{why}: killing the tree")
+                return self._killed(child, CLAIM_LAPSED)
             now = time.monotonic()
-            if now >= self.claim_until:
-                _log(codes.CHILD_CLAIM_LAPSED, "the claim lapsed unconfirmed: killing the tree")
-                return self._killed(CLAIM_LAPSED)
             if self._stop_by is not None and now >= self._stop_by:
-                return self._killed(None)
-            if self.child.poll() is not None:
-                kill_tree(self.child)  # what it left behind
-                return self._exit_code()
+                return self._killed(child, None)
+            if child.poll() is not None:
+                kill_tree(child)  # what it left behind
+                return _exit_code(child)
             wake = min(self.claim_until, self._stop_by or float("inf"), now + _POLL_S)
             self._readable(max(0.0, wake - now))  # read at the top of the loop
+
+    def _why_the_tree_must_die(self) -> str | None:
+        """Why no child may run now, or None.
+
+        What the supervisor already wrote counts before the deadline is judged: a guardian
+        that started late on a loaded host once killed a healthy child whose claim was
+        confirmed in its pipe. Each confirmation names its own end (an absolute monotonic
+        time the supervisor's lease check vouched for), so reading it late never stretches
+        a claim."""
+        if self._readable(0.0) and not self._read_commands():
+            return "the supervisor is gone"
+        if time.monotonic() >= self.claim_until:
+            return "the claim lapsed unconfirmed"
+        return None
 
     def _readable(self, timeout_s: float) -> bool:
         readable, _, _ = select.select([self.control_fd], [], [], timeout_s)
@@ -121,18 +149,20 @@ class Guardian:
                 self.claim_until = float(value)
             elif verb == "stop" and self._stop_by is None:
                 self._stop_by = time.monotonic() + float(value)
-                _signal_tree(signal.SIGTERM, self.child)
+                if self._child is not None:
+                    _signal_tree(signal.SIGTERM, self._child)
             elif verb == "kill":
                 self._stop_by = time.monotonic()
         return True
 
-    def _killed(self, code: int | None) -> int:
-        kill_tree(self.child)
-        return code if code is not None else self._exit_code()
+    def _killed(self, child: subprocess.Popen[bytes], code: int | None) -> int:
+        kill_tree(child)
+        return code if code is not None else _exit_code(child)
 
-    def _exit_code(self) -> int:
-        code = self.child.wait()
-        return 128 - code if code < 0 else code
+
+def _exit_code(child: subprocess.Popen[bytes]) -> int:
+    code = child.wait()
+    return 128 - code if code < 0 else code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,12 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
     become_subreaper()
-    try:
-        child = subprocess.Popen([*_DIES_WITH_PARENT, *command], start_new_session=True)
-    except OSError as exc:
-        _log(codes.CHILD_NOT_STARTED, f"cannot start {command}: {exc}")
-        return 127
-    return Guardian(args.control_fd, args.claim_until, child).run()
+    return Guardian(args.control_fd, args.claim_until).start(command)
 
 
 if __name__ == "__main__":

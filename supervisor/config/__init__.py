@@ -7,7 +7,9 @@ the file. Unknown keys and bad values are refused with a message that names the 
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +43,9 @@ DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS = 250
 # systemd's watchdog, unless watchdog_s says otherwise (NodeConfig.watchdog_timeout_s).
 WATCHDOG_KEEPALIVES = 15
 WATCHDOG_MIN_S = 10.0
+# Each try after a failed start claims an epoch (and opens a journal segment): a shorter
+# hold-off turns a node that cannot serve into a stream of them.
+MIN_CRASH_LOOP_HOLD_OFF_MS = 1000
 
 _NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -56,15 +61,40 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-_EVERY_ADDRESS = frozenset({"", "0.0.0.0", "::", "*"})
+_EVERY_ADDRESS = frozenset({"", "*"})
+
+
+def _addresses(host: str, port: int) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses a listener on ``host`` binds: a name resolved (``localhost`` is
+    127.0.0.1 and ::1), an IPv4-mapped IPv6 address as its IPv4 one, a wildcard (0.0.0.0,
+    ::, an empty host) as the unspecified address. Empty if the name does not resolve:
+    the listener then fails to start and says so."""
+    if host in _EVERY_ADDRESS:
+        return {ipaddress.IPv4Address(0)}
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        return set()
+    addresses: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
+    for *_, sockaddr in found:
+        address = ipaddress.ip_address(str(sockaddr[0]).partition("%")[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        addresses.add(address)
+    return addresses
 
 
 def _same_listener(first: str, second: str) -> bool:
-    """Would both addresses need the same port on some interface?"""
+    """Would both addresses need the same port on some interface? Names are resolved, and a
+    wildcard of either family takes the port on every address (``::`` also takes IPv4's)."""
     (host_a, port_a), (host_b, port_b) = parse_host_port(first), parse_host_port(second)
-    return port_a == port_b and (
-        host_a == host_b or host_a in _EVERY_ADDRESS or host_b in _EVERY_ADDRESS
-    )
+    if port_a != port_b:
+        return False
+    if host_a == host_b:
+        return True
+    addresses_a, addresses_b = _addresses(host_a, port_a), _addresses(host_b, port_b)
+    every = any(address.is_unspecified for address in addresses_a | addresses_b)
+    return bool(addresses_a and addresses_b) and (every or bool(addresses_a & addresses_b))
 
 
 class NodeKeys(BaseModel):
@@ -126,7 +156,7 @@ class NodeKeys(BaseModel):
         "epoch the share would not record or a STOMP port that cannot be bound, wait this long "
         "before trying the lock again",
         metavar="MS",
-        ge=0,
+        ge=MIN_CRASH_LOOP_HOLD_OFF_MS,
         le=3_600_000,
     )
     registry_refresh_ms: Int = key(
@@ -201,6 +231,17 @@ class NodeConfig(BrokerKeys, ExecKeys, JournalKeys, NodeKeys):
     def _is_host_port(cls, value: str | None) -> str | None:
         if value is not None:
             parse_host_port(value)
+        return value
+
+    @field_validator("crash_loop_hold_off_ms", mode="before")
+    @classmethod
+    def _hold_off_holds_off(cls, value: object) -> object:
+        if type(value) is int and value < MIN_CRASH_LOOP_HOLD_OFF_MS:
+            raise ValueError(
+                f"must be at least {MIN_CRASH_LOOP_HOLD_OFF_MS} ms: each try after a failed "
+                "start claims a new epoch and journal segment, and a shorter hold-off makes a "
+                "node that cannot serve claim them without pause"
+            )
         return value
 
     @model_validator(mode="after")

@@ -141,7 +141,21 @@ class ShareJobs:
             why = "; the previous master's process has ended: no takeover wait"
         else:
             why = ""
-        log.info("%s node %s claimed epoch %d%s", codes.EPOCH_CLAIMED, self.node_id, epoch, why)
+        # Not a reason to skip the wait: why a node on the old master's kernel still waits.
+        hidden = (
+            "; the previous master's process is hidden from this node (/proc hidepid or "
+            "ProtectProc=invisible): its claim is waited out"
+            if not why and self.lease.claimant_is_hidden(earlier)
+            else ""
+        )
+        log.info(
+            "%s node %s claimed epoch %d%s%s",
+            codes.EPOCH_CLAIMED,
+            self.node_id,
+            epoch,
+            why,
+            hidden,
+        )
         self.port.clear_switchover()
         return roles.EpochClaimed(
             epoch,

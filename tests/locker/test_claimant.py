@@ -7,9 +7,11 @@ kernel or PID namespace, and anything malformed from the (hostile) share.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 from typing import Any
 
 import psutil
@@ -19,6 +21,11 @@ from primacy.locker import claimant
 from primacy.locker.claimant import this_process
 from primacy.share.records import ProcessIdentity
 from tests.harness.group import wait_until
+from tests.supervisor.hidden_proc import (
+    as_another_user,
+    behind_hidden_proc,
+    hidden_proc_unavailable_reason,
+)
 
 
 def _identity_of(pid: int) -> dict[str, Any]:
@@ -95,3 +102,38 @@ def test_anything_but_an_identity_of_this_kernel_says_nothing(forged: object) ->
     assert has_ended(dead)  # the honest record of a dead process does end the wait...
     record = {**dead, **forged} if isinstance(forged, dict) and forged else forged
     assert not has_ended(record)  # ...and every altered one keeps it
+
+
+def _judged_behind_hidden_proc(identity: dict[str, Any]) -> bool:
+    """``has_ended`` as a node whose /proc hides other users' processes concludes it."""
+    judge = (
+        "import json, sys; from primacy.locker import claimant;"
+        "from primacy.share.records import ProcessIdentity;"
+        "print(claimant.has_ended(ProcessIdentity.from_json(json.loads(sys.argv[1]))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", judge, json.dumps(identity)],
+        preexec_fn=behind_hidden_proc,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return {"True\n": True, "False\n": False}[done.stdout]
+
+
+def test_a_process_that_proc_hides_has_not_ended_until_the_kernel_says_it_is_gone() -> None:
+    """With /proc mounted hidepid=2 (the unit's ProtectProc=invisible) and the nodes under
+    different users, a new node once took a live master it could not see for a dead one and
+    skipped the takeover wait: two masters answered 200 on /master for 0.925 s."""
+    reason = hidden_proc_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    other_user = subprocess.Popen(["sleep", "600"], preexec_fn=as_another_user)
+    try:
+        identity = _identity_of(other_user.pid)
+        assert not _judged_behind_hidden_proc(identity)
+    finally:
+        other_user.kill()
+        other_user.wait(10)
+    assert _judged_behind_hidden_proc(identity)  # no process has the PID: proof of an end

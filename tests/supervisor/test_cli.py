@@ -61,9 +61,20 @@ def test_exec_without_a_command_exits_2(share: Path) -> None:
     _assert_clean_failure(result, 2, "--exec needs a command")
 
 
-@pytest.mark.parametrize("stomp_host", ["127.0.0.1", "0.0.0.0"])
+@pytest.mark.parametrize(
+    ("http_host", "stomp_host"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("127.0.0.1", "0.0.0.0"),
+        # Issue 27: names and other spellings of one address were compared as text, and the
+        # node claimed 60 epochs in 10 minutes, unable to serve.
+        ("localhost", "127.0.0.1"),
+        ("127.0.0.1", "[::]"),
+        ("[::ffff:127.0.0.1]", "127.0.0.1"),
+    ],
+)
 def test_stomp_on_the_http_port_exits_2_before_anything_starts(
-    share: Path, stomp_host: str
+    share: Path, http_host: str, stomp_host: str
 ) -> None:
     # Found by trying it: the node claimed about nine epochs a second, unable to serve.
     port = free_port()
@@ -74,9 +85,10 @@ def test_stomp_on_the_http_port_exits_2_before_anything_starts(
         "--share",
         str(share),
         "--http",
-        f"127.0.0.1:{port}",
+        f"{http_host}:{port}",
         "--stomp",
         f"{stomp_host}:{port}",
+        timeout_s=30,
     )
     _assert_clean_failure(result, 2, "conflicting settings: stomp")
     assert not (share / "epochs").exists() or not any((share / "epochs").iterdir())
@@ -142,6 +154,7 @@ def test_every_config_key_is_a_run_flag() -> None:
         ("--dedupe-window-messages", "-5", "dedupe_window_messages"),
         ("--exec-max-restarts", "-1", "exec_max_restarts"),
         ("--registry-refresh-ms", "5", "registry_refresh_ms"),
+        ("--crash-loop-hold-off-ms", "999", "crash_loop_hold_off_ms"),
     ],
 )
 def test_a_bad_store_or_child_flag_exits_2_naming_the_key(
@@ -149,6 +162,18 @@ def test_a_bad_store_or_child_flag_exits_2_naming_the_key(
 ) -> None:
     result = primacy("run", "--node-id", "a", "--share", str(share), flag, value)
     _assert_clean_failure(result, 2, f"PRIMACY-2001 bad value for '{key}'")
+
+
+def test_a_hold_off_of_zero_is_refused_with_why(share: Path, tmp_path: Path) -> None:
+    """Issue 27: ``crash_loop_hold_off_ms = 0`` was taken, and a node that could not serve
+    claimed epoch after epoch without pause."""
+    config = tmp_path / "node.toml"
+    config.write_text(f'node_id = "a"\nshare = "{share}"\ncrash_loop_hold_off_ms = 0\n')
+    result = primacy("run", "--config", str(config), timeout_s=30)
+    _assert_clean_failure(
+        result, 2, "bad value for 'crash_loop_hold_off_ms': must be at least 1000 ms"
+    )
+    assert not (share / "epochs").exists() or not any((share / "epochs").iterdir())
 
 
 def test_a_bad_store_key_in_the_file_exits_2_naming_the_key(share: Path, tmp_path: Path) -> None:
