@@ -76,5 +76,3 @@ def masters(tmp_path: Path) -> Iterator[Masters]:
         yield started
     finally:
         started.close()
-
-
