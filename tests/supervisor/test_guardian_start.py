@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -97,7 +99,17 @@ def test_without_a_newer_confirmation_a_lapsed_claim_never_starts_the_child(
 def test_a_claim_confirmed_while_the_guardian_is_being_started_reaches_it() -> None:
     """Issue 27: a lease check that passed between the node's decision to start the child and
     the guardian's pipe being there was confirmed to no one, and the new guardian, hearing
-    only of the check after it, killed a healthy child on a loaded host."""
+    only of the check after it, killed a healthy child on a loaded host.
+
+    Run in a process of its own: ``ChildControl`` stops every process below the one it runs
+    in (a supervisor owns its whole tree), and this test's worker may have others, a Spark
+    JVM of a session fixture say."""
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        pool.submit(_confirmed_while_the_guardian_starts).result(timeout=60)
+
+
+def _confirmed_while_the_guardian_starts() -> None:
     posted: list[object] = []
     control = ChildControl(ChildProcess(["sleep", "600"], stop_grace_s=1.0), posted.append)
     # Started with a claim that has lapsed, then confirmed, all before the child's thread
@@ -105,7 +117,7 @@ def test_a_claim_confirmed_while_the_guardian_is_being_started_reaches_it() -> N
     control.start({}, claim_until=time.monotonic() - 1.0)
     control.confirm_claim(time.monotonic() + 60.0)
     control.start_thread()
-    try:  # (closing kills every process below this one: this test starts no other)
+    try:
         children: list[psutil.Process] = []
 
         def child_or_exit() -> bool:
