@@ -14,10 +14,14 @@ from tests.share.ports import KINDS, Handles, handles_for
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The Spark tests first. With ``--dist loadfile`` (pyproject.toml) the workers take files
-    in this order: the Spark files are the longest, and started last they would be the tail
-    of the whole run."""
-    items.sort(key=lambda item: item.get_closest_marker("spark") is None)
+    """The longest files first: with ``--dist loadfile`` (pyproject.toml) the two workers take
+    files in this order, and a long one taken last is the tail of the whole run. The Spark
+    files come first, then every file with a real-process (``slow``) test, then the rest,
+    which fill in the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(
+        key=lambda item: (item.get_closest_marker("spark") is None, item.path not in slow_files)
+    )
 
 
 @pytest.fixture
