@@ -150,14 +150,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(nodes=args.nodes)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from primacy.supervisor.shell.status import package_version
+
+        print(f"primacy {package_version()}")
+        parser.exit()
+
+
+def build_parser(*, run_flags: bool = True) -> argparse.ArgumentParser:
+    """The whole command line. ``run_flags=False`` leaves out ``run``'s flags, which are built
+    from the configuration's declaration (pydantic): a command that does not run a node need
+    not import it."""
     parser = argparse.ArgumentParser(
         prog="primacy",
         description="High availability for message brokers on shared storage: the node holding the "
         "share's lock is master, the others wait and take over when it goes.",
     )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_run_parser(subparsers)
+    add_run_parser(subparsers, with_flags=run_flags)
     _status_parser(subparsers)
     _demo_parser(subparsers)
     register_admin_commands(subparsers)
@@ -171,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     own, exec_command = split_exec(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(own)
+    # No option comes before the command's name but --help and --version, which need no flags.
+    args = build_parser(run_flags=own[:1] == ["run"]).parse_args(own)
     args.exec_command = exec_command
     result: int = args.func(args)
     return result
