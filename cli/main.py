@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
+from primacy.cli.admin import epoch_shown, role_shown
 from primacy.cli.admin import register as register_admin_commands
 from primacy.cli.doctor import register as register_doctor_commands
 from primacy.cli.exits import (
@@ -74,7 +75,7 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print(
-            f"node {data['node']}: {data['role']}, epoch {data['epoch']}, "
+            f"node {data['node']}: {data['role']}, epoch {epoch_shown(data['epoch'])}, "
             f"{'serving' if data.get('serving') else 'not serving'}, "
             f"since {_when(data['since_unix_s'])}"
         )
@@ -111,19 +112,24 @@ def _status_from_share(share: Path, as_json: bool) -> int:
     elif holder.released:
         print(
             f"lock: released by {holder.node_id} at {_when(holder.since_unix_s)} "
-            f"(epoch {holder.epoch})"
+            f"(epoch {epoch_shown(holder.epoch)})"
         )
     else:
         print(
             f"lock: held by {holder.node_id} on {holder.host} pid {holder.pid}, "
-            f"epoch {holder.epoch}, "
+            f"epoch {epoch_shown(holder.epoch)}, "
             f"since {_when(holder.since_unix_s)}"
         )
     print(f"current epoch: {latest}")
     now = time.time()
+    roles = {node.node_id: role_shown(node, latest) for node in nodes}
+    width = max([9, *(len(role) for role in roles.values())])
     for node in nodes:
         seen = "live" if node.is_live(now) else f"last seen {_when(node.updated_unix_s)}"
-        print(f"  {node.node_id:<16} {node.role:<9} epoch {node.epoch!s:<6} {node.http:<22} {seen}")
+        print(
+            f"  {node.node_id:<16} {roles[node.node_id]:<{width}} "
+            f"epoch {epoch_shown(node.epoch):<6} {node.http:<22} {seen}"
+        )
     return EXIT_OK
 
 

@@ -126,6 +126,39 @@ def test_status_json_from_the_share(share: Path) -> None:
     assert data["epoch"] == 1 and data["holder"] is None and data["epoch_record"]["node_id"] == "x"
 
 
+def _killed_master_share(share: Path) -> None:
+    """A share right after a kill -9 of master ``a``: ``b`` claimed epoch 2, ``a``'s registry
+    entry still says master at epoch 1 (and live, until it ages), ``c`` never held an epoch."""
+    port = PosixShare(share)
+    port.claim_epoch(EpochRecord(0, node_id="a"))
+    port.claim_epoch(EpochRecord(0, node_id="b"))
+    now = time.time()
+    for node_id, role, epoch in (("a", "master", 1), ("b", "master", 2), ("c", "slave", None)):
+        port.publish_node(NodeEntry(node_id, "host", 1, "127.0.0.1:1", "normal", role, epoch, now))
+
+
+def _rows(output: str) -> dict[str, str]:
+    """Each node's line of a listing, by node id, whitespace collapsed."""
+    return {line.split()[0]: " ".join(line.split()) for line in output.splitlines() if line}
+
+
+@pytest.mark.parametrize("command", ["status", "cluster"])
+def test_a_dead_masters_entry_reads_stale_and_no_epoch_reads_none(
+    share: Path, command: str
+) -> None:
+    _killed_master_share(share)
+    result = primacy(command, "--share", str(share))
+    assert result.returncode == 0, result.stderr
+    rows = _rows(result.stdout)
+    assert "master (stale: epoch 1, current 2)" in rows["a"]
+    assert rows["b"].startswith("b master ") and "stale" not in rows["b"]
+    assert rows["c"].startswith("c slave ")
+    assert "None" not in result.stdout
+    # One node reads as master, whatever order the nodes are listed in.
+    masters = [row for row in rows.values() if row.split()[1] == "master" and "stale" not in row]
+    assert masters == [rows["b"]]
+
+
 def test_status_from_an_unreachable_url_is_a_clear_error() -> None:
     result = primacy("status", "--url", f"http://127.0.0.1:{free_port()}")
     _assert_clean_failure(result, 1, "cannot read")
