@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
+from primacy.share.port import latest_epoch
 from primacy.share.posix import PosixShare
+from primacy.share.records import NodeEntry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -76,21 +78,44 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     now = time.time()
-    entries = PosixShare(args.share).node_entries()
+    port = PosixShare(args.share)
+    entries = port.node_entries()
     if args.json:
         print(json.dumps([{**vars(e), "live": e.is_live(now)} for e in entries], indent=2))
         return EXIT_OK
     if not entries:
         print("no node has registered in this share yet")
         return EXIT_OK
+    current = latest_epoch(port)
+    roles = {e.node_id: role_shown(e, current) for e in entries}
+    width = max([9, *(len(role) for role in roles.values())])
     print(
-        f"{'node':<16} {'role':<9} {'epoch':>5}  {'priority':<8} {'status endpoint':<22} last seen"
+        f"{'node':<16} {'role':<{width}} {'epoch':>5}  {'priority':<8} {'status endpoint':<22} "
+        "last seen"
     )
     for e in entries:
         seen = "live" if e.is_live(now) else f"{now - e.updated_unix_s:.0f} s ago (gone?)"
-        epoch = "-" if e.epoch is None else str(e.epoch)
-        print(f"{e.node_id:<16} {e.role:<9} {epoch:>5}  {e.priority:<8} {e.http:<22} {seen}")
+        epoch = epoch_shown(e.epoch)
+        print(
+            f"{e.node_id:<16} {roles[e.node_id]:<{width}} {epoch:>5}  {e.priority:<8} "
+            f"{e.http:<22} {seen}"
+        )
     return EXIT_OK
+
+
+def epoch_shown(epoch: int | None) -> str:
+    """An epoch for people: ``-`` for a node that never held one."""
+    return "-" if epoch is None else str(epoch)
+
+
+def role_shown(entry: NodeEntry, current_epoch: int) -> str:
+    """A registry entry's role for people. An entry says what its node last wrote: a master
+    killed a moment ago still reads ``master`` (and live, until its entry ages) beside the
+    new master, so a master entry below the share's newest epoch says it is stale."""
+    if entry.role != "master" or (entry.epoch is not None and entry.epoch >= current_epoch):
+        return entry.role
+    held = "no epoch" if entry.epoch is None else f"epoch {entry.epoch}"
+    return f"master (stale: {held}, current {current_epoch})"
 
 
 # Right after a takeover the new master may still be in its takeover wait.

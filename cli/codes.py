@@ -21,6 +21,7 @@ DESCRIPTORS_LOW = "PRIMACY-2008"
 STOMP_OPEN = "PRIMACY-2009"
 USERS_FILE_REFUSED = "PRIMACY-2010"
 TLS_FILES_REFUSED = "PRIMACY-2011"
+CONSUMED_FEWER = "PRIMACY-2012"
 REPLAY_NEEDS_SPARK = "PRIMACY-2701"
 REPLAY_NEEDS_JAVA = "PRIMACY-2702"
 REPLAY_BAD_ARGUMENT = "PRIMACY-2703"
@@ -43,6 +44,7 @@ TITLES = {
     STOMP_OPEN: "the STOMP connector lets every client in: no users file (warning)",
     USERS_FILE_REFUSED: "the STOMP users file is refused (exit 2)",
     TLS_FILES_REFUSED: "a TLS certificate, key or CA file is refused (exit 2)",
+    CONSUMED_FEWER: "`primacy consume` received fewer messages than --count (exit 5)",
     REPLAY_NEEDS_SPARK: "the replay needs the spark extra (exit 1)",
     REPLAY_NEEDS_JAVA: "the replay needs Java 17 (exit 1)",
     REPLAY_BAD_ARGUMENT: "a replay argument is invalid (exit 2); Spark did not start",

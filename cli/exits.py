@@ -10,6 +10,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_SHARE_UNUSABLE = 3
 EXIT_CANNOT_LISTEN = 4
+EXIT_FEWER_THAN_COUNT = 5  # `primacy consume --count N`: fewer than N arrived
 
 EXIT_CODES_HELP = """exit codes:
   0  stopped normally

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
+from primacy.cli.admin import epoch_shown, role_shown
 from primacy.cli.admin import register as register_admin_commands
 from primacy.cli.doctor import register as register_doctor_commands
 from primacy.cli.exits import (
@@ -74,7 +75,7 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print(
-            f"node {data['node']}: {data['role']}, epoch {data['epoch']}, "
+            f"node {data['node']}: {data['role']}, epoch {epoch_shown(data['epoch'])}, "
             f"{'serving' if data.get('serving') else 'not serving'}, "
             f"since {_when(data['since_unix_s'])}"
         )
@@ -111,19 +112,24 @@ def _status_from_share(share: Path, as_json: bool) -> int:
     elif holder.released:
         print(
             f"lock: released by {holder.node_id} at {_when(holder.since_unix_s)} "
-            f"(epoch {holder.epoch})"
+            f"(epoch {epoch_shown(holder.epoch)})"
         )
     else:
         print(
             f"lock: held by {holder.node_id} on {holder.host} pid {holder.pid}, "
-            f"epoch {holder.epoch}, "
+            f"epoch {epoch_shown(holder.epoch)}, "
             f"since {_when(holder.since_unix_s)}"
         )
     print(f"current epoch: {latest}")
     now = time.time()
+    roles = {node.node_id: role_shown(node, latest) for node in nodes}
+    width = max([9, *(len(role) for role in roles.values())])
     for node in nodes:
         seen = "live" if node.is_live(now) else f"last seen {_when(node.updated_unix_s)}"
-        print(f"  {node.node_id:<16} {node.role:<9} epoch {node.epoch!s:<6} {node.http:<22} {seen}")
+        print(
+            f"  {node.node_id:<16} {roles[node.node_id]:<{width}} "
+            f"epoch {epoch_shown(node.epoch):<6} {node.http:<22} {seen}"
+        )
     return EXIT_OK
 
 
@@ -150,14 +156,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(nodes=args.nodes)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from primacy.supervisor.shell.status import package_version
+
+        print(f"primacy {package_version()}")
+        parser.exit()
+
+
+def build_parser(*, run_flags: bool = True) -> argparse.ArgumentParser:
+    """The whole command line. ``run_flags=False`` leaves out ``run``'s flags, which are built
+    from the configuration's declaration (pydantic): a command that does not run a node need
+    not import it."""
     parser = argparse.ArgumentParser(
         prog="primacy",
         description="High availability for message brokers on shared storage: the node holding the "
         "share's lock is master, the others wait and take over when it goes.",
     )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_run_parser(subparsers)
+    add_run_parser(subparsers, with_flags=run_flags)
     _status_parser(subparsers)
     _demo_parser(subparsers)
     register_admin_commands(subparsers)
@@ -171,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     own, exec_command = split_exec(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(own)
+    # No option comes before the command's name but --help and --version, which need no flags.
+    args = build_parser(run_flags=own[:1] == ["run"]).parse_args(own)
     args.exec_command = exec_command
     result: int = args.func(args)
     return result

@@ -9,14 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from primacy.cli import codes
+from primacy.cli.exits import EXIT_FAILURE, EXIT_FEWER_THAN_COUNT, EXIT_OK, EXIT_USAGE, fail
 from primacy.client.consumer import Consumer
 from primacy.client.errors import ClientError
 from primacy.client.producer import Producer
 from primacy.client.url import UrlError, parse_url
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 URL_HELP = (
     "a broker URL: tcp://HOST:PORT (ssl://HOST:PORT over TLS), or "
@@ -54,6 +52,8 @@ def register(subparsers: Any) -> None:
         description="Receive messages from a queue of a primacy group, acknowledging each "
         "once printed, resubscribing across failovers. Stops after --count messages, "
         "or when none arrived for --idle-timeout-s.",
+        epilog=CONSUME_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     consume.add_argument("url", help=URL_HELP)
     consume.add_argument("destination", help="a queue, /queue/NAME")
@@ -68,6 +68,13 @@ def register(subparsers: Any) -> None:
     _add_security_options(consume)
     consume.set_defaults(func=cmd_consume)
 
+
+CONSUME_EXIT_CODES = f"""exit codes:
+  0  --count messages received, or (without --count) none arrived for --idle-timeout-s
+  1  no broker reached, or the connection failed past the failover URL's limits
+  2  bad command line (URL, TLS files)
+  {EXIT_FEWER_THAN_COUNT}  fewer than --count arrived before --idle-timeout-s passed with none
+"""
 
 PASSCODE_VARIABLE = "PRIMACY_STOMP_PASSCODE"
 
@@ -104,11 +111,11 @@ def cmd_send(args: argparse.Namespace) -> int:
     try:
         url = parse_url(args.url)
     except UrlError as error:
-        return _fail(EXIT_USAGE, str(error))
+        return fail(EXIT_USAGE, str(error))
     try:
         producer = Producer(url, window=args.window, **_security(args))
     except (OSError, ValueError) as error:  # a CA or certificate file that cannot be read
-        return _fail(EXIT_USAGE, f"cannot use the TLS files: {error}")
+        return fail(EXIT_USAGE, f"cannot use the TLS files: {error}")
     started = time.monotonic()
     try:
         for number in range(1, args.count + 1):
@@ -116,7 +123,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         producer.flush()
     except ClientError as error:
         _summary_of_sends(producer, time.monotonic() - started)
-        return _fail(EXIT_FAILURE, str(error))
+        return fail(EXIT_FAILURE, str(error))
     finally:
         producer.close()
     _summary_of_sends(producer, time.monotonic() - started)
@@ -127,11 +134,11 @@ def cmd_consume(args: argparse.Namespace) -> int:
     try:
         url = parse_url(args.url)
     except UrlError as error:
-        return _fail(EXIT_USAGE, str(error))
+        return fail(EXIT_USAGE, str(error))
     try:
         consumer = Consumer(url, args.destination, **_security(args))
     except (OSError, ValueError) as error:
-        return _fail(EXIT_USAGE, f"cannot use the TLS files: {error}")
+        return fail(EXIT_USAGE, f"cannot use the TLS files: {error}")
     seen: set[str] = set()
     consumed = duplicates = redelivered = 0
     try:
@@ -148,7 +155,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
             duplicates += message.message_id in seen
             seen.add(message.message_id)
     except ClientError as error:
-        return _fail(EXIT_FAILURE, str(error))
+        return fail(EXIT_FAILURE, str(error))
     finally:
         consumer.close()
     print(
@@ -156,6 +163,13 @@ def cmd_consume(args: argparse.Namespace) -> int:
         f"{redelivered} redelivered), failovers {consumer.failover.reconnects}",
         file=sys.stderr,
     )
+    if args.count is not None and consumed < args.count:
+        return fail(
+            EXIT_FEWER_THAN_COUNT,
+            f"{codes.CONSUMED_FEWER} received {consumed} of the {args.count} messages asked "
+            f"for: none arrived for {args.idle_timeout_s:g} s (raise --idle-timeout-s to wait "
+            "longer)",
+        )
     return EXIT_OK
 
 
@@ -173,8 +187,3 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
-
-
-def _fail(code: int, message: str) -> int:
-    print(f"primacy: {message}", file=sys.stderr)
-    return code

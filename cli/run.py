@@ -1,4 +1,9 @@
-"""``primacy run``: its flags are derived from the configuration's one declaration per key."""
+"""``primacy run``: its flags are derived from the configuration's one declaration per key.
+
+The configuration (pydantic) and the node (FastAPI, uvicorn) are imported only when ``run`` is
+parsed or started: every other command builds this parser too, and those libraries would make
+``primacy status`` or ``--help`` take over a second.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from primacy.api.admin import TokenFileError, load_token
-from primacy.api.server import ApiServerError
-from primacy.api.server import accept_backlog as http_backlog
 from primacy.api.snapshot import ShareCheck, ShareFinding
 from primacy.broker.admission import accept_backlog as stomp_backlog
 from primacy.broker.tls import ServerTls, TlsFilesError
@@ -32,14 +35,15 @@ from primacy.cli.exits import (
 from primacy.locker.probe import ShareUnusable, check_share
 from primacy.nfs_profiles import codes as share_codes
 from primacy.nfs_profiles.doctor import Diagnosis, check_for_run
-from primacy.store.config import NO_LIMIT, NO_LIMIT_KEYS
-from primacy.supervisor.config import CONFIG_KEYS, ConfigError, NodeConfig, load_config
 
 if TYPE_CHECKING:
+    from primacy.supervisor.config import NodeConfig
     from primacy.supervisor.shell.node import Node
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Any, *, with_flags: bool = True) -> None:
+    """``run`` and its flags; without them (``with_flags=False``) only its name and help line,
+    for a command line that is not running ``run``."""
     run = subparsers.add_parser(
         "run",
         help="run this node's supervisor",
@@ -50,6 +54,11 @@ def add_parser(subparsers: Any) -> None:
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    run.set_defaults(func=cmd_run)
+    if not with_flags:
+        return
+    from primacy.supervisor.config import NodeConfig
+
     run.add_argument("--config", type=Path, help="TOML config file")
     for name, field in NodeConfig.model_fields.items():
         if name == "exec":
@@ -63,11 +72,12 @@ def add_parser(subparsers: Any) -> None:
         "the master's child, under a guardian that kills its whole tree once this node's "
         "claim lapses, whatever happens to the supervisor (see --exec-ready)",
     )
-    run.set_defaults(func=cmd_run)
 
 
 def _add_key(parser: argparse.ArgumentParser, name: str, field: Any) -> None:
     """One flag for one configuration key, from its declaration."""
+    from primacy.store.config import NO_LIMIT_KEYS
+
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
     flag = "--" + name.replace("_", "-")
     names = [flag, *extra.get("aliases", [])]
@@ -110,6 +120,8 @@ def _number(kind: type, *, allow_none: bool) -> Any:
     """The flag's text as the key's number type. Text that is no number is passed on as it is,
     so the configuration refuses it with the same message, naming the key, as in the file."""
 
+    from primacy.store.config import NO_LIMIT
+
     def parse(text: str) -> Any:
         if allow_none and text.strip().lower() == NO_LIMIT:
             return NO_LIMIT  # the configuration reads it as no limit (None would mean "not given")
@@ -133,7 +145,9 @@ def split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from primacy.supervisor.shell.node import Node  # keeps `primacy status` fast: no FastAPI import
+    from primacy.api.server import ApiServerError
+    from primacy.supervisor.config import CONFIG_KEYS, ConfigError, load_config
+    from primacy.supervisor.shell.node import Node
 
     overrides = {name: getattr(args, name, None) for name in CONFIG_KEYS}
     overrides["exec"] = args.exec_command
@@ -206,6 +220,8 @@ def fit_descriptor_limit(config: NodeConfig) -> NodeConfig:
     cannot open its next segment or look up the next epoch: it demotes, and the next master
     meets the same clients (found by trying: 45 idle STOMP connections under ``ulimit -n 48``,
     and 64 half-sent HTTP requests, issue 27)."""
+    from primacy.api.server import accept_backlog as http_backlog
+
     stomp = config.max_connections if config.stomp is not None else 0
     http = config.http_max_connections
     needed = (

@@ -168,21 +168,75 @@ def _png(figure: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+# The unit a span reads best in: up to two minutes seconds, up to two hours minutes, up to
+# two days hours, else days (name, seconds in one, spans up to this many seconds).
+_TIME_UNITS = (("seconds", 1.0, 120.0), ("minutes", 60.0, 7_200.0), ("hours", 3_600.0, 172_800.0))
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """A chart's time axis fitted to its data: time since the data's start, in the unit its
+    span reads best in, so a journal of twenty seconds and one of a week both fill the axis
+    (matplotlib's date axis spread one minute's point over four years, and labelled a two-second
+    span in minutes and microseconds)."""
+
+    origin_s: float  # Unix time of the axis's 0
+    span_s: float
+    unit: str
+    unit_s: float
+
+    @classmethod
+    def fitting(cls, start_s: float, end_s: float) -> TimeAxis:
+        span_s = max(0.0, end_s - start_s)
+        for unit, unit_s, up_to_s in _TIME_UNITS:
+            if span_s <= up_to_s:
+                return cls(start_s, span_s, unit, unit_s)
+        return cls(start_s, span_s, "days", 86_400.0)
+
+    def x(self, unix_s: float) -> float:
+        return (unix_s - self.origin_s) / self.unit_s
+
+    @property
+    def label(self) -> str:
+        since = datetime.fromtimestamp(self.origin_s, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return f"{self.unit} since {since} UTC"
+
+    def apply(self, axes: Any, what: str = "") -> None:
+        """Limit ``axes`` to the span (a little either side; one unit for a single instant)
+        and name the unit."""
+        width = self.span_s / self.unit_s
+        pad = width * 0.02 if width > 0 else 1.0
+        axes.set_xlim(-pad, width + pad)
+        axes.set_xlabel(self.label + (f" ({what})" if what else ""))
+
+
 def _throughput_chart(rows: list[tuple[datetime, str, int]]) -> str:
+    return _png(_throughput_figure(rows))
+
+
+def _throughput_figure(rows: list[tuple[datetime, str, int]]) -> Any:
+    """Each destination's sends in each minute, as steps one minute wide (a minute without
+    sends is a step at 0), on a time axis that spans the minutes the journal covers."""
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(10, 3.5))
-    by_destination: dict[str, list[tuple[datetime, int]]] = {}
-    for minute, destination, count in rows:
-        by_destination.setdefault(destination, []).append((minute, count))
-    for destination, points in sorted(by_destination.items()):
-        days = [_days(p[0].timestamp()) for p in points]
-        axes.plot(days, [p[1] for p in points], marker=".", label=destination)
-    axes.xaxis_date()
     axes.set_ylabel("messages sent per minute")
-    if by_destination:
-        axes.legend(fontsize="small", ncol=4)
-    return _png(figure)
+    if not rows:
+        return figure
+    minutes = sorted({int(minute.timestamp()) // 60 * 60 for minute, _, _ in rows})
+    first, last = minutes[0], minutes[-1]
+    axis = TimeAxis.fitting(first, last + 60)
+    edges = [axis.x(first + 60 * i) for i in range((last - first) // 60 + 2)]
+    by_destination: dict[str, list[int]] = {}
+    for minute, destination, count in rows:
+        counts = by_destination.setdefault(destination, [0] * (len(edges) - 1))
+        counts[(int(minute.timestamp()) // 60 * 60 - first) // 60] += count
+    for destination, counts in sorted(by_destination.items()):
+        axes.stairs(counts, edges, label=destination, linewidth=1.5)
+    axes.set_ylim(bottom=0)
+    axis.apply(axes)
+    axes.legend(fontsize="small", ncol=4)
+    return figure
 
 
 def _queue_chart(histogram: list[tuple[float, int]]) -> str:
@@ -200,31 +254,43 @@ def _queue_chart(histogram: list[tuple[float, int]]) -> str:
 
 
 def _timeline_chart(tenures: list[Tenure], gaps: list[Gap]) -> str:
+    return _png(_timeline_figure(tenures, gaps))
+
+
+def _timeline_figure(tenures: list[Tenure], gaps: list[Gap]) -> Any:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(10, 0.6 * max(2, len({t.node for t in tenures})) + 1))
     nodes = sorted({t.node or "?" for t in tenures})
     last_seen = max((t.last_seen_unix_ns or 0 for t in tenures), default=0)
-    for tenure in tenures:
-        if tenure.serving_from_unix_ns is None:
-            continue
-        start = _days(tenure.serving_from_unix_ns / 1e9)
-        end = _days((tenure.ended_unix_ns or last_seen) / 1e9)
+    spans = [
+        (tenure, tenure.serving_from_unix_ns / 1e9, (tenure.ended_unix_ns or last_seen) / 1e9)
+        for tenure in tenures
+        if tenure.serving_from_unix_ns is not None
+    ]
+    closed = [gap for gap in gaps if gap.to_unix_ns is not None]
+    instants = [t for _, start, end in spans for t in (start, end)]
+    instants += [t / 1e9 for gap in closed for t in (gap.from_unix_ns, gap.to_unix_ns or 0)]
+    if not instants:
+        return figure
+    axis = TimeAxis.fitting(min(instants), max(instants))
+    for tenure, start, end in spans:
         row = nodes.index(tenure.node or "?")
-        axes.barh(row, end - start, left=start, height=0.5)
-        axes.text(start, row + 0.3, f"epoch {tenure.epoch}", fontsize="small")
-    for gap in gaps:
-        if gap.to_unix_ns is not None:
-            start, end = _days(gap.from_unix_ns / 1e9), _days(gap.to_unix_ns / 1e9)
-            axes.axvspan(start, end, color="red", alpha=0.3)
-            axes.axvline(end, color="red", linewidth=1)  # the failover
-            axes.text(end, -0.45, f"→ epoch {gap.before_epoch}", fontsize="x-small")
+        # An edge keeps a tenure of no length (one instant) visible as a line.
+        axes.barh(
+            row,
+            axis.x(end) - axis.x(start),
+            left=axis.x(start),
+            height=0.5,
+            edgecolor="black",
+            linewidth=0.5,
+        )
+        axes.text(axis.x(start), row + 0.3, f"epoch {tenure.epoch}", fontsize="small")
+    for gap in closed:
+        start, end = axis.x(gap.from_unix_ns / 1e9), axis.x((gap.to_unix_ns or 0) / 1e9)
+        axes.axvspan(start, end, color="red", alpha=0.3)
+        axes.axvline(end, color="red", linewidth=1)  # the failover
+        axes.text(end, -0.45, f"→ epoch {gap.before_epoch}", fontsize="x-small")
     axes.set_yticks(range(len(nodes)), nodes)
-    axes.xaxis_date()
-    axes.set_xlabel("UTC (red: no serving master; line: failover)")
-    return _png(figure)
-
-
-def _days(unix_s: float) -> float:
-    """Matplotlib's date number (days since 1970, its default epoch) for a Unix time."""
-    return unix_s / 86_400.0
+    axis.apply(axes, "red: no serving master; line: failover")
+    return figure

@@ -6,8 +6,12 @@ import argparse
 
 import pytest
 
+from primacy.cli import codes
+from primacy.cli.exits import EXIT_FEWER_THAN_COUNT, EXIT_OK
 from primacy.cli.messaging import register
 from tests.broker.nodes import Masters, stored_state
+from tests.harness.cli import primacy
+from tests.harness.group import Group, free_port, wait_until
 
 
 def run(*argv: str) -> int:
@@ -44,3 +48,28 @@ def test_no_broker_is_a_failure(capsys: pytest.CaptureFixture[str]) -> None:
     url = f"failover:(tcp://127.0.0.1:{free_port()})?startupMaxReconnectAttempts=0"
     assert run("consume", url, "/queue/a") == 1
     assert "PRIMACY-1602" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_consume_exits_5_when_fewer_than_count_arrived(group: Group) -> None:
+    """A real node and the real command line: a script can tell that messages are missing."""
+    port = free_port()
+    node = group.start("n1", "--stomp", f"127.0.0.1:{port}")
+    wait_until(node.is_master, 30, "n1 to serve")
+    url = f"tcp://127.0.0.1:{port}"
+    sent = primacy("send", url, "/queue/short", "--count", "2")
+    assert sent.returncode == EXIT_OK, sent.stderr
+
+    short = primacy("consume", url, "/queue/short", "--count", "3", "--idle-timeout-s", "1")
+    assert short.returncode == EXIT_FEWER_THAN_COUNT == 5
+    assert f"{codes.CONSUMED_FEWER} received 2 of the 3 messages asked for" in short.stderr
+    assert "Traceback" not in short.stderr
+
+    assert primacy("send", url, "/queue/short").returncode == EXIT_OK
+    enough = primacy("consume", url, "/queue/short", "--count", "1", "--idle-timeout-s", "1")
+    assert (enough.returncode, enough.stderr.splitlines()[-1]) == (
+        EXIT_OK,
+        "consumed 1 (1 distinct, 0 duplicate, 0 redelivered), failovers 0",
+    )
+    # Without --count, stopping when the queue is idle is the normal end.
+    assert primacy("consume", url, "/queue/short", "--idle-timeout-s", "1").returncode == EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -17,7 +18,7 @@ import pytest
 from primacy.cli.main import build_parser
 from primacy.locker.lease import Lease
 from primacy.share.posix import PosixShare
-from primacy.share.records import EpochRecord
+from primacy.share.records import EpochRecord, NodeEntry
 from primacy.supervisor.config import CONFIG_KEYS
 from tests.harness.cli import PRIMACY_SCRIPT, primacy
 from tests.harness.group import free_port
@@ -123,6 +124,39 @@ def test_status_json_from_the_share(share: Path) -> None:
 
     data = json.loads(primacy("status", "--share", str(share), "--json").stdout)
     assert data["epoch"] == 1 and data["holder"] is None and data["epoch_record"]["node_id"] == "x"
+
+
+def _killed_master_share(share: Path) -> None:
+    """A share right after a kill -9 of master ``a``: ``b`` claimed epoch 2, ``a``'s registry
+    entry still says master at epoch 1 (and live, until it ages), ``c`` never held an epoch."""
+    port = PosixShare(share)
+    port.claim_epoch(EpochRecord(0, node_id="a"))
+    port.claim_epoch(EpochRecord(0, node_id="b"))
+    now = time.time()
+    for node_id, role, epoch in (("a", "master", 1), ("b", "master", 2), ("c", "slave", None)):
+        port.publish_node(NodeEntry(node_id, "host", 1, "127.0.0.1:1", "normal", role, epoch, now))
+
+
+def _rows(output: str) -> dict[str, str]:
+    """Each node's line of a listing, by node id, whitespace collapsed."""
+    return {line.split()[0]: " ".join(line.split()) for line in output.splitlines() if line}
+
+
+@pytest.mark.parametrize("command", ["status", "cluster"])
+def test_a_dead_masters_entry_reads_stale_and_no_epoch_reads_none(
+    share: Path, command: str
+) -> None:
+    _killed_master_share(share)
+    result = primacy(command, "--share", str(share))
+    assert result.returncode == 0, result.stderr
+    rows = _rows(result.stdout)
+    assert "master (stale: epoch 1, current 2)" in rows["a"]
+    assert rows["b"].startswith("b master ") and "stale" not in rows["b"]
+    assert rows["c"].startswith("c slave ")
+    assert "None" not in result.stdout
+    # One node reads as master, whatever order the nodes are listed in.
+    masters = [row for row in rows.values() if row.split()[1] == "master" and "stale" not in row]
+    assert masters == [rows["b"]]
 
 
 def test_status_from_an_unreachable_url_is_a_clear_error() -> None:
@@ -318,19 +352,74 @@ def test_a_share_whose_locks_do_not_work_is_refused(
     assert os.listdir(share) == []  # the probe file is gone
 
 
-def test_the_command_line_loads_none_of_the_replays_libraries() -> None:
+# Commands that run a node, and so the only ones that need FastAPI, uvicorn and pydantic
+# (the HTTP endpoint and the configuration): importing them took over a second of every
+# `primacy status` or `--help`.
+_NODE_ONLY_LIBRARIES = {"fastapi", "uvicorn", "pydantic", "starlette"}
+_REPLAY_LIBRARIES = {"numpy", "pyarrow", "pyspark"}
+
+
+def _libraries_loaded_by(commands: list[list[str]]) -> list[str]:
+    """Which of those libraries one process loads to build the parser and run ``commands``
+    (each to its end, output discarded)."""
+    watched = sorted(_NODE_ONLY_LIBRARIES | _REPLAY_LIBRARIES)
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from primacy.cli.main import build_parser, main\n"
+        "build_parser(run_flags=False)\n"
+        f"for argv in {commands!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        main(argv)\n"
+        f"print(json.dumps(sorted({watched!r} & sys.modules.keys())))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    return list(json.loads(loaded.stdout))
+
+
+def test_the_command_line_loads_none_of_the_replays_or_the_nodes_libraries(share: Path) -> None:
     # Every node runs this command line: numpy alone would add about 11 MiB to every
     # master's and slave's memory (a soak measured 55 -> 66 MiB when it crept in).
-    loaded = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from primacy.cli.main import build_parser; build_parser(); "
-            "print(sorted({'numpy', 'pyarrow', 'pyspark'} & set(sys.modules)))",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
+    # Commands that do not run a node load none of the node's libraries either.
+    port = PosixShare(share)
+    port.claim_epoch(EpochRecord(0, node_id="a"))
+    port.publish_node(NodeEntry("a", "host", 1, "127.0.0.1:1", "normal", "master", 1, time.time()))
+    commands = [
+        ["--help"],
+        ["status", "--share", str(share)],
+        ["journal", "--help"],
+        ["users", "--help"],
+        ["consume", "--help"],
+        ["send", "--help"],
+    ]
+    assert _libraries_loaded_by(commands) == []
+
+
+def test_only_run_loads_the_nodes_libraries() -> None:
+    # The check above can fail: `run --help` shows flags built from the configuration.
+    assert set(_libraries_loaded_by([["run", "--help"]])) == {"pydantic"}
+
+
+def test_run_help_still_lists_every_flag_and_the_exit_codes() -> None:
+    result = primacy("run", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--lock-keep-alive-period-ms" in result.stdout and "--exec" in result.stdout
+    assert "3  the share is unusable" in result.stdout
+
+
+def test_the_top_level_help_names_run_without_its_flags() -> None:
+    result = primacy("--help")
+    assert result.returncode == 0 and "run this node's supervisor" in result.stdout
+    assert "--lock-keep-alive-period-ms" not in result.stdout
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    result = primacy("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        f"primacy {version('primacy')}\n",
+        "",
     )
-    assert loaded.stdout.strip() == "[]"
