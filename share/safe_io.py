@@ -133,6 +133,27 @@ def replace_within(source: Path, target: Path, share_root: bool = False) -> None
         os.replace(source.name, target.name, src_dir_fd=directory, dst_dir_fd=directory)
 
 
+def move_into(source: Path, directory: Path, name: str) -> os.stat_result:
+    """Rename ``source`` to ``directory/name`` (both directories opened unfollowed; the name
+    must be free) and return what the new name refers to, unfollowed: the caller checks it
+    is the file it meant to move. FileExistsError if the name is taken."""
+    with directory_fd(source.parent) as from_fd, directory_fd(directory) as to_fd:
+        if _exists_at(to_fd, name):
+            raise FileExistsError(errno.EEXIST, f"{directory / name} exists")
+        os.rename(source.name, name, src_dir_fd=from_fd, dst_dir_fd=to_fd)
+        os.fsync(from_fd)
+        os.fsync(to_fd)
+        return os.stat(name, dir_fd=to_fd, follow_symlinks=False)
+
+
+def _exists_at(directory: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def remove(path: Path, share_root: bool = False) -> None:
     """Remove the name ``path`` if it exists (a symlink is removed, not its target)."""
     with contextlib.suppress(FileNotFoundError), directory_fd(path.parent, share_root) as fd:
