@@ -27,6 +27,7 @@ from primacy.cli.messaging import register as register_messaging_commands
 from primacy.cli.replay import register as register_replay_commands
 from primacy.cli.run import add_parser as add_run_parser
 from primacy.cli.run import share_check_for_status, split_exec
+from primacy.cli.terminal import printable
 from primacy.cli.users import register as register_users_commands
 from primacy.share.port import latest_epoch
 from primacy.share.posix import PosixShare
@@ -73,8 +74,10 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
     if as_json:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
+        # The endpoint's answer is untrusted text too: a node's name comes from its config.
         print(
-            f"node {data['node']}: {data['role']}, epoch {data['epoch']}, "
+            f"node {printable(data['node'])}: {printable(data['role'])}, "
+            f"epoch {printable(data['epoch'])}, "
             f"{'serving' if data.get('serving') else 'not serving'}, "
             f"since {_when(data['since_unix_s'])}"
         )
@@ -110,25 +113,31 @@ def _status_from_share(share: Path, as_json: bool) -> int:
         print("lock: never taken")
     elif holder.released:
         print(
-            f"lock: released by {holder.node_id} at {_when(holder.since_unix_s)} "
+            f"lock: released by {printable(holder.node_id)} at {_when(holder.since_unix_s)} "
             f"(epoch {holder.epoch})"
         )
     else:
         print(
-            f"lock: held by {holder.node_id} on {holder.host} pid {holder.pid}, "
-            f"epoch {holder.epoch}, "
-            f"since {_when(holder.since_unix_s)}"
+            f"lock: held by {printable(holder.node_id)} on {printable(holder.host)} "
+            f"pid {holder.pid}, epoch {holder.epoch}, since {_when(holder.since_unix_s)}"
         )
     print(f"current epoch: {latest}")
     now = time.time()
     for node in nodes:
         seen = "live" if node.is_live(now) else f"last seen {_when(node.updated_unix_s)}"
-        print(f"  {node.node_id:<16} {node.role:<9} epoch {node.epoch!s:<6} {node.http:<22} {seen}")
+        print(
+            f"  {printable(node.node_id):<16} {printable(node.role):<9} epoch {node.epoch!s:<6} "
+            f"{printable(node.http):<22} {seen}"
+        )
     return EXIT_OK
 
 
-def _when(unix_s: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))
+def _when(unix_s: object) -> str:
+    """A time read from the share or a node, as local time; one no clock shows, as it is."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError, OSError):
+        return f"(not a time: {printable(unix_s)[:40]})"
 
 
 def _demo_parser(subparsers: Any) -> None:
