@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from primacy.share.layout import DIRECTORY_MODE, FILE_MODE
+
 # A JSON file of ours is a flat record of a few hundred bytes.
 MAX_JSON_BYTES = 64 * 1024
 
@@ -55,7 +57,7 @@ def directory_fd(directory: Path, share_root: bool = False) -> Iterator[int]:
 def real_directory(path: Path) -> Path:
     """``path``, created if missing, as a directory of its own (see ``directory_fd``)."""
     with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o755)
+        os.mkdir(path, DIRECTORY_MODE)
     with directory_fd(path):
         return path
 
@@ -72,7 +74,7 @@ def open_regular(path: Path, share_root: bool = False) -> int:
 
 
 def create_new_file(
-    path: Path, flags: int = os.O_WRONLY, mode: int = 0o644, share_root: bool = False
+    path: Path, flags: int = os.O_WRONLY, mode: int = FILE_MODE, share_root: bool = False
 ) -> int:
     """A descriptor of a new, empty file at ``path``, whatever was planted under that name
     (a symlink out of the share is removed, never followed): for names only we write."""
@@ -83,7 +85,7 @@ def create_new_file(
         return os.open(path.name, flags, mode, dir_fd=directory)
 
 
-def create_exclusive(path: Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
+def create_exclusive(path: Path, flags: int = os.O_WRONLY, mode: int = FILE_MODE) -> int:
     """A descriptor of a file created at ``path`` for writing; FileExistsError if the name is
     taken by anything at all (how an epoch or a segment is created: nothing is removed)."""
     with directory_fd(path.parent) as directory:
