@@ -32,6 +32,7 @@ from primacy.cli.users import register as register_users_commands
 from primacy.share.port import latest_epoch
 from primacy.share.posix import PosixShare
 from primacy.share.posix_lock import read_holder_from_outside
+from primacy.share.records import HOLDING_ROLES
 
 # Re-exported for the tests and tools that import them from here.
 __all__ = ["EXIT_SHARE_UNUSABLE", "build_parser", "main", "share_check_for_status"]
@@ -128,6 +129,12 @@ def _status_from_share(share: Path, as_json: bool) -> int:
         print(
             f"  {printable(node.node_id):<16} {printable(node.role):<9} epoch {node.epoch!s:<6} "
             f"{printable(node.http):<22} {seen}"
+        )
+    if not any(node.is_live(now) and node.role in HOLDING_ROLES for node in nodes):
+        # A slave cannot tell a stranger's lock from a master's; this is the operator's hint.
+        print(
+            "no live node is registered as master: if that lasts, `primacy doctor` "
+            f"{share} checks whether something else holds the lock"
         )
     return EXIT_OK
 

@@ -120,8 +120,10 @@ def test_primacy_doctor_flags_a_lock_no_primacy_node_holds(open_share: Path) -> 
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         result = primacy("doctor", str(open_share))
+        status = primacy("status", "--share", str(open_share))
     finally:
         os.close(fd)
+    assert "no live node is registered as master" in status.stdout, status.stdout
     output = result.stdout + result.stderr
     assert result.returncode >= 1, output
     assert codes.LOCK_HELD_BY_A_STRANGER in output
