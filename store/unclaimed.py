@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,13 +48,14 @@ def set_aside_unclaimed(journal_dir: Path, epoch: int, epoch_claimed: EpochClaim
             continue  # no master wrote it either way; it blocks nothing, recovery reports it
         if epoch_claimed(segment.epoch):
             continue  # a real later master: the caller refuses to write
-        _move(journal_dir, segment, identity)
+        directory = _move(journal_dir, segment, identity)
         messages.log(
             logging.WARNING,
             messages.UNCLAIMED_EPOCH_SEGMENT,
             f"{segment.name} has a valid header of epoch {segment.epoch}, which no node has "
-            f"claimed (no epochs/{segment.epoch}): no master wrote it. Moved to "
-            f"{QUARANTINE_DIR_NAME}/; find out who can write the share (primacy doctor)",
+            f"claimed (no epochs/{segment.epoch}): no master wrote it. Moved to {directory}/ "
+            f"as {segment.name}.*{UNCLAIMED_SUFFIX}; find out who can write the share "
+            "(primacy doctor)",
         )
         moved.append(segment.name)
     return moved
@@ -78,15 +80,23 @@ def _own_header_identity(segment: SegmentRef) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-def _move(journal_dir: Path, segment: SegmentRef, identity: tuple[int, int]) -> None:
-    quarantine = real_directory(journal_dir / QUARANTINE_DIR_NAME)
-    name = f"{segment.name}.{identity[1]}{UNCLAIMED_SUFFIX}"
+def _move(journal_dir: Path, segment: SegmentRef, identity: tuple[int, int]) -> Path:
+    """Where the segment now is: ``quarantine/``, or the journal directory itself under a name
+    that is not a segment's if ``quarantine`` is unusable (a symlink planted there must not
+    turn a planted segment back into a group without a master). The name holds the inode and
+    the time, so a file planted under the name cannot stop the move either."""
     try:
-        moved = move_into(segment.path, quarantine, name)
+        directory = real_directory(journal_dir / QUARANTINE_DIR_NAME)
+    except OSError:
+        directory = journal_dir
+    name = f"{segment.name}.{identity[1]}.{time.time_ns()}{UNCLAIMED_SUFFIX}"
+    try:
+        moved = move_into(segment.path, directory, name)
     except FileNotFoundError:
-        return  # another node set it aside first
+        return directory  # another node set it aside first
     if (moved.st_dev, moved.st_ino) != identity:
         # Not the file whose header was read: the name was bound anew in between. Put it
         # back and claim nothing about it.
-        move_into(quarantine / name, journal_dir, segment.name)
+        move_into(directory / name, journal_dir, segment.name)
         raise StaleEpoch(f"{segment.name} changed while it was being set aside; claim a new epoch")
+    return directory

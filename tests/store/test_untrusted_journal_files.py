@@ -202,3 +202,22 @@ def test_a_segment_of_a_later_epoch_still_stops_a_stale_master(
         JournalStore.open(config, epoch=2, fencing_check=lambda: None, epoch_claimed=asked)
     assert later.exists()
     assert not (config.journal_dir / QUARANTINE_DIR_NAME).exists()
+
+
+def test_an_unclaimed_segment_is_set_aside_past_a_planted_quarantine_symlink(
+    share: Path, tmp_path: Path
+) -> None:
+    """A symlink planted as ``journal/quarantine`` must not turn the set-aside back into a
+    refusal: the segment is renamed in the journal directory to a name no segment has."""
+    config = _segment_of_epoch_one(share)
+    planted = plant_far_epoch_segment(share)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (config.journal_dir / QUARANTINE_DIR_NAME).symlink_to(elsewhere)
+    store = JournalStore.open(
+        config, epoch=2, fencing_check=lambda: None, epoch_claimed={1, 2}.__contains__
+    )
+    with store:
+        assert store.stats().pending_messages == 1
+    assert not planted.exists() and list(elsewhere.iterdir()) == []
+    assert [p.name for p in config.journal_dir.glob(f"{planted.name}.*.unclaimed")]
