@@ -4,7 +4,9 @@ Each trial starts a fresh 2- or 3-node group, each node on its own emulated
 NFSv4 host (tests/harness/nfsemu), runs two producers and a consumer with
 failover URLs, injects one to three random faults (partitions past and short
 of the lease, SIGSTOP plus a replaced lock file, a full share, slow fsync, EIO
-on the journal only), and runs the checker of tests/harness/checker.py. Prints
+on the journal only, crafted files planted before a takeover: a CRC-valid
+checkpoint holding 1e999 or 10**30, a far-epoch segment with a valid header),
+and runs the checker of tests/harness/checker.py. Prints
 the trials run, faults injected, messages acknowledged, lost, duplicated, and
 every violation with the seed that replays its trial alone. Needs root and
 /dev/fuse. Exit status 1 if any trial found a violation.
@@ -35,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.harness.chaos import Totals, TrialResult, run_trial
+from tests.harness.chaos import FAULTS, Totals, TrialResult, run_trial
 from tests.harness.emulated_hosts import fuse_unavailable_reason
 
 
@@ -50,9 +52,11 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, _interrupt)
 
 
-def _trial_in_worker(seed: int, workdir: Path, keep_logs: Path | None = None) -> TrialResult:
+def _trial_in_worker(
+    seed: int, workdir: Path, keep_logs: Path | None = None, fault: str | None = None
+) -> TrialResult:
     try:
-        result = run_trial(seed, workdir)
+        result = run_trial(seed, workdir, fault)
         if result.violations and keep_logs is not None:
             # The nodes' and the emulated hosts' logs: a timing-dependent failure may not
             # come back when its seed is replayed.
@@ -101,6 +105,7 @@ def _run_trials(args: argparse.Namespace, workdir: Path, totals: Totals, started
                     args.seed + number,
                     workdir / f"trial-{number}",
                     args.keep_logs,
+                    args.fault,
                 )
                 running[future] = number
             if not running:
@@ -138,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="DIR",
         help="copy the logs of every trial with a violation into DIR/seed-N",
+    )
+    parser.add_argument(
+        "--fault",
+        choices=sorted(FAULTS),
+        default=None,
+        help="inject only this kind of fault (default: each drawn at random)",
     )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.trials < 0:
@@ -190,7 +201,7 @@ def _run_trials_here(
             return
         try:
             result = _trial_in_worker(
-                args.seed + number, workdir / f"trial-{number}", args.keep_logs
+                args.seed + number, workdir / f"trial-{number}", args.keep_logs, args.fault
             )
         except KeyboardInterrupt:
             print("interrupted: the unfinished trial is not counted")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
+from primacy.cli.terminal import printable
 from primacy.share.port import latest_epoch
 from primacy.share.posix import PosixShare
 from primacy.share.records import NodeEntry
@@ -97,8 +98,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         seen = "live" if e.is_live(now) else f"{now - e.updated_unix_s:.0f} s ago (gone?)"
         epoch = epoch_shown(e.epoch)
         print(
-            f"{e.node_id:<16} {roles[e.node_id]:<{width}} {epoch:>5}  {e.priority:<8} "
-            f"{e.http:<22} {seen}"
+            f"{printable(e.node_id):<16} {printable(roles[e.node_id]):<{width}} {epoch:>5}  "
+            f"{printable(e.priority):<8} {printable(e.http):<22} {seen}"
         )
     return EXIT_OK
 
@@ -148,17 +149,20 @@ def _named_master(urls: list[str]) -> str:
             "nothing to switch over"
         )
     if len(registered) > 1:  # one at most is real: the registry is written by whoever can
-        claims = ", ".join(f"{m['node_id']} at http://{m['http']}" for m in registered)
+        claims = ", ".join(
+            f"{printable(m['node_id'])} at http://{printable(m['http'])}" for m in registered
+        )
         raise RequestFailed(
             f"none of {', '.join(urls)} serves as master, and the share's registry lists "
             f"{len(registered)} masters ({claims}): at most one is real, so check the share "
             "for planted entries and name your master's address with --url"
         )
     (master,) = registered
+    node_id, http = printable(master["node_id"]), printable(master["http"])
     raise RequestFailed(
         f"none of {', '.join(urls)} serves as master; the share's registry says "
-        f"{master['node_id']} at http://{master['http']} is: the token goes only to "
-        f"addresses you name, so add --url http://{master['http']} if that is your node"
+        f"{node_id} at http://{http} is: the token goes only to "
+        f"addresses you name, so add --url http://{http} if that is your node"
     )
 
 
@@ -171,17 +175,23 @@ def cmd_switchover(args: argparse.Namespace) -> int:
         started = time.monotonic()
         answer = _request(master_url, "POST", "/switchover", token, body)
         target = next(m for m in members if m["node_id"] == answer["to"])
-        print(f"switchover from {answer['from']} to {answer['to']} (epoch {answer['epoch']}) ...")
+        print(
+            f"switchover from {printable(answer['from'])} to {printable(answer['to'])} "
+            f"(epoch {printable(answer['epoch'])}) ..."
+        )
         deadline = started + args.wait_s
         while time.monotonic() < deadline:
             # An unauthenticated GET: the registry's address is good enough to watch.
             if _is_master(f"http://{target['http']}"):
                 print(
-                    f"{answer['to']} is serving as master after {time.monotonic() - started:.2f} s"
+                    f"{printable(answer['to'])} is serving as master after "
+                    f"{time.monotonic() - started:.2f} s"
                 )
                 return EXIT_OK
             time.sleep(0.02)
-        raise RequestFailed(f"{answer['to']} did not become master within {args.wait_s} s")
+        raise RequestFailed(
+            f"{printable(answer['to'])} did not become master within {args.wait_s} s"
+        )
     except RequestFailed as exc:
         print(f"primacy: {codes.ADMIN_COMMAND_FAILED} {exc}", file=sys.stderr)
         return EXIT_FAILED

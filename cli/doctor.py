@@ -21,7 +21,8 @@ from primacy.nfs_profiles.doctor import diagnose, render_text
 from primacy.nfs_profiles.fstab import MountSpecError, fstab_line, mount_unit, mount_unit_name
 from primacy.nfs_profiles.mountinfo import MOUNTINFO_PATH
 from primacy.nfs_profiles.profiles import PROFILE_NAMES, load_profile
-from primacy.share.posix_lock import LockMethod
+from primacy.share.layout import ShareLayout
+from primacy.share.posix_lock import LockMethod, held_by_another
 
 SYSTEMD_SOURCE_DIR = Path(__file__).resolve().parent.parent / "systemd"
 UNIT_FILES = (
@@ -50,6 +51,11 @@ UNIT_DIR = "etc/systemd/system"
 def lock_probe(share: Path, lock_method: str) -> None:
     """The doctor's lock round trip: ``locker.probe.check_share`` with the profile's method."""
     check_share(share, LockMethod(lock_method))
+
+
+def lock_held(share: Path, lock_method: str) -> bool | None:
+    """Whether someone holds the share's own lock, tried once with the profile's method."""
+    return held_by_another(ShareLayout(share).lock_file, LockMethod(lock_method))
 
 
 def register(subparsers: Any) -> None:
@@ -119,6 +125,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     diagnosis = diagnose(
         args.path,
         lock_probe=lock_probe if round_trips else None,
+        lock_held=lock_held if round_trips else None,
         fsync_round_trip=round_trips,
         mountinfo_path=args.mountinfo,
     )

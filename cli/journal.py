@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
+from primacy.cli.terminal import printable
 from primacy.share.layout import journal_dir
 from primacy.store import tools
 from primacy.store.errors import JournalError
@@ -70,10 +71,11 @@ def run_verify(args: argparse.Namespace) -> int:
     )
     for torn in report.torn_tails:
         print(
-            f"torn tail (cut off, expected after a crash): {torn.segment} from byte {torn.offset}"
+            f"torn tail (cut off, expected after a crash): {printable(torn.segment)} "
+            f"from byte {torn.offset}"
         )
     for problem in result.problems:
-        print(f"PROBLEM: {problem}")
+        print(f"PROBLEM: {printable(problem)}")
     return 0 if result.ok else 1
 
 
@@ -84,8 +86,8 @@ def run_dump(args: argparse.Namespace) -> int:
         else:
             what = record.get("destination") or record.get("event") or record.get("fence", "")
             print(
-                f"{record['sequence']:>10} e{record['epoch']} {record['type']:<7} {what} "
-                f"{record.get('message_id', '')}"
+                f"{record['sequence']:>10} e{record['epoch']} {record['type']:<7} "
+                f"{printable(what)} {printable(record.get('message_id', ''))}"
             )
 
     undecodable: list[Damage] = []
@@ -97,8 +99,9 @@ def run_dump(args: argparse.Namespace) -> int:
     damaged = [*report.damaged, *undecodable]
     for damage in damaged:
         print(
-            f"primacy journal: damaged {damage.kind.value} in {damage.segment} at byte "
-            f"{damage.offset} ({damage.length} bytes), not dumped: {damage.reason}",
+            f"primacy journal: damaged {damage.kind.value} in {printable(damage.segment)} at "
+            f"byte {damage.offset} ({damage.length} bytes), not dumped: "
+            f"{printable(damage.reason)}",
             file=sys.stderr,
         )
     return 1 if damaged else 0
@@ -107,7 +110,7 @@ def run_dump(args: argparse.Namespace) -> int:
 def run_stats(args: argparse.Namespace) -> int:
     figures = tools.stats(args.share)
     for key, value in asdict(figures).items():
-        print(f"{key}: {value}")
+        print(f"{key}: {printable(value)}")
     if figures.damaged_batches:
         print("damaged batches: `primacy journal verify` says where and why", file=sys.stderr)
         return 1

@@ -28,10 +28,12 @@ from primacy.cli.messaging import register as register_messaging_commands
 from primacy.cli.replay import register as register_replay_commands
 from primacy.cli.run import add_parser as add_run_parser
 from primacy.cli.run import share_check_for_status, split_exec
+from primacy.cli.terminal import printable
 from primacy.cli.users import register as register_users_commands
 from primacy.share.port import latest_epoch
 from primacy.share.posix import PosixShare
 from primacy.share.posix_lock import read_holder_from_outside
+from primacy.share.records import HOLDING_ROLES
 
 # Re-exported for the tests and tools that import them from here.
 __all__ = ["EXIT_SHARE_UNUSABLE", "build_parser", "main", "share_check_for_status"]
@@ -74,8 +76,10 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
     if as_json:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
+        # The endpoint's answer is untrusted text too: a node's name comes from its config.
         print(
-            f"node {data['node']}: {data['role']}, epoch {epoch_shown(data['epoch'])}, "
+            f"node {printable(data['node'])}: {printable(data['role'])}, "
+            f"epoch {printable(epoch_shown(data['epoch']))}, "
             f"{'serving' if data.get('serving') else 'not serving'}, "
             f"since {_when(data['since_unix_s'])}"
         )
@@ -111,13 +115,13 @@ def _status_from_share(share: Path, as_json: bool) -> int:
         print("lock: never taken")
     elif holder.released:
         print(
-            f"lock: released by {holder.node_id} at {_when(holder.since_unix_s)} "
+            f"lock: released by {printable(holder.node_id)} at {_when(holder.since_unix_s)} "
             f"(epoch {epoch_shown(holder.epoch)})"
         )
     else:
         print(
-            f"lock: held by {holder.node_id} on {holder.host} pid {holder.pid}, "
-            f"epoch {epoch_shown(holder.epoch)}, "
+            f"lock: held by {printable(holder.node_id)} on {printable(holder.host)} "
+            f"pid {holder.pid}, epoch {epoch_shown(holder.epoch)}, "
             f"since {_when(holder.since_unix_s)}"
         )
     print(f"current epoch: {latest}")
@@ -127,14 +131,24 @@ def _status_from_share(share: Path, as_json: bool) -> int:
     for node in nodes:
         seen = "live" if node.is_live(now) else f"last seen {_when(node.updated_unix_s)}"
         print(
-            f"  {node.node_id:<16} {roles[node.node_id]:<{width}} "
-            f"epoch {epoch_shown(node.epoch):<6} {node.http:<22} {seen}"
+            f"  {printable(node.node_id):<16} {printable(roles[node.node_id]):<{width}} "
+            f"epoch {epoch_shown(node.epoch):<6} {printable(node.http):<22} {seen}"
+        )
+    if not any(node.is_live(now) and node.role in HOLDING_ROLES for node in nodes):
+        # A slave cannot tell a stranger's lock from a master's; this is the operator's hint.
+        print(
+            "no live node is registered as master: if that lasts, `primacy doctor` "
+            f"{share} checks whether something else holds the lock"
         )
     return EXIT_OK
 
 
-def _when(unix_s: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))
+def _when(unix_s: object) -> str:
+    """A time read from the share or a node, as local time; one no clock shows, as it is."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError, OSError):
+        return f"(not a time: {printable(unix_s)[:40]})"
 
 
 def _demo_parser(subparsers: Any) -> None:

@@ -27,6 +27,9 @@ FSYNC_ROUND_TRIP_FAILED = "PRIMACY-3012"
 FSYNC_ROUND_TRIP_SLOW = "PRIMACY-3013"
 WRITABLE_BY_OTHERS = "PRIMACY-3014"
 NOT_A_DIRECTORY = "PRIMACY-3015"
+LOCK_FILE_OPEN_TO_OTHERS = "PRIMACY-3016"
+SHARE_RENAMABLE_BY_OTHERS = "PRIMACY-3017"
+LOCK_HELD_BY_A_STRANGER = "PRIMACY-3018"
 
 RUN_SHARE_REFUSED = "PRIMACY-3020"
 RUN_SHARE_FORCED = "PRIMACY-3021"
@@ -62,6 +65,16 @@ TITLES = {
     ),
     NOT_A_DIRECTORY: (
         "a directory primacy keeps on the share is a symlink or another kind of file (refused)"
+    ),
+    LOCK_FILE_OPEN_TO_OTHERS: (
+        "users outside primacy's owner and group may open the lock file, and so lock it (warning)"
+    ),
+    SHARE_RENAMABLE_BY_OTHERS: (
+        "a directory above the share is writable by anyone without the sticky bit: anyone can "
+        "rename the share away (warning)"
+    ),
+    LOCK_HELD_BY_A_STRANGER: (
+        "the lock is held, but no live primacy node is registered as holding it (warning)"
     ),
     RUN_SHARE_REFUSED: "`primacy run` refused to start on a share the doctor refuses",
     RUN_SHARE_FORCED: "`primacy run --force-unsupported-share` started on a refused share anyway",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import stat
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from primacy.nfs_profiles import codes
@@ -30,7 +32,12 @@ from primacy.nfs_profiles.profiles import (
     load_refused_filesystems,
 )
 from primacy.nfs_profiles.round_trips import LockProbe, time_fsync_round_trip, time_lock_round_trip
-from primacy.share.layout import ShareLayout
+from primacy.share.layout import FILE_MODE, ShareLayout
+from primacy.share.posix import PosixShare
+from primacy.share.records import HOLDING_ROLES
+
+# Whether someone holds the share's lock (tried once, let go at once); None if it cannot say.
+LockHeld = Callable[[Path, str], bool | None]
 
 __all__ = [
     "Diagnosis",
@@ -226,18 +233,105 @@ def check_who_can_write(path: Path) -> tuple[Finding, ...]:
     return tuple(findings)
 
 
+def check_lock_file_mode(path: Path) -> tuple[Finding, ...]:
+    """Flag a lock file users outside its owner and group may open: whoever can open it can
+    lock it (``flock`` takes an exclusive lock through a read-only descriptor), and while
+    they hold it no node becomes master and every slave waits (issue 27)."""
+    lock = ShareLayout(path).lock_file
+    try:
+        info = os.lstat(lock)
+    except OSError:
+        return ()  # not created yet: nodes create it with FILE_MODE
+    mode = stat.S_IMODE(info.st_mode)
+    if not stat.S_ISREG(info.st_mode) or not mode & 0o007:
+        return ()
+    return (
+        Finding(
+            Severity.WARNING,
+            str(lock),
+            f"anyone on the host can open it (mode {mode:04o})",
+            codes.LOCK_FILE_OPEN_TO_OTHERS,
+            "whoever can open the lock file can lock it, even read-only, and then no node "
+            "becomes master while every slave waits",
+            f"chmod o-rwx {lock} (nodes create it {FILE_MODE:04o})",
+        ),
+    )
+
+
+def check_share_ancestors(path: Path) -> tuple[Finding, ...]:
+    """Flag a directory above the share that anyone may write without the sticky bit: anyone
+    can rename the share (or a directory holding it) away and put their own in its place,
+    which every node then uses as the share."""
+    absolute = Path(os.path.abspath(path))
+    ancestors = dict.fromkeys([*absolute.parents, *absolute.resolve().parents])
+    findings = []
+    for directory in ancestors:
+        try:
+            info = os.stat(directory)
+        except OSError:
+            continue
+        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+            findings.append(
+                Finding(
+                    Severity.WARNING,
+                    str(directory),
+                    f"anyone can write it and it has no sticky bit "
+                    f"(mode {stat.S_IMODE(info.st_mode):04o})",
+                    codes.SHARE_RENAMABLE_BY_OTHERS,
+                    f"anyone on the host can rename {absolute} away and put a directory of "
+                    "their own in its place",
+                    f"chmod o-w {directory}, or chmod +t {directory} if others must create "
+                    "files there",
+                )
+            )
+    return tuple(findings)
+
+
+def check_lock_holder(path: Path, lock_held: LockHeld, method: str) -> tuple[Finding, ...]:
+    """Flag a lock that is held while no live node is registered in a role that holds it:
+    something that is not a primacy node has it (a user's ``flock``, a stuck tool), and no
+    node can become master. A node that took the lock within the last registry refresh is
+    not registered yet, hence "if it persists"."""
+    if lock_held(path, method) is not True:
+        return ()
+    now = time.time()
+    holders = [
+        entry
+        for entry in PosixShare(path).node_entries()
+        if entry.is_live(now) and entry.role in HOLDING_ROLES
+    ]
+    if holders:
+        return ()
+    lock = ShareLayout(path).lock_file
+    return (
+        Finding(
+            Severity.WARNING,
+            str(lock),
+            "the lock is held, but no live primacy node is registered as holding it",
+            codes.LOCK_HELD_BY_A_STRANGER,
+            "while something that is not a primacy node holds the lock, no node becomes master",
+            f"if it persists, find the holder (fuser -v {lock}, or the file's inode in "
+            f"/proc/locks on each host), stop it, and chmod o-rwx {lock}",
+        ),
+    )
+
+
 def diagnose(
     path: Path,
     *,
     lock_probe: LockProbe | None = None,
+    lock_held: LockHeld | None = None,
     fsync_round_trip: bool = False,
     mountinfo_path: Path = MOUNTINFO_PATH,
 ) -> Diagnosis:
-    """Check ``path`` as a share; round trips run only when asked and the path is usable."""
+    """Check ``path`` as a share; round trips (and ``lock_held``, which tries the share's
+    own lock) run only when asked and the path is usable."""
     path = Path(path)
     findings: list[Finding] = list(check_path(path))
     if not findings:
         findings.extend(check_who_can_write(path))
+        findings.extend(check_lock_file_mode(path))
+        findings.extend(check_share_ancestors(path))
     try:
         mount = mount_of(path, read_mountinfo(mountinfo_path))
     except MountTableError as exc:
@@ -275,6 +369,8 @@ def diagnose(
     if usable and profile is not None:
         if lock_probe is not None:
             findings.append(time_lock_round_trip(path, profile, lock_probe))
+        if lock_held is not None:
+            findings.extend(check_lock_holder(path, lock_held, profile.lock_method))
         if fsync_round_trip:
             findings.append(time_fsync_round_trip(path, profile))
     return Diagnosis(path, mount, profile, tuple(findings))

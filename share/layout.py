@@ -17,6 +17,13 @@ QUARANTINE_DIR_NAME = "quarantine"  # inside the journal directory: damaged batc
 PAUSED_FILE_NAME = "paused"
 SWITCHOVER_FILE_NAME = "switchover.json"
 NODE_ENTRY_SUFFIX = ".json"
+# The modes primacy creates files and directories on the share with, whatever the umask: what
+# the shipped unit's UMask=0027 gives. Nobody outside the owner and the group may open a file:
+# an unprivileged user who can open the lock file can lock it (flock on a read-only
+# descriptor) and keep the group without a master (issue 27), and the journal holds the
+# messages. ``primacy doctor`` flags a lock file others may open (docs/safety.md).
+FILE_MODE = 0o640
+DIRECTORY_MODE = 0o750
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 import portalocker
 from portalocker.portalocker import FlockLocker, LockfLocker
 
+from primacy.share.layout import FILE_MODE
 from primacy.share.port import LockLost
 from primacy.share.records import MAX_HOLDER_BYTES, HolderInfo
 
@@ -142,7 +143,7 @@ class ShareLock:
         # without blocking; O_NONBLOCK is not used, as it would turn a lease another process
         # holds on the file into an error instead of a wait.)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
         except OSError as exc:
             if exc.errno == errno.EISDIR:  # nothing we may remove
                 raise OSError(exc.errno, f"{self.path} is not a regular file; remove it") from None
@@ -170,9 +171,9 @@ class ShareLock:
         except OSError as exc:  # a directory, say: nothing we may remove
             raise OSError(exc.errno, f"{self.path} is not a regular file; remove it") from exc
         try:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
         except FileExistsError:  # another node recreated it first: that one is the lock file
-            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise OSError(
@@ -213,5 +214,32 @@ def read_holder_from_outside(path: Path) -> HolderInfo | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, f"{path} is not a regular file")
         return HolderInfo.from_bytes(os.read(fd, MAX_HOLDER_BYTES))
+    finally:
+        os.close(fd)
+
+
+def held_by_another(path: Path, method: LockMethod) -> bool | None:
+    """Whether someone holds the lock on the lock file at ``path``, asked by a process that
+    will not keep it (``primacy doctor``): it tries the lock once without blocking and lets
+    it go at once. None if there is no lock file, or it cannot be opened to try (``posix``
+    needs it writable). Never creates the file; never for a process that may hold the lock
+    (closing this descriptor would drop a POSIX lock of its own)."""
+    flags = (os.O_RDONLY if method is LockMethod.FLOCK else os.O_RDWR) | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    locker = _locker_for(method)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            locker.lock(fd, _TRY_EXCLUSIVE)
+        except portalocker.AlreadyLocked:
+            return True
+        except (portalocker.LockException, OSError):
+            return None
+        locker.unlock(fd)
+        return False
     finally:
         os.close(fd)

@@ -227,12 +227,15 @@ class HolderInfo:
         raw = _loads_object(data)
         if raw is None:
             return None
+        since = _number(raw.get("since_unix_s"))  # NaN or 1e999 is no time (issue 27)
+        if since is None:
+            return None
         try:
             return cls(
                 node_id=str(raw["node_id"]),
                 host=str(raw["host"]),
                 pid=int(raw["pid"]),
-                since_unix_s=float(raw["since_unix_s"]),
+                since_unix_s=since,
                 epoch=None if raw.get("epoch") is None else int(raw["epoch"]),
                 released=bool(raw.get("released", False)),
             )
@@ -270,6 +273,9 @@ class NodeEntry:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> NodeEntry | None:
+        updated = _number(raw.get("updated_unix_s"))  # NaN or 1e999 is no time (issue 27)
+        if updated is None:
+            return None
         try:
             return cls(
                 node_id=str(raw["node_id"]),
@@ -279,7 +285,7 @@ class NodeEntry:
                 priority=str(raw["priority"]),
                 role=str(raw["role"]),
                 epoch=None if raw.get("epoch") is None else int(raw["epoch"]),
-                updated_unix_s=float(raw["updated_unix_s"]),
+                updated_unix_s=updated,
             )
         except (ValueError, KeyError, TypeError, OverflowError):
             return None

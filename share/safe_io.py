@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from primacy.share.layout import DIRECTORY_MODE, FILE_MODE
+
 # A JSON file of ours is a flat record of a few hundred bytes.
 MAX_JSON_BYTES = 64 * 1024
 
@@ -55,7 +57,7 @@ def directory_fd(directory: Path, share_root: bool = False) -> Iterator[int]:
 def real_directory(path: Path) -> Path:
     """``path``, created if missing, as a directory of its own (see ``directory_fd``)."""
     with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o755)
+        os.mkdir(path, DIRECTORY_MODE)
     with directory_fd(path):
         return path
 
@@ -72,7 +74,7 @@ def open_regular(path: Path, share_root: bool = False) -> int:
 
 
 def create_new_file(
-    path: Path, flags: int = os.O_WRONLY, mode: int = 0o644, share_root: bool = False
+    path: Path, flags: int = os.O_WRONLY, mode: int = FILE_MODE, share_root: bool = False
 ) -> int:
     """A descriptor of a new, empty file at ``path``, whatever was planted under that name
     (a symlink out of the share is removed, never followed): for names only we write."""
@@ -83,7 +85,7 @@ def create_new_file(
         return os.open(path.name, flags, mode, dir_fd=directory)
 
 
-def create_exclusive(path: Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
+def create_exclusive(path: Path, flags: int = os.O_WRONLY, mode: int = FILE_MODE) -> int:
     """A descriptor of a file created at ``path`` for writing; FileExistsError if the name is
     taken by anything at all (how an epoch or a segment is created: nothing is removed)."""
     with directory_fd(path.parent) as directory:
@@ -131,6 +133,27 @@ def replace_within(source: Path, target: Path, share_root: bool = False) -> None
     """Rename ``source`` over ``target``, both in one directory."""
     with directory_fd(target.parent, share_root) as directory:
         os.replace(source.name, target.name, src_dir_fd=directory, dst_dir_fd=directory)
+
+
+def move_into(source: Path, directory: Path, name: str) -> os.stat_result:
+    """Rename ``source`` to ``directory/name`` (both directories opened unfollowed; the name
+    must be free) and return what the new name refers to, unfollowed: the caller checks it
+    is the file it meant to move. FileExistsError if the name is taken."""
+    with directory_fd(source.parent) as from_fd, directory_fd(directory) as to_fd:
+        if _exists_at(to_fd, name):
+            raise FileExistsError(errno.EEXIST, f"{directory / name} exists")
+        os.rename(source.name, name, src_dir_fd=from_fd, dst_dir_fd=to_fd)
+        os.fsync(from_fd)
+        os.fsync(to_fd)
+        return os.stat(name, dir_fd=to_fd, follow_symlinks=False)
+
+
+def _exists_at(directory: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def remove(path: Path, share_root: bool = False) -> None:

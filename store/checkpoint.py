@@ -27,7 +27,7 @@ from primacy.share.safe_io import (
     replace_within,
 )
 from primacy.store.fences import FenceTable
-from primacy.store.state import JournalState
+from primacy.store.state import JournalState, count
 
 CHECKPOINT_MAGIC = b"PRIMCKPT"
 # 2: the dedupe window is keyed by destination and message id; 3: the fence table holds
@@ -86,21 +86,35 @@ class Checkpoint:
         if length != len(body) or crc32c.crc32c(body) != crc:
             raise CheckpointUnusable("the checkpoint fails its length or CRC32C check")
         try:
-            data = json.loads(body.decode())
+            # We write integers only: 1.5, 1e999 (an infinity), NaN are refused as they are
+            # parsed, so no number can overflow later (issue 27: ``int(1e999)`` raised
+            # OverflowError, and every node failed to open the journal).
+            data = json.loads(body.decode(), parse_float=_refuse, parse_constant=_refuse)
             positions = {
-                name: SegmentPosition(name, int(offset), bool(complete))
+                name: SegmentPosition(name, count(offset), bool(complete))
                 for name, offset, complete in data["positions"]
             }
             return cls(
-                epoch=int(data["epoch"]),
+                epoch=count(data["epoch"]),
                 state=JournalState.from_json(data["state"], dedupe_window_messages),
                 positions=positions,
                 fences=FenceTable.from_json(data["fences"]),
             )
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        except (
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            RecursionError,
+            ArithmeticError,  # none is expected after the checks above: still not a crash
+        ) as exc:
             # A valid CRC says only that the bytes are what was written: whoever wrote
             # them may not be us. Any shape we did not write makes the checkpoint unusable.
             raise CheckpointUnusable(f"the checkpoint's content is not usable: {exc!r}") from exc
+
+
+def _refuse(text: str) -> float:
+    raise ValueError(f"{text[:40]} is not an integer: checkpoints hold integers only")
 
 
 def checkpoint_name(last_sequence: int, epoch: int) -> str:

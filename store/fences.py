@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from primacy.store import payloads
+from primacy.store.state import count
 
 SegmentKey = tuple[int, int]  # (epoch, first sequence)
 
@@ -75,12 +76,14 @@ class FenceTable:
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | list[dict[str, Any]]) -> FenceTable:
+        """The table ``to_json`` wrote (or version 2's fences); ValueError, KeyError or
+        TypeError for anything else, a number out of range included."""
         table = cls()
         if isinstance(data, list):  # checkpoint version 2: every fence in full
             for fence in data:
-                entries = [payloads.FenceEntry(*map(int, row)) for row in fence["entries"]]
-                table.add(int(fence["epoch"]), entries)
+                entries = [payloads.FenceEntry(*map(count, row)) for row in fence["entries"]]
+                table.add(count(fence["epoch"]), entries)
             return table
-        table.fence_epochs = {int(epoch) for epoch in data["fence_epochs"]}
-        table.limits = {(int(e), int(s)): int(n) for e, s, n in data["limits"]}
+        table.fence_epochs = {count(epoch) for epoch in data["fence_epochs"]}
+        table.limits = {(count(e), count(s)): count(n) for e, s, n in data["limits"]}
         return table

@@ -39,6 +39,7 @@ from primacy.store.segments import (
     open_segment,
 )
 from primacy.store.state import PendingMessage
+from primacy.store.unclaimed import EpochClaimed, set_aside_unclaimed
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
 # A new master that had to read more segments than this writes a checkpoint at once.
@@ -96,12 +97,25 @@ class JournalStore:
 
     @classmethod
     def open(
-        cls, config: StoreConfig, *, epoch: int, fencing_check: Callable[[], None]
+        cls,
+        config: StoreConfig,
+        *,
+        epoch: int,
+        fencing_check: Callable[[], None],
+        epoch_claimed: EpochClaimed | None = None,
     ) -> JournalStore:
-        """Recover, fence every earlier epoch, start the writer. Call after claiming ``epoch``."""
+        """Recover, fence every earlier epoch, start the writer. Call after claiming ``epoch``.
+
+        ``epoch_claimed(E)``: whether epoch E was claimed, asked of the share's authority
+        (the node passes its share port's ``epoch_exists``). With it, a segment of a later
+        epoch nobody claimed is set aside instead of stopping every new master
+        (``store/unclaimed.py``); without it, every later-epoch segment stops this one.
+        """
         journal_dir = config.journal_dir
         journal_dir.parent.mkdir(parents=True, exist_ok=True)  # the share: the operator's path
         real_directory(journal_dir)  # never a symlink out of the share
+        if epoch_claimed is not None:
+            set_aside_unclaimed(journal_dir, epoch, epoch_claimed)
         # Only a segment a master wrote counts: a planted name of a later epoch, without a
         # header of its own, would otherwise keep every new master from opening (found by
         # tests/integration/test_random_planting.py). Recovery reports it as damage.

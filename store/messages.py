@@ -27,6 +27,7 @@ SEGMENT_HEADER_DAMAGED = "PRIMACY-1408"
 FENCE_WRITTEN = "PRIMACY-1409"
 CHECKPOINT_WRITTEN = "PRIMACY-1410"
 UNSUPPORTED_SEGMENT = "PRIMACY-1411"
+UNCLAIMED_EPOCH_SEGMENT = "PRIMACY-1412"
 
 TITLES = {
     TRANSACTION_LOSS_AVERTED: "transaction loss averted",
@@ -41,6 +42,7 @@ TITLES = {
     FENCE_WRITTEN: "fence written",
     CHECKPOINT_WRITTEN: "checkpoint written",
     UNSUPPORTED_SEGMENT: "journal segment of an unknown format version, recovery refused",
+    UNCLAIMED_EPOCH_SEGMENT: "segment of an epoch nobody claimed, set aside",
 }
 
 

@@ -135,7 +135,7 @@ class JournalState:
         if "seen" not in data:
             return cls._from_rows(data, dedupe_window_messages)
         state = cls(dedupe_window_messages)
-        state.last_sequence = int(data["last_sequence"])
+        state.last_sequence = count(data["last_sequence"])
         names = _strings(data["destinations"])
         segments = _strings(data["segments"])
         pending = data["pending"]
@@ -160,13 +160,15 @@ class JournalState:
     def _from_rows(cls, data: dict[str, Any], dedupe_window_messages: int) -> JournalState:
         """Checkpoint versions 2 and 3: a list per pending message and per id of the window."""
         state = cls(dedupe_window_messages)
-        state.last_sequence = int(data["last_sequence"])
+        state.last_sequence = count(data["last_sequence"])
         for destination, message_id, sequence, segment, offset in data["pending"]:
-            message = PendingMessage(destination, message_id, int(sequence), segment, int(offset))
+            message = PendingMessage(
+                destination, message_id, count(sequence), segment, count(offset)
+            )
             state.pending.setdefault(destination, {})[message_id] = message
             state.pending_by_segment[segment] += 1
         state.seen_messages = OrderedDict(
-            ((destination, message_id), int(sequence))
+            ((destination, message_id), count(sequence))
             for destination, message_id, sequence in data["seen_messages"]
         )
         state._trim_window()
@@ -192,6 +194,21 @@ class JournalState:
             self.seen_messages.popitem(last=False)
 
 
+# Every number a checkpoint holds (a sequence, an offset, a length, an epoch, an index) fits a
+# u64 field of the journal with room for one more; the share's epochs stop at the same bound.
+MAX_CHECKPOINT_NUMBER = 2**63 - 1
+
+
+def count(value: object) -> int:
+    """A number read from a checkpoint: an integer (a bool is not) from 0 to
+    ``MAX_CHECKPOINT_NUMBER``; ValueError for anything else. A CRC-valid checkpoint need not be
+    ours, and a last sequence of 10**30 would pass ``int`` and make the new master's first
+    write fail at every takeover (issue 27)."""
+    if type(value) is not int or not 0 <= value <= MAX_CHECKPOINT_NUMBER:
+        raise ValueError(f"{str(value)[:40]} is not a number a checkpoint holds")
+    return value
+
+
 def _strings(column: Any) -> list[str]:
     # set(map(type, ...)) runs in C: a checkpoint's columns hold 100 000 values and more.
     if not isinstance(column, list) or not set(map(type, column)) <= {str}:
@@ -202,6 +219,8 @@ def _strings(column: Any) -> list[str]:
 def _integers(column: Any) -> list[int]:
     if not isinstance(column, list) or not set(map(type, column)) <= {int}:
         raise TypeError("a column of numbers holds something else")
+    if column and (min(column) < 0 or max(column) > MAX_CHECKPOINT_NUMBER):
+        raise ValueError("a column of numbers holds one out of range")
     return column
 
 

@@ -169,7 +169,10 @@ class ShareJobs:
     ) -> roles.JournalOpened | roles.JournalFailed:
         try:
             store = JournalStore.open(
-                config.store_config(), epoch=epoch, fencing_check=self.lease.revalidate
+                config.store_config(),
+                epoch=epoch,
+                fencing_check=self.lease.revalidate,
+                epoch_claimed=self.port.epoch_exists,
             )
         except (JournalError, OSError, ValueError) as exc:
             return roles.JournalFailed(str(exc))

@@ -19,7 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from primacy.share.port import latest_epoch
+from primacy.share.posix import PosixShare
 from tests.harness.checker import Verdict, check
+from tests.harness.crafted_files import plant_random
 from tests.harness.emulated_group import (
     EmulatedGroup,
     mount_tmpfs,
@@ -86,6 +89,17 @@ def _journal_eio(group: EmulatedGroup, rng: random.Random) -> None:
         host.clear_faults()
 
 
+def _crafted_files_then_takeover(group: EmulatedGroup, rng: random.Random) -> None:
+    """One to three files crafted to pass primacy's first checks (a CRC-valid checkpoint with
+    a number out of range, a segment of an unclaimed epoch with a valid header: issue 27),
+    planted on the server; then the master is cut off past its lease, so the node that takes
+    over reads them."""
+    next_epoch = latest_epoch(PosixShare(group.backing)) + 1
+    for _ in range(rng.randint(1, 3)):
+        plant_random(group.backing, rng, next_epoch)
+    _partition("eio", (LEASE_S * 1.2, LEASE_S * 2.5))(group, rng)
+
+
 FAULTS: dict[str, Callable[[EmulatedGroup, random.Random], None]] = {
     "partition-eio past the lease": _partition("eio", (LEASE_S * 1.2, LEASE_S * 2.5)),
     "partition-hang past the lease": _partition("hang", (LEASE_S * 1.2, LEASE_S * 2.5)),
@@ -95,6 +109,7 @@ FAULTS: dict[str, Callable[[EmulatedGroup, random.Random], None]] = {
     "share full (ENOSPC)": _fill_the_share,
     "slow fsync": _slow_fsync,
     "EIO on the journal only": _journal_eio,
+    "crafted files planted, then a takeover": _crafted_files_then_takeover,
 }
 
 
@@ -140,8 +155,9 @@ def trial_loopback_address(seed: int) -> str:
     return str(ipaddress.IPv4Address(LOOPBACK_FIRST + seed % LOOPBACK_COUNT))
 
 
-def run_trial(seed: int, workdir: Path) -> TrialResult:
-    """One trial with everything drawn from ``seed``; never leaves a process or mount behind."""
+def run_trial(seed: int, workdir: Path, fault: str | None = None) -> TrialResult:
+    """One trial with everything drawn from ``seed``; never leaves a process or mount behind.
+    ``fault``: inject only this kind (a key of ``FAULTS``), still at random times."""
     rng = random.Random(seed)
     result = TrialResult(seed, rng.choice([2, 3]), [])
     hosts = EmulatedHosts(workdir)
@@ -152,7 +168,7 @@ def run_trial(seed: int, workdir: Path) -> TrialResult:
         )
         with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
             try:
-                _run_faults(group, traffic, rng, result)
+                _run_faults(group, traffic, rng, result, fault)
             except AssertionError as error:  # a wait timed out: report, still judge the rest
                 result.error = str(error)
         result.verdict = check(traffic, group.backing, poller)
@@ -165,13 +181,18 @@ def run_trial(seed: int, workdir: Path) -> TrialResult:
 
 
 def _run_faults(
-    group: EmulatedGroup, traffic: Traffic, rng: random.Random, result: TrialResult
+    group: EmulatedGroup,
+    traffic: Traffic,
+    rng: random.Random,
+    result: TrialResult,
+    fault: str | None,
 ) -> None:
     if not traffic.wait_for_acknowledged(10, _RECOVERY_S):
         raise AssertionError("no traffic acknowledged before the first fault")
     for _ in range(rng.randint(1, 3)):
         time.sleep(rng.uniform(0.0, 1.0))
         name = rng.choice(sorted(FAULTS))
+        name = fault or name  # drawn either way: a trial's other draws stay as they were
         result.faults.append(name)
         FAULTS[name](group, rng)
         group.wait_until_serving_again(_RECOVERY_S)

@@ -3,6 +3,10 @@ in the share while it serves and fails over (files, directories, FIFOs and symli
 names and contents, next to every kind of file primacy keeps), every trial ends with a master
 serving, and no acknowledged message is lost or stored twice.
 
+Besides random bytes it plants what passes the first checks (issue 27): JSON with numbers no
+node writes (1e999, 10**30, NaN) in every JSON file primacy reads, CRC-valid checkpoints holding
+them, and segments of unclaimed epochs with valid headers.
+
 The planter only adds entries, never replaces one of ours: overwriting a real segment loses its
 messages whatever the software does. Two names are left out on purpose: the pause marker (a file
 any node may write to pause the group, so planting it pauses the group, as documented) and
@@ -26,12 +30,14 @@ from primacy.share.port import latest_epoch
 from primacy.share.posix import PosixShare
 from primacy.store.checkpoint import checkpoint_name
 from primacy.store.segments import segment_name
+from tests.harness.crafted_files import plant_random
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
 TRIALS = 6
 PLANTED_PER_TRIAL = 12
+CRAFTED_PER_TRIAL = 2
 DIRECTORIES = ("", "epochs", "nodes", "journal", "journal/checkpoints")
 
 
@@ -79,7 +85,9 @@ def _plant(rng: random.Random, path: Path) -> str:
         else:
             content = {
                 "file": rng.randbytes(rng.randint(1, 8192)),
-                "json": rng.choice([b"{}", b"[" * 50_000, b'{"role": "master"}', b"null"]),
+                "json": rng.choice(
+                    [b"{}", b"[" * 50_000, b'{"role": "master"}', b"null", *_NUMBERS]
+                ),
                 "empty": b"",
             }[kind]
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -88,6 +96,19 @@ def _plant(rng: random.Random, path: Path) -> str:
     except FileExistsError:
         return "nothing (the name was taken)"
     return f"{kind} {path}"
+
+
+# JSON with numbers no node writes, in the fields nodes read (issue 27): past a float, past a
+# u64, NaN and the infinities Python's reader accepts.
+_NUMBERS = [
+    (
+        f'{{"epoch": {n}, "node_id": "x", "host": "h", "pid": {n}, "http": "h:1", '
+        f'"priority": "normal", "role": "master", "updated_unix_s": {n}, "since_unix_s": {n}, '
+        f'"claimed_unix_s": {n}, "lock_keep_alive_period_ms": {n}, "outlasted": {n}, '
+        f'"from_node": "x", "to_node": "x", "until_unix_s": {n}}}'
+    ).encode()
+    for n in ("1e999", "-1e999", "NaN", "Infinity", str(10**30), str(2**64), "-1")
+]
 
 
 def _serving(nodes: dict[str, NodeProcess]) -> NodeProcess | None:
@@ -124,15 +145,18 @@ def test_random_entries_in_a_live_share_never_cost_a_master_or_a_message(
                 directory = rng.choice(DIRECTORIES)
                 (share / directory).mkdir(parents=True, exist_ok=True)
                 planted.append(_plant(rng, share / directory / _name(rng, directory, next_epoch)))
+            # Crafted to pass the first checks: a CRC-valid checkpoint with such a number, a
+            # far-epoch segment with a valid header (tests/harness/crafted_files.py).
+            planted += [plant_random(share, rng, next_epoch) for _ in range(CRAFTED_PER_TRIAL)]
             master = _serving(nodes)
-            assert master is not None, f"no master after planting: {planted[-12:]}"
+            assert master is not None, f"no master after planting: {planted[-14:]}"
             master.signal(rng.choice([signal.SIGKILL, signal.SIGTERM]))
             master.process.wait(30)
             nodes[master.node_id] = start(master.node_id)
             wait_until(
                 lambda: _serving(nodes) is not None,
                 60,
-                f"a master after trial {trial} (seed {seed}), planted: {planted[-12:]}",
+                f"a master after trial {trial} (seed {seed}), planted: {planted[-14:]}",
             )
             acknowledged += [producer.send("/queue/q", f"t{trial}-after".encode())]
     finally:

@@ -26,8 +26,16 @@ def doctor_on(fs: FakeFilesystem, share_line: str, path: str = SHARE) -> Diagnos
     """Run the doctor on ``path`` in a fake host whose mount table is BASE plus ``share_line``."""
     fs.add_real_directory(PROFILE_DIR)
     fs.create_file("/proc/self/mountinfo", contents=samples.BASE + share_line)
-    fs.create_dir(path, perm_bits=0o770)  # a share only primacy's group can write
+    create_share(fs, path, perm_bits=0o770)  # a share only primacy's group can write
     return diagnose(Path(path))
+
+
+def create_share(fs: FakeFilesystem, path: str = SHARE, perm_bits: int = 0o777) -> None:
+    """The share's directory on the fake host, above it directories as a real host has them
+    (pyfakefs makes them 0777, which the doctor flags: anyone could rename the share)."""
+    fs.create_dir(path, perm_bits=perm_bits)
+    for parent in Path(path).parents:
+        os.chmod(parent, 0o755)
 
 
 def problems(diagnosis: Diagnosis) -> set[tuple[str | None, str]]:
@@ -192,7 +200,7 @@ def test_missing_path_is_refused_and_not_touched(fs: FakeFilesystem) -> None:
 
 def test_unreadable_mount_table_is_a_warning(fs: FakeFilesystem) -> None:
     fs.add_real_directory(PROFILE_DIR)
-    fs.create_dir(SHARE)
+    create_share(fs)
     diagnosis = diagnose(Path(SHARE))
     assert {finding.code for finding in diagnosis.problems} == {codes.MOUNT_TABLE_UNREADABLE}
     assert diagnosis.severity is Severity.WARNING
@@ -211,7 +219,7 @@ def test_check_for_run_refuses_nfs3_with_a_greppable_summary(fs: FakeFilesystem)
 def test_check_for_run_passes_a_recommended_share(fs: FakeFilesystem) -> None:
     fs.add_real_directory(PROFILE_DIR)
     fs.create_file("/proc/self/mountinfo", contents=samples.BASE + samples.NFS4_RECOMMENDED)
-    fs.create_dir(SHARE)
+    create_share(fs)
     verdict = check_for_run(Path(SHARE))
     assert not verdict.refused
     assert verdict.profile is not None and verdict.profile.lock_method == "posix"
@@ -324,3 +332,58 @@ def test_primacy_doctor_refuses_a_symlinked_share_directory_and_flags_a_0777_sha
     assert result.returncode == int(Severity.REFUSED), output
     assert codes.NOT_A_DIRECTORY in output and str(share / "epochs") in output
     assert codes.WRITABLE_BY_OTHERS in output and "mode 0777" in output
+
+
+# ---- who may open the lock file, rename the share, or hold the lock (issue 27) ----------
+
+
+def test_a_lock_file_others_may_open_is_flagged(tmp_path: Path) -> None:
+    lock = tmp_path / "primacy.lock"
+    lock.touch()
+    lock.chmod(0o640)
+    assert codes.LOCK_FILE_OPEN_TO_OTHERS not in {f.code for f in diagnose(tmp_path).findings}
+    lock.chmod(0o644)
+    (finding,) = [
+        f for f in diagnose(tmp_path).findings if f.code == codes.LOCK_FILE_OPEN_TO_OTHERS
+    ]
+    assert finding.severity is Severity.WARNING and "mode 0644" in finding.message
+
+
+def test_a_parent_anyone_can_write_without_the_sticky_bit_is_flagged(tmp_path: Path) -> None:
+    parent = tmp_path / "parent"
+    share = parent / "share"
+    share.mkdir(parents=True)
+    parent.chmod(0o1777)  # like /tmp: others may create, not rename what is not theirs
+    assert codes.SHARE_RENAMABLE_BY_OTHERS not in {f.code for f in diagnose(share).findings}
+    parent.chmod(0o777)
+    flagged = [f for f in diagnose(share).findings if f.code == codes.SHARE_RENAMABLE_BY_OTHERS]
+    assert [f.subject for f in flagged] == [str(parent)]
+
+
+def test_a_lock_held_by_no_registered_node_is_flagged(tmp_path: Path) -> None:
+    (tmp_path / "primacy.lock").touch()
+
+    def held(share: Path, method: str) -> bool:
+        return True
+
+    (finding,) = [
+        f
+        for f in diagnose(tmp_path, lock_held=held).findings
+        if f.code == codes.LOCK_HELD_BY_A_STRANGER
+    ]
+    assert finding.severity is Severity.WARNING
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    entry = {
+        "node_id": "a",
+        "host": "h",
+        "pid": 1,
+        "http": "127.0.0.1:1",
+        "priority": "normal",
+        "role": "master",
+        "epoch": 1,
+        "updated_unix_s": time.time(),
+    }
+    (nodes / "a.json").write_text(json.dumps(entry))
+    found = {f.code for f in diagnose(tmp_path, lock_held=held).findings}
+    assert codes.LOCK_HELD_BY_A_STRANGER not in found

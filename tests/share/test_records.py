@@ -150,3 +150,16 @@ def test_a_role_change_is_read_back_as_written_and_other_events_are_not_one() ->
     assert RoleChange.from_json({"event": "checkpoint"}) is None
     odd = RoleChange.from_json({"event": "role", "node": 5, "epoch": "x", "to": "MASTER"})
     assert odd == RoleChange(None, "", "MASTER", None, None)
+
+
+@pytest.mark.parametrize("when", ["NaN", "Infinity", "1e999", "-1e999"])
+def test_a_registry_entry_or_holder_with_no_real_time_is_not_read(when: str) -> None:
+    """Issue 27: NaN as a registry entry's time made ``primacy status --share`` end in a
+    traceback (``time.localtime(nan)``); a time no clock shows makes the record unreadable."""
+    entry = (
+        '{"node_id": "n", "host": "h", "pid": 1, "http": "x", "priority": "normal", '
+        f'"role": "slave", "epoch": 1, "updated_unix_s": {when}}}'
+    )
+    assert NodeEntry.from_json(json.loads(entry)) is None
+    holder = f'{{"node_id": "n", "host": "h", "pid": 1, "since_unix_s": {when}, "epoch": 1}}'
+    assert HolderInfo.from_bytes(holder.encode()) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import threading
@@ -9,12 +10,23 @@ import tracemalloc
 from pathlib import Path
 
 import crc32c
+import pytest
 
-from primacy.share.layout import CHECKPOINTS_DIR_NAME
+from primacy.share.layout import CHECKPOINTS_DIR_NAME, QUARANTINE_DIR_NAME
+from primacy.store import messages
 from primacy.store.checkpoint import CHECKPOINT_MAGIC, CHECKPOINT_VERSION, checkpoint_name
 from primacy.store.config import StoreConfig
+from primacy.store.errors import StaleEpoch
 from primacy.store.journal import JournalStore
 from primacy.store.segments import segment_name
+from tests.harness.crafted_files import (
+    HOSTILE_NUMBERS,
+    PLACES,
+    checkpoint_body,
+    checkpoint_bytes,
+    plant_checkpoint,
+    plant_far_epoch_segment,
+)
 
 
 def _open_within(config: StoreConfig, epoch: int, timeout_s: float = 20.0) -> JournalStore:
@@ -115,3 +127,97 @@ def test_a_checkpoint_is_read_with_memory_of_its_own_size(share: Path) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 16 * 2**20, f"opening took {peak / 2**20:.0f} MiB at its peak"
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("number", HOSTILE_NUMBERS)
+def test_a_crc_valid_checkpoint_with_a_number_out_of_range_is_skipped(
+    share: Path, number: str, place: str
+) -> None:
+    """Issue 27: ``1e999`` as the epoch raised OverflowError out of recovery, and no node could
+    open the journal; 10**30 as the last sequence was taken, and the first write failed."""
+    config = StoreConfig(share=share, node_id="a")
+    with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
+        store.append_send("/queue/q", "m1", b"kept", {}).result()
+    planted = plant_checkpoint(share, number, place)
+    with _open_within(config, epoch=2) as store:
+        assert store.stats().pending_messages == 1
+        assert store.append_send("/queue/q", "m2", b"after", {}).result() > 1  # a sequence
+        (skipped,) = store.recovery.report.skipped_checkpoints
+        assert skipped.startswith(planted.name)
+
+
+def test_the_crafted_checkpoint_is_usable_but_for_its_number(share: Path) -> None:
+    """The test above proves something only if the same body with an ordinary number is read."""
+    from primacy.store.checkpoint import Checkpoint
+
+    checkpoint = Checkpoint.from_bytes(checkpoint_bytes(checkpoint_body("7", "epoch")), 10)
+    assert checkpoint.epoch == 7 and checkpoint.state.pending_count() == 1
+
+
+def _segment_of_epoch_one(share: Path) -> StoreConfig:
+    config = StoreConfig(share=share, node_id="a")
+    with JournalStore.open(config, epoch=1, fencing_check=lambda: None) as store:
+        store.append_send("/queue/q", "m1", b"kept", {}).result()
+    return config
+
+
+def test_a_segment_of_an_epoch_nobody_claimed_is_set_aside(
+    share: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27: a 56-byte segment of epoch 999999 with a valid header stopped every new
+    master ("the journal already has segments of epoch 2 or later"); nothing asked epochs/."""
+    config = _segment_of_epoch_one(share)
+    planted = plant_far_epoch_segment(share)
+    content = planted.read_bytes()
+    claimed = {1, 2}
+    with caplog.at_level(logging.WARNING, "primacy.store"):
+        store = JournalStore.open(
+            config, epoch=2, fencing_check=lambda: None, epoch_claimed=claimed.__contains__
+        )
+    with store:
+        assert store.stats().pending_messages == 1
+    assert not planted.exists()
+    (kept,) = (config.journal_dir / QUARANTINE_DIR_NAME).iterdir()
+    assert kept.read_bytes() == content
+    assert messages.UNCLAIMED_EPOCH_SEGMENT in caplog.text
+
+
+@pytest.mark.parametrize("cross_check", ["claimed", "lookup fails", "not asked"])
+def test_a_segment_of_a_later_epoch_still_stops_a_stale_master(
+    share: Path, cross_check: str
+) -> None:
+    """The set-aside rests on positive proof only: a later epoch that was claimed, a lookup
+    that fails, or no way to ask, and the stale master refuses, touching nothing."""
+    config = _segment_of_epoch_one(share)
+    later = plant_far_epoch_segment(share, epoch=3)
+
+    def claimed(epoch: int) -> bool:
+        if cross_check == "lookup fails":
+            raise OSError(5, "EIO")
+        return True
+
+    asked = None if cross_check == "not asked" else claimed
+    with pytest.raises((StaleEpoch, OSError)):
+        JournalStore.open(config, epoch=2, fencing_check=lambda: None, epoch_claimed=asked)
+    assert later.exists()
+    assert not (config.journal_dir / QUARANTINE_DIR_NAME).exists()
+
+
+def test_an_unclaimed_segment_is_set_aside_past_a_planted_quarantine_symlink(
+    share: Path, tmp_path: Path
+) -> None:
+    """A symlink planted as ``journal/quarantine`` must not turn the set-aside back into a
+    refusal: the segment is renamed in the journal directory to a name no segment has."""
+    config = _segment_of_epoch_one(share)
+    planted = plant_far_epoch_segment(share)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (config.journal_dir / QUARANTINE_DIR_NAME).symlink_to(elsewhere)
+    store = JournalStore.open(
+        config, epoch=2, fencing_check=lambda: None, epoch_claimed={1, 2}.__contains__
+    )
+    with store:
+        assert store.stats().pending_messages == 1
+    assert not planted.exists() and list(elsewhere.iterdir()) == []
+    assert [p.name for p in config.journal_dir.glob(f"{planted.name}.*.unclaimed")]
