@@ -1,10 +1,16 @@
 """The replay report's charts fit their data, without Spark: the chart code takes the small
 aggregated rows the replay collects, so these build them by hand for journals of under a
-minute, about an hour and several days, and for a single point."""
+minute, about an hour and several days, and for a single point; and the page they make is
+opened in a real browser (Debian's chromium, headless), where every chart must decode and
+hold drawn data."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
+import shutil
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -113,3 +119,74 @@ def test_the_report_page_holds_every_chart(tmp_path: Path, span_s: float) -> Non
     document = write_json(tmp_path / "report.json", inputs)
     write_html(tmp_path / "report.html", inputs, document)
     assert (tmp_path / "report.html").read_text().count("data:image/png;base64,") == 3
+
+
+# ------------------------------------------------- in a real browser (Debian's chromium)
+
+# Appended to a copy of the report: once the page has loaded, what the browser made of each
+# chart (decoded, its size, and how many of its pixels are coloured: data, not the white
+# ground or the black and grey of axes and labels) goes into the page for --dump-dom.
+_BROWSER_CHECK = """<script>
+window.addEventListener("load", () => {
+  const charts = [...document.images].map((img) => {
+    const canvas = document.createElement("canvas");
+    canvas.width = img.naturalWidth;
+    canvas.height = img.naturalHeight;
+    let coloured = 0;
+    if (img.naturalWidth > 0) {
+      const context = canvas.getContext("2d");
+      context.drawImage(img, 0, 0);
+      const pixels = context.getImageData(0, 0, canvas.width, canvas.height).data;
+      for (let i = 0; i < pixels.length; i += 4) {
+        const channels = [pixels[i], pixels[i + 1], pixels[i + 2]];
+        if (Math.max(...channels) - Math.min(...channels) > 60) coloured++;
+      }
+    }
+    return {alt: img.alt, complete: img.complete, width: img.naturalWidth,
+            height: img.naturalHeight, coloured};
+  });
+  const out = document.createElement("pre");
+  out.id = "browser-check";
+  out.textContent = JSON.stringify(charts);
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.skip("Debian's chromium is not installed (bash .ci/setup dev installs it as root)")
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("span_s", [20.0, 3_600.0, 3 * 86_400.0])
+def test_a_real_browser_shows_every_chart_with_data_in_it(tmp_path: Path, span_s: float) -> None:
+    browser = _chromium()
+    throughput, tenures, gaps = _journal(span_s)
+    inputs = ReportInputs({"share": "/srv/share"}, tenures, gaps, throughput, [(1.0, 5)], {})
+    write_html(tmp_path / "report.html", inputs, write_json(tmp_path / "report.json", inputs))
+    checked = tmp_path / "checked.html"
+    checked.write_text((tmp_path / "report.html").read_text() + _BROWSER_CHECK)
+    run = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
+         "--virtual-time-budget=10000", "--dump-dom", checked.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    found = re.search(r'<pre id="browser-check">(.*?)</pre>', run.stdout, re.S)
+    assert found, f"the page never finished loading:\n{run.stderr[-4000:]}"
+    charts = json.loads(html.unescape(found.group(1)))
+    assert [chart["alt"] for chart in charts] == [
+        "Throughput per minute per destination", "Time in queue (send to ack)",
+        "Master timeline",
+    ], charts  # fmt: skip
+    for chart in charts:
+        assert chart["complete"] and chart["width"] > 100 and chart["height"] > 100, chart
+        # Data drawn, not only axes: at least a few hundred coloured pixels per chart.
+        assert chart["coloured"] > 300, chart
+    # The page raised nothing in the browser (console errors are logged as "CONSOLE").
+    assert "Uncaught" not in run.stderr, run.stderr[-4000:]
