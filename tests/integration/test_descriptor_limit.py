@@ -22,6 +22,7 @@ from primacy.broker import codes as broker_codes
 from primacy.cli import codes as cli_codes
 from tests.broker.stomppy import StompPy
 from tests.harness.group import Group, free_port, wait_until
+from tests.harness.operator_http import half_sent_requests
 
 pytestmark = pytest.mark.slow
 
@@ -103,12 +104,7 @@ def test_half_sent_http_requests_from_four_addresses_cannot_take_the_journals_de
     epoch = _epoch(node.port)
     slow: list[socket.socket] = []
     try:
-        for number in range(64):
-            sock = socket.socket()
-            sock.bind((f"127.0.0.{2 + number % 4}", 0))
-            sock.connect(("127.0.0.1", node.port))
-            sock.sendall(b"GET /master HTTP/1.1\r\nHost: x\r\n")  # and never the rest
-            slow.append(sock)
+        slow += half_sent_requests(node, 64)
         producer = StompPy(("127.0.0.1", stomp_port))
         for number in range(40):  # a rollover every few messages: each one opens files
             assert producer.send("/queue/q", "x" * 1024), f"message {number} not receipted"

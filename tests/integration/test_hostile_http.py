@@ -13,6 +13,7 @@ import pytest
 
 from primacy.api.http_protocol import REQUEST_TIMEOUT_S
 from tests.harness.group import Group, NodeProcess, wait_until
+from tests.harness.operator_http import half_sent_requests
 
 pytestmark = pytest.mark.slow
 
@@ -72,14 +73,9 @@ def test_a_host_with_four_addresses_cannot_fail_the_masters_health_check(group: 
     trickle.connect(("127.0.0.1", node.port))
     trickle.sendall(b"POST /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
     trickle_started = time.monotonic()
-    slow = []
+    slow: list[socket.socket] = []
     try:
-        for number in range(64):
-            sock = socket.socket()
-            sock.bind((f"127.0.0.{2 + number % 4}", 0))
-            sock.connect(("127.0.0.1", node.port))
-            sock.sendall(b"GET /master HTTP/1.1\r\nHost: x\r\n")  # and never the rest
-            slow.append(sock)
+        slow += half_sent_requests(node, 64)
         for _ in range(5):
             assert node.status("/master", timeout_s=5) == 200
         answer = b""
