@@ -1,13 +1,14 @@
 """A group of real supervisor processes on one machine, for `primacy demo`, tests and benchmarks.
 
 Every process started here is tracked by pid and killed by ``Group.close``.
-Status endpoints listen on loopback ports picked free by the kernel.
+Status endpoints listen on loopback ports found free below the kernel's ephemeral range.
 """
 
 from __future__ import annotations
 
 import http.client
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,10 +18,35 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# Below the ephemeral range (Linux's default starts at 32768), how many ports to draw from.
+_PORTS_BELOW_EPHEMERAL = 12_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing on ``host`` listens on now: taken by whoever binds it first."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """A port nothing on ``host`` uses now, for a server started next: taken by whoever
+    binds it first.
+
+    Drawn at random from below the kernel's ephemeral range: the kernel gives those to
+    every outgoing connection (and to ``bind(0)``), so a port it picked could be taken
+    by some client's connection before the server starts and binds it (a node failing
+    with "Address already in use"). Below the range only another caller of this
+    function can take it, and a random draw among thousands makes that rare."""
+    try:
+        first_ephemeral = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32_768
+    low = max(1_024, first_ephemeral - _PORTS_BELOW_EPHEMERAL)
+    draw = random.SystemRandom()
+    for _ in range(100):
+        port = draw.randrange(low, first_ephemeral)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue  # in use: draw again
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # all taken: the kernel's
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
