@@ -11,6 +11,7 @@ from typing import Any
 
 from primacy.cli import codes
 from primacy.cli.exits import EXIT_FAILURE, EXIT_FEWER_THAN_COUNT, EXIT_OK, EXIT_USAGE, fail
+from primacy.cli.terminal import printable
 from primacy.client.consumer import Consumer
 from primacy.client.errors import ClientError
 from primacy.client.producer import Producer
@@ -50,8 +51,10 @@ def register(subparsers: Any) -> None:
         "consume",
         help="receive and acknowledge messages from a queue",
         description="Receive messages from a queue of a primacy group, acknowledging each "
-        "once printed, resubscribing across failovers. Stops after --count messages, "
-        "or when none arrived for --idle-timeout-s.",
+        "once printed, resubscribing across failovers. Prints one line a message, its id "
+        "and body separated by a tab, with control characters (newlines and tabs too) and "
+        "backslashes written as escapes. Stops after --count messages, or when none "
+        "arrived for --idle-timeout-s.",
         epilog=CONSUME_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -147,7 +150,10 @@ def cmd_consume(args: argparse.Namespace) -> int:
             if message is None:
                 break
             if not args.quiet:
-                print(f"{message.message_id}\t{message.body.decode(errors='replace')}")
+                # Producers choose ids and bodies: escaped (cli/terminal.py), one message a
+                # line, and no escape sequence of theirs reaches the operator's terminal.
+                body = message.body.decode(errors="replace")
+                print(f"{printable(message.message_id)}\t{printable(body)}")
             if not consumer.ack(message):
                 continue  # its connection failed over: the broker delivers it again
             consumed += 1

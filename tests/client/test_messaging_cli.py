@@ -10,6 +10,7 @@ from primacy.cli import codes
 from primacy.cli.exits import EXIT_FEWER_THAN_COUNT, EXIT_OK
 from primacy.cli.messaging import register
 from tests.broker.nodes import Masters, stored_state
+from tests.broker.stomppy import StompPy
 from tests.harness.cli import primacy
 from tests.harness.group import Group, free_port, wait_until
 
@@ -73,3 +74,22 @@ def test_consume_exits_5_when_fewer_than_count_arrived(group: Group) -> None:
     )
     # Without --count, stopping when the queue is idle is the normal end.
     assert primacy("consume", url, "/queue/short", "--idle-timeout-s", "1").returncode == EXIT_OK
+
+
+def test_consume_prints_one_escaped_line_a_message(
+    masters: Masters, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A producer chooses the body: an escape sequence in it (here one that retitles the
+    terminal) or a newline must not reach the operator's terminal as such. (Headers, the
+    id among them, cannot hold control characters: the broker refuses them.)"""
+    master = masters.start()
+    producer = StompPy(master.address)
+    try:
+        assert producer.send("/queue/esc", "title\x1b]0;owned\x07\nsecond\tline\\")
+    finally:
+        producer.close()
+    assert run("consume", f"tcp://127.0.0.1:{master.address[1]}", "/queue/esc", "--count", "1") == 0
+    [line] = capsys.readouterr().out.splitlines()
+    message_id, body = line.split("\t")
+    assert message_id.startswith("ID:")
+    assert body == "title\\x1b]0;owned\\x07\\x0asecond\\x09line\\\\"
