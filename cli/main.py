@@ -124,7 +124,7 @@ def _status_from_share(share: Path, as_json: bool) -> int:
             f"pid {holder.pid}, epoch {epoch_shown(holder.epoch)}, "
             f"since {_when(holder.since_unix_s)}"
         )
-    print(f"current epoch: {latest}")
+    print(f"current epoch: {latest}" if latest else "current epoch: none claimed yet")
     now = time.time()
     roles = {node.node_id: role_shown(node, latest) for node in nodes}
     width = max([9, *(len(role) for role in roles.values())])

@@ -107,6 +107,10 @@ def test_busy_http_port_exits_4(share: Path) -> None:
 
 
 def test_status_from_the_share(share: Path) -> None:
+    empty = primacy("status", "--share", str(share))
+    assert empty.returncode == 0, empty.stderr
+    assert "lock: never taken" in empty.stdout
+    assert "current epoch: none claimed yet" in empty.stdout  # not "epoch 0", no such epoch
     lease = Lease(PosixShare(share), "alpha")
     assert lease.try_acquire()
     epoch = lease.claim_epoch()
