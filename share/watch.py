@@ -68,7 +68,7 @@ class _Handler(FileSystemEventHandler):
         self._own = own_node_id
         self._on_master_left = on_master_left
         self._on_pause_changed = on_pause_changed
-        self._roles: dict[str, str] = {}
+        self.roles: dict[str, str] = {}  # read on the observer's thread, written there too
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         path = Path(str(event.dest_path or event.src_path))
@@ -94,8 +94,8 @@ class _Handler(FileSystemEventHandler):
             role = str(read_json(path)["role"])
         except (OSError, ValueError, KeyError, TypeError):
             return
-        previous = self._roles.get(node_id)
-        self._roles[node_id] = role
+        previous = self.roles.get(node_id)
+        self.roles[node_id] = role
         if previous in HOLDING_ROLES and role not in HOLDING_ROLES:
             log.debug(
                 "node %s left the master role (%s -> %s): trying the lock now",
@@ -118,12 +118,19 @@ class ShareWatcher:
     ) -> None:
         self._observer = Observer()
         self._observer.daemon = True
-        handler = _Handler(own_node_id, on_master_left, on_pause_changed)
+        self._handler = _Handler(own_node_id, on_master_left, on_pause_changed)
         real_directory(layout.nodes)
         for directory in (layout.root, layout.nodes):
             self._observer.schedule(
-                handler, str(directory), recursive=False, event_filter=CHANGE_EVENTS
+                self._handler, str(directory), recursive=False, event_filter=CHANGE_EVENTS
             )
+
+    def roles_seen(self) -> dict[str, str]:
+        """Each other node's role as the last event about its registry entry read it. Events
+        of the two watched directories are not delivered in the order they happened
+        (watchdog holds a rename back to pair its two halves), so this, not the order of
+        other events, tells that an entry was read."""
+        return dict(self._handler.roles)
 
     def start(self) -> None:
         """OSError at inotify's limits, or on a filesystem without events (slaves then poll)."""
