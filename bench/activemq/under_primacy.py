@@ -13,7 +13,12 @@ import subprocess
 from pathlib import Path
 
 from bench.activemq.brokers import Address, PrimacyGroup
-from bench.activemq.config import LockerTiming, java_command, write_instance
+from bench.activemq.config import (
+    LockerTiming,
+    compile_gate_locker,
+    java_command,
+    write_instance,
+)
 from bench.activemq.figures import AMQ_UNDER_PRIMACY
 from primacy.cli.localgroup import NodeProcess, free_port, http_status, wait_until
 from tests.harness.guide_examples import haproxy_config
@@ -36,17 +41,24 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
     label = AMQ_UNDER_PRIMACY
 
     def __init__(
-        self, root: Path, heap_mb: int = 256, *extra: str, shares: dict[str, Path] | None = None
+        self,
+        root: Path,
+        heap_mb: int = 256,
+        *extra: str,
+        shares: dict[str, Path] | None = None,
+        warm: bool = False,
     ) -> None:
         """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say). ``shares``:
         each node's own path to the share (emulated hosts' mounts of one directory, say);
-        by default both use one local directory."""
+        by default both use one local directory. ``warm``: a warm standby on every node,
+        KahaDB's locker being primacy's gate (``PrimacyGateLocker``)."""
         super().__init__(root, NODES, extra)
         self.shares = shares or {node_id: self.group.share for node_id in NODES}
         self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
         self.bases = {node_id: root / f"activemq-{node_id}" for node_id in NODES}
         self.front_port, self.stats_port = free_port(), free_port()
         self._root, self._heap_mb = root, heap_mb
+        self.warm = warm
         self._proxy: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -71,10 +83,15 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             stomp_port=self.stomp_ports[node_id],
             kahadb_dir=self.shares[node_id] / "activemq" / "kahadb",
             timing=BACKSTOP,
+            gated=self.warm,
         )
-        command = java_command(base=self.bases[node_id], conf_file=conf, heap_mb=self._heap_mb)
+        classpath = compile_gate_locker(self._root / "gate-locker") if self.warm else None
+        command = java_command(
+            base=self.bases[node_id], conf_file=conf, heap_mb=self._heap_mb, classpath=classpath
+        )
         return self.group.start(
             node_id,
+            *(["--exec-warm-standby"] if self.warm else []),
             "--exec-ready",
             f"tcp:127.0.0.1:{self.stomp_ports[node_id]}",
             "--exec-ready-timeout-s",
