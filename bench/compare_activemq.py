@@ -23,7 +23,9 @@ taking turns (A B A B) so that drift in a shared machine's load hits both:
    ActiveMQ under primacy, two nodes each supervising an ActiveMQ on one
    shared KahaDB (exec mode, readiness on its STOMP port), clients through
    HAProxy checking ``/master``: kill -9 of the master's supervisor -> first
-   RECEIPT through HAProxy, which includes a cold JVM start.
+   RECEIPT through HAProxy, which includes a cold JVM start; and (unless ``--no-warm``) a
+   fourth, the same with a warm standby (``exec_warm_standby``, KahaDB's locker being
+   primacy's gate), whose JVM is loaded before the kill.
 
 Prints min / median / max per figure, primacy/ActiveMQ ratios of medians and
 the issue's targets. ActiveMQ comes from Debian's ``activemq`` package, which
@@ -67,6 +69,7 @@ from bench.activemq.figures import (
     AMQ_DEFAULTS,
     AMQ_TUNED,
     AMQ_UNDER_PRIMACY,
+    AMQ_UNDER_PRIMACY_WARM,
     FAILOVER,
     FAILOVER_STOCK,
     PRIMACY,
@@ -281,6 +284,12 @@ def run(args: argparse.Namespace) -> Results:
             started.append(under)
             under.start()
             groups[AMQ_UNDER_PRIMACY] = under
+            if not args.no_warm:
+                say("starting ActiveMQ under primacy with a warm standby behind its gate")
+                warm = ActiveMQUnderPrimacy(workdir / "amq-warm", args.heap_mb, warm=True)
+                started.append(warm)
+                warm.start()
+                groups[AMQ_UNDER_PRIMACY_WARM] = warm
         elif not args.no_exec:
             say("ActiveMQ under primacy SKIPPED: it needs ActiveMQ and haproxy")
         say(f"failover: {args.kills} kills per group ({args.default_kills} for ActiveMQ defaults)")
@@ -318,6 +327,11 @@ def main() -> None:
         "--no-exec",
         action="store_true",
         help="skip the failover figures of ActiveMQ under primacy (exec mode behind HAProxy)",
+    )
+    parser.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="skip the failover figures of ActiveMQ under primacy with a warm standby",
     )
     args = parser.parse_args()
     for name, full, quick in (

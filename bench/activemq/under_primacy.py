@@ -19,7 +19,7 @@ from bench.activemq.config import (
     java_command,
     write_instance,
 )
-from bench.activemq.figures import AMQ_UNDER_PRIMACY
+from bench.activemq.figures import AMQ_UNDER_PRIMACY, AMQ_UNDER_PRIMACY_WARM
 from primacy.cli.localgroup import NodeProcess, free_port, http_status, wait_until
 from tests.harness.guide_examples import haproxy_config
 
@@ -59,6 +59,8 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self.front_port, self.stats_port = free_port(), free_port()
         self._root, self._heap_mb = root, heap_mb
         self.warm = warm
+        if warm:
+            self.label = AMQ_UNDER_PRIMACY_WARM
         self._proxy: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
