@@ -31,11 +31,15 @@ from tests.harness.processes import may_run_its_own_code
 pytestmark = pytest.mark.slow
 
 KEEP_ALIVE_MS = 1000
+# Past its gate the child "recovers" while $READY/hold exists, then is ready (--exec-ready-cmd).
 _CHILD = """\
+rm -f "$READY/$PRIMACY_NODE_ID"
 touch "$MARKS/standby-$PRIMACY_NODE_ID-$$"
 EPOCH=$("$PYTHON" -m primacy.supervisor.child.gate) || exit 1
 touch "$MARKS/past-$PRIMACY_NODE_ID-$EPOCH-$$"
 echo "$PRIMACY_NODE_ID $EPOCH" >> "$PRIMACY_SHARE/warm-writes"
+while [ -e "$READY/hold" ]; do sleep 0.05; done
+touch "$READY/$PRIMACY_NODE_ID"
 exec sleep 3600
 """
 
@@ -98,6 +102,7 @@ class WarmPair:
     marks: Path
     watch: GatesWatch
     share: Path
+    ready: Path
 
     def start(self, node_id: str) -> NodeProcess:
         return self.group.start(
@@ -105,8 +110,10 @@ class WarmPair:
             "--lock-keep-alive-period-ms",
             str(KEEP_ALIVE_MS),
             "--exec-warm-standby",
+            "--exec-ready-cmd",
+            f"test -e {self.ready / node_id}",
             exec_command=["sh", "-c", _CHILD],
-            env={"MARKS": str(self.marks), "PYTHON": sys.executable},
+            env={"MARKS": str(self.marks), "PYTHON": sys.executable, "READY": str(self.ready)},
         )
 
     def settled(self) -> tuple[NodeProcess, Mark, NodeProcess, Mark]:
@@ -142,14 +149,14 @@ class WarmPair:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmPair]:
     root = tmp_path_factory.mktemp("warm")
-    share, marks, logs = root / "share", root / "marks", root / "logs"
-    for directory in (share, marks, logs):
+    share, marks, logs, ready = (root / name for name in ("share", "marks", "logs", "ready"))
+    for directory in (share, marks, logs, ready):
         directory.mkdir()
     group = Group(share=share, log_dir=logs)
     watch = GatesWatch(marks)
     sampler = threading.Thread(target=watch.run, daemon=True)
     sampler.start()
-    made = WarmPair(group, marks, watch, share)
+    made = WarmPair(group, marks, watch, share, ready)
     try:
         made.start("n1")
         group.wait_for_master(60)  # n1 first: the one that serves
@@ -171,8 +178,14 @@ def _guardian(node: NodeProcess) -> psutil.Process:
     raise AssertionError(f"{node.node_id} has no guardian")
 
 
+def _status(node: NodeProcess) -> dict[str, object]:
+    answer: dict[str, object] = httpx.get(f"http://127.0.0.1:{node.port}/status", timeout=5).json()
+    return answer
+
+
 def _epoch(node: NodeProcess) -> int:
-    epoch: int = httpx.get(f"http://127.0.0.1:{node.port}/status", timeout=5).json()["epoch"]
+    epoch = _status(node)["epoch"]
+    assert isinstance(epoch, int)
     return epoch
 
 
@@ -257,4 +270,23 @@ def test_a_stopped_master_supervisor_s_child_dies_and_no_standby_passes(pair: Wa
     finally:
         master.signal(signal.SIGCONT)
     pair.settled()
+    pair.check()
+
+
+def test_master_answers_503_until_the_child_past_its_gate_is_ready(pair: WarmPair) -> None:
+    master, _, slave, waiting = pair.settled()
+    (pair.ready / "hold").touch()
+    try:
+        master.signal(signal.SIGKILL)
+        wait_until(
+            lambda: waiting.pid in {m.pid for m in pair.watch.past_and_running()},
+            30,
+            "the standby to pass its gate",
+        )
+        wait_until(lambda: _status(slave)["role"] == "master", 30, "the promotion")
+        assert slave.status("/master") == 503
+        assert "readiness" in str(_status(slave)["waiting_for"])
+    finally:
+        (pair.ready / "hold").unlink()
+    wait_until(slave.is_master, 30, "the new master to be ready")
     pair.check()
