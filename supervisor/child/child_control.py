@@ -180,7 +180,7 @@ class ChildControl:
         """Promotion: open the standby's gate, or start a child behind one and open it."""
         self._standby = None
         if self._child.pid is None or self._gate_open is not False:
-            self._stop(graceful=False)  # a cold child of an earlier mode, or one dying now
+            self._stop(graceful=False)  # what is left of an opened child (a restart as master)
             if not self._start(environment, gated=True):
                 return
         self._child.open_gate(epoch)
