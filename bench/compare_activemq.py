@@ -25,7 +25,8 @@ taking turns (A B A B) so that drift in a shared machine's load hits both:
    HAProxy checking ``/master``: kill -9 of the master's supervisor -> first
    RECEIPT through HAProxy, which includes a cold JVM start; and (unless ``--no-warm``) a
    fourth, the same with a warm standby (``exec_warm_standby``, KahaDB's locker being
-   primacy's gate), whose JVM is loaded before the kill.
+   primacy's gate), whose JVM is loaded before the kill; then (unless ``--no-victims``)
+   both groups again, killing the master's guardian, then its broker JVM, instead.
 
 Prints min / median / max per figure, primacy/ActiveMQ ratios of medians and
 the issue's targets. ActiveMQ comes from Debian's ``activemq`` package, which
@@ -71,6 +72,8 @@ from bench.activemq.figures import (
     AMQ_UNDER_PRIMACY,
     AMQ_UNDER_PRIMACY_WARM,
     FAILOVER,
+    FAILOVER_GUARDIAN,
+    FAILOVER_JVM,
     FAILOVER_STOCK,
     PRIMACY,
     RSS_MASTER,
@@ -236,6 +239,37 @@ def failover_phase(
             sender.close()
 
 
+def victim_phase(results: Results, groups: dict[str, ActiveMQUnderPrimacy], kills: int) -> None:
+    """Issue 28: failover from a kill of the master's guardian, then of its broker JVM."""
+    senders = {
+        label: FailoverSender(
+            OurClient(group.stomp_addresses()), FAILOVER_QUEUE, f"v-{slug(label)}"
+        )
+        for label, group in groups.items()
+    }
+    try:
+        for victim, metric in (("guardian", FAILOVER_GUARDIAN), ("jvm", FAILOVER_JVM)):
+            for index in range(kills):
+                for label, group in groups.items():
+                    group.victim = victim
+                    took = one_failover(group, senders[label])
+                    results.add(metric, label, took)
+                    say(f"  kill {index + 1} of the {victim}, {label}: {took * 1000:.0f} ms")
+        for label, group in groups.items():
+            group.victim = "supervisor"
+            sender = senders.pop(label)
+            sender.pause()
+            receipted = sender.receipted_ids()
+            sender.close()
+            delivered = drain(group.master_address(), FAILOVER_QUEUE, idle_s=3.0)
+            loss = Loss.count(receipted, delivered)
+            results.losses[f"{label}, guardian and JVM kills"] = loss
+            say(f"  {label}, guardian and JVM kills: lost / duplicated {loss.show()}")
+    finally:
+        for sender in senders.values():
+            sender.close()
+
+
 def run(args: argparse.Namespace) -> Results:
     results = Results()
     workdir = Path(tempfile.mkdtemp(prefix="primacy-bench-activemq-", dir=args.dir))
@@ -294,6 +328,14 @@ def run(args: argparse.Namespace) -> Results:
             say("ActiveMQ under primacy SKIPPED: it needs ActiveMQ and haproxy")
         say(f"failover: {args.kills} kills per group ({args.default_kills} for ActiveMQ defaults)")
         failover_phase(results, groups, args.kills, args.default_kills)
+        supervised = {
+            label: group
+            for label, group in groups.items()
+            if isinstance(group, ActiveMQUnderPrimacy)
+        }
+        if supervised and not args.no_victims:
+            say(f"failover from the master's guardian, then its JVM: {args.kills} kills each")
+            victim_phase(results, supervised, args.kills)
     finally:
         say("stopping every process started (by pid)")
         for group in reversed(started):
@@ -327,6 +369,11 @@ def main() -> None:
         "--no-exec",
         action="store_true",
         help="skip the failover figures of ActiveMQ under primacy (exec mode behind HAProxy)",
+    )
+    parser.add_argument(
+        "--no-victims",
+        action="store_true",
+        help="skip the kills of the master's guardian and JVM under primacy",
     )
     parser.add_argument(
         "--no-warm",

@@ -9,8 +9,12 @@ ports: used by ``bench/compare_activemq.py`` (its third group) and by
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
+
+import psutil
 
 from bench.activemq.brokers import Address, PrimacyGroup
 from bench.activemq.config import (
@@ -59,6 +63,8 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self.front_port, self.stats_port = free_port(), free_port()
         self._root, self._heap_mb = root, heap_mb
         self.warm = warm
+        # What kill_master kills: the master's supervisor, its guardian, or its broker JVM.
+        self.victim = "supervisor"
         if warm:
             self.label = AMQ_UNDER_PRIMACY_WARM
         self._proxy: subprocess.Popen[bytes] | None = None
@@ -93,7 +99,9 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         )
         return self.group.start(
             node_id,
-            *(["--exec-warm-standby"] if self.warm else []),
+            # A warm node hands a crashed broker's role to the loaded standby rather than
+            # start a cold JVM itself (docs/operator-guide.md, "A warm standby behind a gate").
+            *(["--exec-warm-standby", "--exec-max-restarts", "0"] if self.warm else []),
             "--exec-ready",
             f"tcp:127.0.0.1:{self.stomp_ports[node_id]}",
             "--exec-ready-timeout-s",
@@ -104,6 +112,19 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             http_port=self.http_ports[node_id],
             share=self.shares[node_id],
         )
+
+    def kill_master(self) -> float:
+        if self.victim == "supervisor":
+            return super().kill_master()
+        master = self.wait_for_a_master()
+        below = psutil.Process(master.pid).children(recursive=True)
+        if self.victim == "guardian":
+            [victim] = [p for p in below if "primacy.supervisor.child.guardian" in p.cmdline()]
+        else:
+            [victim] = [p for p in below if p.name() == "java"]
+        killed_at = time.monotonic()
+        victim.send_signal(signal.SIGKILL)
+        return killed_at
 
     def _wait_complete(self) -> None:
         """A master that HAProxy sees, and the other node standing by."""
