@@ -20,8 +20,9 @@ With ``--gate`` (the warm standby) the child inherits the read end of a pipe who
 write end only this process holds (``gate.py``) and waits on it before it touches
 the store. Until the gate opens the claim's deadline does not apply (a standby has
 no claim and cannot use one); the supervisor asks ``open EPOCH UNTIL`` once its
-node is master, and the gate opens only if UNTIL is still ahead, else the tree is
-killed. From then on, the rules above.
+node is master, and the gate opens once a claim of that tenure (UNTIL, or a
+``claim`` written after the request) is ahead when read; until then it stays shut.
+From then on, the rules above.
 
 It exits with the child's code (128 + signal for a signal), or ``CLAIM_LAPSED``. It
 judges the claim before it starts the child too, and never starts one whose claim has
@@ -91,7 +92,8 @@ class Guardian:
         # The gate's write end, held by this process alone; None: no gate (cold start).
         self._gate: int | None = None
         self._opened = not gated  # the claim's deadline applies once the gate is open
-        self._refused = False
+        # An open asked for whose claim had lapsed when read: (epoch, newest claim since).
+        self._open_asked: tuple[int, float] | None = None
         self._pending = b""
         self._stop_by: float | None = None  # a graceful stop's SIGKILL time
         self._child: subprocess.Popen[bytes] | None = None
@@ -151,8 +153,6 @@ class Guardian:
         a claim."""
         if self._readable(0.0) and not self._read_commands():
             return "the supervisor is gone"
-        if self._refused:
-            return "asked to open the gate on a claim that had lapsed"
         if self._opened and time.monotonic() >= self.claim_until:
             return "the claim lapsed unconfirmed"
         return None
@@ -172,6 +172,8 @@ class Guardian:
             verb, _, value = line.decode("ascii", "replace").partition(" ")
             if verb == "claim":
                 self.claim_until = float(value)
+                if self._open_asked is not None:
+                    self._open(self._open_asked[0], self.claim_until)
             elif verb == "stop" and self._stop_by is None:
                 self._stop_by = time.monotonic() + float(value)
                 if self._child is not None:
@@ -184,12 +186,20 @@ class Guardian:
         return True
 
     def _open(self, epoch: int, until: float) -> None:
-        """Open the gate for ``epoch`` if the claim the supervisor vouches for is still ahead."""
-        if self._opened or self._refused:
+        """Open the gate for ``epoch`` if the claim ``until`` is still ahead; else keep the
+        request for the tenure's next claim (only the tenure's claims follow the request in
+        the pipe: the next tenure has a guardian of its own). Reading late, on a guardian
+        started on a loaded host, never opens the gate on a lapsed claim, and no longer
+        kills a standby whose node's next lease check is already in the pipe."""
+        if self._opened or self._stop_by is not None:  # a stop outranks a late open
             return
         if time.monotonic() >= until:
-            self._refused = True  # read too late: the tree dies, the node starts another
+            if self._open_asked is None:
+                _log(codes.CHILD_CLAIM_LAPSED, "asked to open the gate on a claim that had lapsed "
+                     "when read: it stays shut until the next claim")  # fmt: skip
+            self._open_asked = (epoch, until)
             return
+        self._open_asked = None
         self.claim_until, self._opened = until, True
         assert self._gate is not None
         # One line under PIPE_BUF into an empty pipe: written whole, never blocks. The write
