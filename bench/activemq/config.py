@@ -68,11 +68,12 @@ def activemq_xml(
     timing: LockerTiming,
     tls: AmqTls | None = None,
     gated: bool = False,
+    openwire_port: int | None = None,
 ) -> str:
     """The broker's Spring XML: STOMP on loopback only, KahaDB on the shared directory.
 
     ``gated``: KahaDB's locker is primacy's gate (a warm standby) instead of ActiveMQ's
-    shared-file locker.
+    shared-file locker. ``openwire_port``: an OpenWire connector too, for ActiveMQ's JMS client.
 
     JMX and advisory messages are off, as in Debian's own instance config
     (JMX) and because neither is used here; both only make ActiveMQ lighter,
@@ -85,6 +86,10 @@ def activemq_xml(
           <shared-file-locker
               lockAcquireSleepInterval="{timing.lock_acquire_sleep_interval_ms}"/>
         """
+    openwire = ""
+    if openwire_port is not None:
+        openwire = f"""
+      <transportConnector name="openwire" uri="tcp://127.0.0.1:{openwire_port}"/>"""
     if gated:
         locker = f"""
           <bean xmlns="http://www.springframework.org/schema/beans" class="{GATE_LOCKER_CLASS}"/>
@@ -114,7 +119,7 @@ def activemq_xml(
       </kahaDB>
     </persistenceAdapter>{ssl_context}
     <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp_port}"/>{ssl_connector}
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp_port}"/>{ssl_connector}{openwire}
     </transportConnectors>
   </broker>
 </beans>
@@ -173,6 +178,7 @@ def write_instance(
     timing: LockerTiming,
     tls: AmqTls | None = None,
     gated: bool = False,
+    openwire_port: int | None = None,
 ) -> Path:
     """Create ``base/conf`` with the XML and log4j config; returns the XML's path."""
     conf = base / "conf"
@@ -188,6 +194,7 @@ def write_instance(
             timing=timing,
             tls=tls,
             gated=gated,
+            openwire_port=openwire_port,
         )
     )
     (conf / "log4j.properties").write_text(LOG4J_PROPERTIES)

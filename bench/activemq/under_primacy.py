@@ -51,11 +51,13 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         *extra: str,
         shares: dict[str, Path] | None = None,
         warm: bool = False,
+        openwire: bool = False,
     ) -> None:
         """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say). ``shares``:
         each node's own path to the share (emulated hosts' mounts of one directory, say);
         by default both use one local directory. ``warm``: a warm standby on every node,
-        KahaDB's locker being primacy's gate (``PrimacyGateLocker``)."""
+        KahaDB's locker being primacy's gate (``PrimacyGateLocker``). ``openwire``: each broker
+        also listens for ActiveMQ's JMS client (``openwire_ports``), not through HAProxy."""
         super().__init__(root, NODES, extra)
         self.shares = shares or {node_id: self.group.share for node_id in NODES}
         self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
@@ -63,6 +65,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self.front_port, self.stats_port = free_port(), free_port()
         self._root, self._heap_mb = root, heap_mb
         self.warm = warm
+        self.openwire_ports = {node_id: free_port() for node_id in NODES} if openwire else {}
         # What kill_master kills: the master's supervisor, its guardian, or its broker JVM.
         self.victim = "supervisor"
         if warm:
@@ -92,6 +95,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             kahadb_dir=self.shares[node_id] / "activemq" / "kahadb",
             timing=BACKSTOP,
             gated=self.warm,
+            openwire_port=self.openwire_ports.get(node_id),
         )
         classpath = compile_gate_locker(self._root / "gate-locker") if self.warm else None
         command = java_command(
