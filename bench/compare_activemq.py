@@ -318,7 +318,9 @@ def run(args: argparse.Namespace) -> Results:
             started.append(under)
             under.start()
             groups[AMQ_UNDER_PRIMACY] = under
-            if not args.no_warm:
+            if not args.no_warm and shutil.which("javac") is None:
+                say("ActiveMQ under primacy, warm, SKIPPED: no javac for its gate's locker")
+            elif not args.no_warm:
                 say("starting ActiveMQ under primacy with a warm standby behind its gate")
                 warm = ActiveMQUnderPrimacy(workdir / "amq-warm", args.heap_mb, warm=True)
                 started.append(warm)
