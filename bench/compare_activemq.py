@@ -322,7 +322,9 @@ def run(args: argparse.Namespace) -> Results:
                 say("ActiveMQ under primacy, warm, SKIPPED: no javac for its gate's locker")
             elif not args.no_warm:
                 say("starting ActiveMQ under primacy with a warm standby behind its gate")
-                warm = ActiveMQUnderPrimacy(workdir / "amq-warm", args.heap_mb, warm=True)
+                warm = ActiveMQUnderPrimacy(
+                    workdir / "amq-warm", args.heap_mb, warm=True, haproxy_checks=args.warm_checks
+                )
                 started.append(warm)
                 warm.start()
                 groups[AMQ_UNDER_PRIMACY_WARM] = warm
@@ -376,6 +378,12 @@ def main() -> None:
         "--no-victims",
         action="store_true",
         help="skip the kills of the master's guardian and JVM under primacy",
+    )
+    parser.add_argument(
+        "--warm-checks",
+        metavar="TIMINGS",
+        help="HAProxy's check timings for the warm group instead of the operator guide's "
+        "(for example 'inter 100ms fall 1 rise 1')",
     )
     parser.add_argument(
         "--no-warm",

@@ -52,12 +52,15 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         shares: dict[str, Path] | None = None,
         warm: bool = False,
         openwire: bool = False,
+        haproxy_checks: str | None = None,
     ) -> None:
         """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say). ``shares``:
         each node's own path to the share (emulated hosts' mounts of one directory, say);
         by default both use one local directory. ``warm``: a warm standby on every node,
         KahaDB's locker being primacy's gate (``PrimacyGateLocker``). ``openwire``: each broker
-        also listens for ActiveMQ's JMS client (``openwire_ports``), not through HAProxy."""
+        also listens for ActiveMQ's JMS client (``openwire_ports``), not through HAProxy.
+        ``haproxy_checks``: HAProxy's check timings instead of the guide's (``inter 500ms
+        fall 1 rise 2``), to measure what they cost a failover."""
         super().__init__(root, NODES, extra)
         self.shares = shares or {node_id: self.group.share for node_id in NODES}
         self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
@@ -65,6 +68,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self.front_port, self.stats_port = free_port(), free_port()
         self._root, self._heap_mb = root, heap_mb
         self.warm = warm
+        self._haproxy_checks = haproxy_checks
         self.openwire_ports = {node_id: free_port() for node_id in NODES} if openwire else {}
         # What kill_master kills: the master's supervisor, its guardian, or its broker JVM.
         self.victim = "supervisor"
@@ -79,7 +83,12 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             self.start_node(node_id)
         config = self._root / "haproxy.cfg"
         backends = {n: (self.stomp_ports[n], self.http_ports[n]) for n in NODES}
-        config.write_text(haproxy_config(self.front_port, backends, self.stats_port))
+        text = haproxy_config(self.front_port, backends, self.stats_port)
+        if self._haproxy_checks is not None:
+            guide = "default-server inter 500ms fall 1 rise 2"
+            assert guide in text, "the guide's HAProxy example changed its check timings"
+            text = text.replace(guide, f"default-server {self._haproxy_checks}")
+        config.write_text(text)
         self._proxy = subprocess.Popen(
             [HAPROXY, "-db", "-f", str(config)],
             stdout=subprocess.DEVNULL,
