@@ -88,8 +88,9 @@ TITLES = {
     CHILD_EXITED: "the exec child exited",
     CHILD_NOT_STARTED: "the exec child could not be started (counted as exit code 127)",
     CHILD_CLAIM_LAPSED: (
-        "the guardian killed the exec child's tree, or did not start the child: the supervisor "
-        "stopped confirming its claim or died (counted as exit code 125)"
+        "the guardian killed the exec child's tree, or did not start the child, or kept a warm "
+        "standby's gate shut: the supervisor stopped confirming its claim or died (counted as "
+        "exit code 125)"
     ),
     CHILD_READY: "the exec child passed its readiness check; the node now answers 200 on /master",
     CHILD_NOT_READY: (
