@@ -113,7 +113,7 @@ class ChildProcess:
 
     def open_gate(self, epoch: int) -> None:
         """Ask the guardian to open the child's gate for ``epoch`` on the newest claim
-        confirmed; it refuses (and kills the tree) if that claim has lapsed when it reads."""
+        confirmed; if that claim has lapsed when it reads, the gate stays shut until the next."""
         with self._control_lock:
             self._write(f"open {epoch} {self._claim_until!r}\n")
 
