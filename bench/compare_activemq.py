@@ -323,7 +323,11 @@ def run(args: argparse.Namespace) -> Results:
             elif not args.no_warm:
                 say("starting ActiveMQ under primacy with a warm standby behind its gate")
                 warm = ActiveMQUnderPrimacy(
-                    workdir / "amq-warm", args.heap_mb, warm=True, haproxy_checks=args.warm_checks
+                    workdir / "amq-warm",
+                    args.heap_mb,
+                    warm=True,
+                    haproxy_checks=args.warm_checks,
+                    haproxy_connect_timeout=args.warm_connect_timeout,
                 )
                 started.append(warm)
                 warm.start()
@@ -384,6 +388,11 @@ def main() -> None:
         metavar="TIMINGS",
         help="HAProxy's check timings for the warm group instead of the operator guide's "
         "(for example 'inter 100ms fall 1 rise 1')",
+    )
+    parser.add_argument(
+        "--warm-connect-timeout",
+        metavar="TIME",
+        help="HAProxy's 'timeout connect' for the warm group instead of the guide's 2s",
     )
     parser.add_argument(
         "--no-warm",

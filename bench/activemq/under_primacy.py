@@ -53,6 +53,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         warm: bool = False,
         openwire: bool = False,
         haproxy_checks: str | None = None,
+        haproxy_connect_timeout: str | None = None,
     ) -> None:
         """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say). ``shares``:
         each node's own path to the share (emulated hosts' mounts of one directory, say);
@@ -60,7 +61,9 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         KahaDB's locker being primacy's gate (``PrimacyGateLocker``). ``openwire``: each broker
         also listens for ActiveMQ's JMS client (``openwire_ports``), not through HAProxy.
         ``haproxy_checks``: HAProxy's check timings instead of the guide's (``inter 500ms
-        fall 1 rise 2``), to measure what they cost a failover."""
+        fall 1 rise 2``), and ``haproxy_connect_timeout`` instead of its ``2s`` (HAProxy waits
+        the shorter of it and 1 s before it retries a refused connection), to measure what they
+        cost a failover."""
         super().__init__(root, NODES, extra)
         self.shares = shares or {node_id: self.group.share for node_id in NODES}
         self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
@@ -69,6 +72,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self._root, self._heap_mb = root, heap_mb
         self.warm = warm
         self._haproxy_checks = haproxy_checks
+        self._haproxy_connect_timeout = haproxy_connect_timeout
         self.openwire_ports = {node_id: free_port() for node_id in NODES} if openwire else {}
         # What kill_master kills: the master's supervisor, its guardian, or its broker JVM.
         self.victim = "supervisor"
@@ -88,6 +92,11 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             guide = "default-server inter 500ms fall 1 rise 2"
             assert guide in text, "the guide's HAProxy example changed its check timings"
             text = text.replace(guide, f"default-server {self._haproxy_checks}")
+        if self._haproxy_connect_timeout is not None:
+            assert "timeout connect 2s" in text, "the guide's HAProxy example changed"
+            text = text.replace(
+                "timeout connect 2s", f"timeout connect {self._haproxy_connect_timeout}"
+            )
         config.write_text(text)
         self._proxy = subprocess.Popen(
             [HAPROXY, "-db", "-f", str(config)],
