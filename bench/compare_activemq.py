@@ -23,7 +23,11 @@ taking turns (A B A B) so that drift in a shared machine's load hits both:
    ActiveMQ under primacy, two nodes each supervising an ActiveMQ on one
    shared KahaDB (exec mode, readiness on its STOMP port), clients through
    HAProxy checking ``/master``: kill -9 of the master's supervisor -> first
-   RECEIPT through HAProxy, which includes a cold JVM start.
+   RECEIPT through HAProxy, which includes a cold JVM start; and (unless ``--no-warm``) a
+   fourth, the same with a warm standby (``exec_warm_standby``, KahaDB's locker being
+   primacy's gate, HAProxy set as that recipe says), whose JVM is loaded before the
+   kill; then (unless ``--no-victims``) both groups again, killing the master's
+   guardian, then its broker JVM, instead.
 
 Prints min / median / max per figure, primacy/ActiveMQ ratios of medians and
 the issue's targets. ActiveMQ comes from Debian's ``activemq`` package, which
@@ -67,7 +71,10 @@ from bench.activemq.figures import (
     AMQ_DEFAULTS,
     AMQ_TUNED,
     AMQ_UNDER_PRIMACY,
+    AMQ_UNDER_PRIMACY_WARM,
     FAILOVER,
+    FAILOVER_GUARDIAN,
+    FAILOVER_JVM,
     FAILOVER_STOCK,
     PRIMACY,
     RSS_MASTER,
@@ -233,6 +240,51 @@ def failover_phase(
             sender.close()
 
 
+# HAProxy as the warm standby's recipe sets it (docs/operator-guide.md, "A warm standby behind
+# a gate"): a failover that takes well under a second is not to wait for HAProxy.
+WARM_CHECKS = "inter 100ms fall 1 rise 1"
+WARM_CONNECT_TIMEOUT = "100ms"
+HOLD_OFF_S = 10.5  # crash_loop_hold_off_ms's default, and a margin
+
+
+def victim_phase(results: Results, groups: dict[str, ActiveMQUnderPrimacy], kills: int) -> None:
+    """Issue 28: failover from a kill of the master's guardian, then of its broker JVM."""
+    senders = {
+        label: FailoverSender(
+            OurClient(group.stomp_addresses()), FAILOVER_QUEUE, f"v-{slug(label)}"
+        )
+        for label, group in groups.items()
+    }
+    last_kill = dict.fromkeys(groups, float("-inf"))
+    try:
+        for victim, metric in (("guardian", FAILOVER_GUARDIAN), ("jvm", FAILOVER_JVM)):
+            for index in range(kills):
+                for label, group in groups.items():
+                    group.victim = victim
+                    if group.warm:
+                        # A warm node gives the lock up at its broker's first exit and then
+                        # holds off crash_loop_hold_off_ms (10 s): a kill sooner than that
+                        # would find the only standby holding off, and measure the hold-off.
+                        time.sleep(max(0.0, last_kill[label] + HOLD_OFF_S - time.monotonic()))
+                    last_kill[label] = time.monotonic()
+                    took = one_failover(group, senders[label])
+                    results.add(metric, label, took)
+                    say(f"  kill {index + 1} of the {victim}, {label}: {took * 1000:.0f} ms")
+        for label, group in groups.items():
+            group.victim = "supervisor"
+            sender = senders.pop(label)
+            sender.pause()
+            receipted = sender.receipted_ids()
+            sender.close()
+            delivered = drain(group.master_address(), FAILOVER_QUEUE, idle_s=3.0)
+            loss = Loss.count(receipted, delivered)
+            results.losses[f"{label}, guardian and JVM kills"] = loss
+            say(f"  {label}, guardian and JVM kills: lost / duplicated {loss.show()}")
+    finally:
+        for sender in senders.values():
+            sender.close()
+
+
 def run(args: argparse.Namespace) -> Results:
     results = Results()
     workdir = Path(tempfile.mkdtemp(prefix="primacy-bench-activemq-", dir=args.dir))
@@ -281,10 +333,34 @@ def run(args: argparse.Namespace) -> Results:
             started.append(under)
             under.start()
             groups[AMQ_UNDER_PRIMACY] = under
+            if not args.no_warm and shutil.which("javac") is None:
+                say("ActiveMQ under primacy, warm, SKIPPED: no javac for its gate's locker")
+            elif not args.no_warm:
+                say("starting ActiveMQ under primacy with a warm standby behind its gate")
+                warm = ActiveMQUnderPrimacy(
+                    workdir / "amq-warm",
+                    args.heap_mb,
+                    warm=True,
+                    haproxy_checks=None if args.warm_checks == "guide" else args.warm_checks,
+                    haproxy_connect_timeout=(
+                        None if args.warm_connect_timeout == "guide" else args.warm_connect_timeout
+                    ),
+                )
+                started.append(warm)
+                warm.start()
+                groups[AMQ_UNDER_PRIMACY_WARM] = warm
         elif not args.no_exec:
             say("ActiveMQ under primacy SKIPPED: it needs ActiveMQ and haproxy")
         say(f"failover: {args.kills} kills per group ({args.default_kills} for ActiveMQ defaults)")
         failover_phase(results, groups, args.kills, args.default_kills)
+        supervised = {
+            label: group
+            for label, group in groups.items()
+            if isinstance(group, ActiveMQUnderPrimacy)
+        }
+        if supervised and not args.no_victims:
+            say(f"failover from the master's guardian, then its JVM: {args.kills} kills each")
+            victim_phase(results, supervised, args.kills)
     finally:
         say("stopping every process started (by pid)")
         for group in reversed(started):
@@ -318,6 +394,30 @@ def main() -> None:
         "--no-exec",
         action="store_true",
         help="skip the failover figures of ActiveMQ under primacy (exec mode behind HAProxy)",
+    )
+    parser.add_argument(
+        "--no-victims",
+        action="store_true",
+        help="skip the kills of the master's guardian and JVM under primacy",
+    )
+    parser.add_argument(
+        "--warm-checks",
+        metavar="TIMINGS",
+        default=WARM_CHECKS,
+        help="HAProxy's check timings for the warm group (default: the warm recipe's "
+        f"'{WARM_CHECKS}'; 'guide' for the operator guide's general example)",
+    )
+    parser.add_argument(
+        "--warm-connect-timeout",
+        metavar="TIME",
+        default=WARM_CONNECT_TIMEOUT,
+        help="HAProxy's 'timeout connect' for the warm group (default: the warm recipe's "
+        f"{WARM_CONNECT_TIMEOUT}; 'guide' for the general example's 2s)",
+    )
+    parser.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="skip the failover figures of ActiveMQ under primacy with a warm standby",
     )
     args = parser.parse_args()
     for name, full, quick in (

@@ -49,6 +49,8 @@ CHILD_READY = "PRIMACY-1107"
 CHILD_NOT_READY = "PRIMACY-1108"
 PRE_PROMOTE_VETOED = "PRIMACY-1109"
 PRE_PROMOTE_ALLOWED = "PRIMACY-1110"
+GATE_OPENED = "PRIMACY-1111"
+STANDBY_EXITED = "PRIMACY-1112"
 CONFIG_REJECTED = "PRIMACY-2006"
 NOTIFY_SOCKET_UNUSABLE = "PRIMACY-3040"
 
@@ -86,8 +88,9 @@ TITLES = {
     CHILD_EXITED: "the exec child exited",
     CHILD_NOT_STARTED: "the exec child could not be started (counted as exit code 127)",
     CHILD_CLAIM_LAPSED: (
-        "the guardian killed the exec child's tree, or did not start the child: the supervisor "
-        "stopped confirming its claim or died (counted as exit code 125)"
+        "the guardian killed the exec child's tree, or did not start the child, or kept a warm "
+        "standby's gate shut: the supervisor stopped confirming its claim or died (counted as "
+        "exit code 125)"
     ),
     CHILD_READY: "the exec child passed its readiness check; the node now answers 200 on /master",
     CHILD_NOT_READY: (
@@ -96,6 +99,10 @@ TITLES = {
     ),
     PRE_PROMOTE_VETOED: "the pre_promote command failed or timed out: this node gives the lock up",
     PRE_PROMOTE_ALLOWED: "the pre_promote command exited 0: the takeover may go on",
+    GATE_OPENED: "the guardian opened the warm standby's gate: the broker may open the store",
+    STANDBY_EXITED: (
+        "the warm standby exited behind its closed gate; a fresh one starts in a second"
+    ),
     CONFIG_REJECTED: "an edited config file was rejected; the running configuration stays",
     NOTIFY_SOCKET_UNUSABLE: (
         "`NOTIFY_SOCKET` is set but names no usable socket; systemd notifications are off"

@@ -18,6 +18,15 @@ from xml.sax.saxutils import quoteattr
 
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
 RUN_JAR = ACTIVEMQ_HOME / "bin" / "activemq.jar"
+# The locker that puts ActiveMQ behind primacy's warm standby gate (compile_gate_locker).
+GATE_LOCKER_SOURCE = (
+    Path(__file__).resolve().parents[2]
+    / "supervisor"
+    / "child"
+    / "activemq"
+    / "PrimacyGateLocker.java"
+)
+GATE_LOCKER_CLASS = "org.primacy.PrimacyGateLocker"
 
 
 @dataclass(frozen=True)
@@ -58,8 +67,13 @@ def activemq_xml(
     data_dir: Path,
     timing: LockerTiming,
     tls: AmqTls | None = None,
+    gated: bool = False,
+    openwire_port: int | None = None,
 ) -> str:
     """The broker's Spring XML: STOMP on loopback only, KahaDB on the shared directory.
+
+    ``gated``: KahaDB's locker is primacy's gate (a warm standby) instead of ActiveMQ's
+    shared-file locker. ``openwire_port``: an OpenWire connector too, for ActiveMQ's JMS client.
 
     JMX and advisory messages are off, as in Debian's own instance config
     (JMX) and because neither is used here; both only make ActiveMQ lighter,
@@ -68,6 +82,18 @@ def activemq_xml(
     before its RECEIPT, as with primacy's ``sync`` policy.
     """
     name = quoteattr(broker_name)
+    locker = f"""
+          <shared-file-locker
+              lockAcquireSleepInterval="{timing.lock_acquire_sleep_interval_ms}"/>
+        """
+    openwire = ""
+    if openwire_port is not None:
+        openwire = f"""
+      <transportConnector name="openwire" uri="tcp://127.0.0.1:{openwire_port}"/>"""
+    if gated:
+        locker = f"""
+          <bean xmlns="http://www.springframework.org/schema/beans" class="{GATE_LOCKER_CLASS}"/>
+        """
     ssl_context = ssl_connector = ""
     if tls is not None:  # (elements of <broker> in alphabetical order, as its schema wants)
         ssl_context = f"""
@@ -89,14 +115,11 @@ def activemq_xml(
     <persistenceAdapter>
       <kahaDB directory={quoteattr(str(kahadb_dir))}
               lockKeepAlivePeriod="{timing.lock_keep_alive_period_ms}">
-        <locker>
-          <shared-file-locker
-              lockAcquireSleepInterval="{timing.lock_acquire_sleep_interval_ms}"/>
-        </locker>
+        <locker>{locker}</locker>
       </kahaDB>
     </persistenceAdapter>{ssl_context}
     <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp_port}"/>{ssl_connector}
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp_port}"/>{ssl_connector}{openwire}
     </transportConnectors>
   </broker>
 </beans>
@@ -116,7 +139,12 @@ log4j.logger.org.apache.xbean=WARN
 
 
 def java_command(
-    *, base: Path, conf_file: Path, heap_mb: int = 256, java: str = "java"
+    *,
+    base: Path,
+    conf_file: Path,
+    heap_mb: int = 256,
+    java: str = "java",
+    classpath: Path | None = None,
 ) -> list[str]:
     """Run the broker in the foreground: what ``/usr/bin/activemq`` runs, minus its daemonising.
 
@@ -133,6 +161,7 @@ def java_command(
         f"-Dactivemq.conf={conf}",
         f"-Dactivemq.data={base / 'data'}",
         f"-Dlog4j.configuration=file:{conf / 'log4j.properties'}",
+        *([f"-Dactivemq.classpath={classpath}"] if classpath is not None else []),
         "-jar",
         str(RUN_JAR),
         "start",
@@ -148,6 +177,8 @@ def write_instance(
     kahadb_dir: Path,
     timing: LockerTiming,
     tls: AmqTls | None = None,
+    gated: bool = False,
+    openwire_port: int | None = None,
 ) -> Path:
     """Create ``base/conf`` with the XML and log4j config; returns the XML's path."""
     conf = base / "conf"
@@ -162,10 +193,24 @@ def write_instance(
             data_dir=base / "data",
             timing=timing,
             tls=tls,
+            gated=gated,
+            openwire_port=openwire_port,
         )
     )
     (conf / "log4j.properties").write_text(LOG4J_PROPERTIES)
     return conf_file
+
+
+def compile_gate_locker(out: Path) -> Path:
+    """Compile the gate's locker against the package's jars into ``out``: the directory to give
+    the broker as ``-Dactivemq.classpath``."""
+    if not (out / "org" / "primacy" / "PrimacyGateLocker.class").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["javac", "-cp", f"{ACTIVEMQ_HOME}/lib/*", "-d", str(out), str(GATE_LOCKER_SOURCE)],
+            check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+    return out
 
 
 def pkcs12_key_store(cert: Path, key: Path, out: Path, password: str) -> Path:

@@ -9,12 +9,21 @@ ports: used by ``bench/compare_activemq.py`` (its third group) and by
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
+import psutil
+
 from bench.activemq.brokers import Address, PrimacyGroup
-from bench.activemq.config import LockerTiming, java_command, write_instance
-from bench.activemq.figures import AMQ_UNDER_PRIMACY
+from bench.activemq.config import (
+    LockerTiming,
+    compile_gate_locker,
+    java_command,
+    write_instance,
+)
+from bench.activemq.figures import AMQ_UNDER_PRIMACY, AMQ_UNDER_PRIMACY_WARM
 from primacy.cli.localgroup import NodeProcess, free_port, http_status, wait_until
 from tests.harness.guide_examples import haproxy_config
 
@@ -36,17 +45,39 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
     label = AMQ_UNDER_PRIMACY
 
     def __init__(
-        self, root: Path, heap_mb: int = 256, *extra: str, shares: dict[str, Path] | None = None
+        self,
+        root: Path,
+        heap_mb: int = 256,
+        *extra: str,
+        shares: dict[str, Path] | None = None,
+        warm: bool = False,
+        openwire: bool = False,
+        haproxy_checks: str | None = None,
+        haproxy_connect_timeout: str | None = None,
     ) -> None:
         """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say). ``shares``:
         each node's own path to the share (emulated hosts' mounts of one directory, say);
-        by default both use one local directory."""
+        by default both use one local directory. ``warm``: a warm standby on every node,
+        KahaDB's locker being primacy's gate (``PrimacyGateLocker``). ``openwire``: each broker
+        also listens for ActiveMQ's JMS client (``openwire_ports``), not through HAProxy.
+        ``haproxy_checks``: HAProxy's check timings instead of the guide's (``inter 500ms
+        fall 1 rise 2``), and ``haproxy_connect_timeout`` instead of its ``2s`` (HAProxy waits
+        the shorter of it and 1 s before it retries a refused connection), to measure what they
+        cost a failover."""
         super().__init__(root, NODES, extra)
         self.shares = shares or {node_id: self.group.share for node_id in NODES}
         self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
         self.bases = {node_id: root / f"activemq-{node_id}" for node_id in NODES}
         self.front_port, self.stats_port = free_port(), free_port()
         self._root, self._heap_mb = root, heap_mb
+        self.warm = warm
+        self._haproxy_checks = haproxy_checks
+        self._haproxy_connect_timeout = haproxy_connect_timeout
+        self.openwire_ports = {node_id: free_port() for node_id in NODES} if openwire else {}
+        # What kill_master kills: the master's supervisor, its guardian, or its broker JVM.
+        self.victim = "supervisor"
+        if warm:
+            self.label = AMQ_UNDER_PRIMACY_WARM
         self._proxy: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -56,7 +87,17 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             self.start_node(node_id)
         config = self._root / "haproxy.cfg"
         backends = {n: (self.stomp_ports[n], self.http_ports[n]) for n in NODES}
-        config.write_text(haproxy_config(self.front_port, backends, self.stats_port))
+        text = haproxy_config(self.front_port, backends, self.stats_port)
+        if self._haproxy_checks is not None:
+            guide = "default-server inter 500ms fall 1 rise 2"
+            assert guide in text, "the guide's HAProxy example changed its check timings"
+            text = text.replace(guide, f"default-server {self._haproxy_checks}")
+        if self._haproxy_connect_timeout is not None:
+            assert "timeout connect 2s" in text, "the guide's HAProxy example changed"
+            text = text.replace(
+                "timeout connect 2s", f"timeout connect {self._haproxy_connect_timeout}"
+            )
+        config.write_text(text)
         self._proxy = subprocess.Popen(
             [HAPROXY, "-db", "-f", str(config)],
             stdout=subprocess.DEVNULL,
@@ -71,10 +112,18 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             stomp_port=self.stomp_ports[node_id],
             kahadb_dir=self.shares[node_id] / "activemq" / "kahadb",
             timing=BACKSTOP,
+            gated=self.warm,
+            openwire_port=self.openwire_ports.get(node_id),
         )
-        command = java_command(base=self.bases[node_id], conf_file=conf, heap_mb=self._heap_mb)
+        classpath = compile_gate_locker(self._root / "gate-locker") if self.warm else None
+        command = java_command(
+            base=self.bases[node_id], conf_file=conf, heap_mb=self._heap_mb, classpath=classpath
+        )
         return self.group.start(
             node_id,
+            # A warm node hands a crashed broker's role to the loaded standby rather than
+            # start a cold JVM itself (docs/operator-guide.md, "A warm standby behind a gate").
+            *(["--exec-warm-standby", "--exec-max-restarts", "0"] if self.warm else []),
             "--exec-ready",
             f"tcp:127.0.0.1:{self.stomp_ports[node_id]}",
             "--exec-ready-timeout-s",
@@ -85,6 +134,19 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             http_port=self.http_ports[node_id],
             share=self.shares[node_id],
         )
+
+    def kill_master(self) -> float:
+        if self.victim == "supervisor":
+            return super().kill_master()
+        master = self.wait_for_a_master()
+        below = psutil.Process(master.pid).children(recursive=True)
+        if self.victim == "guardian":
+            [victim] = [p for p in below if "primacy.supervisor.child.guardian" in p.cmdline()]
+        else:
+            [victim] = [p for p in below if p.name() == "java"]
+        killed_at = time.monotonic()
+        victim.send_signal(signal.SIGKILL)
+        return killed_at
 
     def _wait_complete(self) -> None:
         """A master that HAProxy sees, and the other node standing by."""

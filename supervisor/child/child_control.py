@@ -7,6 +7,11 @@ on this thread once the tree is dead: the node releases the lock there, so a
 child is always gone before the lock is free for another node's child. Claim
 confirmations bypass the queue (``confirm_claim``): the guardian must hear them
 while this thread waits out a graceful stop.
+
+In warm standby mode (``exec_warm_standby``) a slave keeps a child started behind a
+closed gate (``stand_by``) and promotion opens it (``open``); a standby that exits is
+started again here, after ``STANDBY_RESTART_S``, without the node hearing of it: it
+served nothing. Once the gate is open the child is a master's, as in the cold mode.
 """
 
 from __future__ import annotations
@@ -30,11 +35,24 @@ _POLL_S = 0.1
 # says it), and a child not ready within exec_ready_timeout_s (as timeout(1) says it).
 NOT_STARTED = 127
 NOT_READY = 124
+# How long a standby that exited behind its gate waits before the next one starts.
+STANDBY_RESTART_S = 1.0
 
 
 @dataclass(frozen=True)
 class _Start:
     environment: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class _StandBy:
+    environment: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class _Open:
+    environment: Mapping[str, str]
+    epoch: int
 
 
 @dataclass(frozen=True)
@@ -65,7 +83,11 @@ class ChildControl:
         self._ready_timeout_s = ready_timeout_s
         self._check: ReadyCheck | None = None  # the running child's, until it passes
         self._ready_by = 0.0
-        self._commands: queue.Queue[_Start | _Stop | _Quit] = queue.Queue()
+        self._commands: queue.Queue[_Start | _StandBy | _Open | _Stop | _Quit] = queue.Queue()
+        # The running child's gate: None for none (cold), False closed, True open.
+        self._gate_open: bool | None = None
+        self._standby: Mapping[str, str] | None = None  # a standby's environment, while wanted
+        self._standby_at = 0.0
         self._thread = threading.Thread(target=self._run, name="primacy-child", daemon=True)
 
     def start_thread(self) -> None:
@@ -76,6 +98,16 @@ class ChildControl:
         the guardian starts later, on this thread, and gets the newest claim then."""
         self._child.confirm_claim(claim_until)
         self._commands.put(_Start(dict(environment)))
+
+    def stand_by(self, environment: Mapping[str, str]) -> None:
+        """Keep a child running behind a closed gate (started now unless one is)."""
+        self._commands.put(_StandBy(dict(environment)))
+
+    def open(self, environment: Mapping[str, str], epoch: int, claim_until: float) -> None:
+        """Open the standby's gate for ``epoch`` (a child is started behind a gate and opened
+        at once if none is standing by); the claim is ``start``'s."""
+        self._child.confirm_claim(claim_until)
+        self._commands.put(_Open(dict(environment), epoch))
 
     def confirm_claim(self, until: float) -> None:
         """From the role loop: the claim now lasts until ``until`` (``time.monotonic``)."""
@@ -100,33 +132,84 @@ class ChildControl:
             match command:
                 case _Start(environment=environment):
                     self._start(environment)
+                case _StandBy(environment=environment):
+                    self._standby = environment
+                    if self._child.pid is None:
+                        self._start(environment, gated=True)
+                case _Open(environment=environment, epoch=epoch):
+                    self._open(environment, epoch)
                 case _Stop(graceful=graceful, then=then):
-                    self._end_ready_check()
-                    self._child.stop(graceful=graceful)
+                    self._standby = None
+                    self._stop(graceful)
                     then()
                 case _Quit():
-                    self._end_ready_check()
-                    self._child.stop(graceful=True)
+                    self._standby = None
+                    self._stop(graceful=True)
                     return
             code = self._child.poll_exit()
             if code is not None:
-                self._end_ready_check()
-                log.warning("%s the child exited with code %d", codes.CHILD_EXITED, code)
-                self._post(roles.ChildExited(code))
-            elif self._check is not None:
+                self._exited(code)
+            elif self._check is not None and self._gate_open is not False:
                 self._check_ready()
+            elif self._standby is not None and self._standby_due():
+                self._start(self._standby, gated=True)
 
-    def _start(self, environment: Mapping[str, str]) -> None:
+    def _standby_due(self) -> bool:
+        return self._child.pid is None and time.monotonic() >= self._standby_at
+
+    def _start(self, environment: Mapping[str, str], *, gated: bool = False) -> bool:
         check = self._new_ready_check()
         try:
-            self._child.start({**environment, **(check.environment() if check else {})})
+            self._child.start(
+                {**environment, **(check.environment() if check else {})}, gated=gated
+            )
         except OSError as exc:  # the guardian could not start: an exit like a shell's
             if check is not None:
                 check.close()
             log.error("%s the child could not start: %s", codes.CHILD_NOT_STARTED, exc)
-            self._post(roles.ChildExited(NOT_STARTED))
-            return
+            if gated and self._standby is not None:
+                self._standby_at = time.monotonic() + STANDBY_RESTART_S
+            else:
+                self._post(roles.ChildExited(NOT_STARTED))
+            return False
         self._check, self._ready_by = check, time.monotonic() + self._ready_timeout_s
+        self._gate_open = False if gated else None
+        return True
+
+    def _open(self, environment: Mapping[str, str], epoch: int) -> None:
+        """Promotion: open the standby's gate, or start a child behind one and open it."""
+        self._standby = None
+        if self._child.pid is None or self._gate_open is not False:
+            self._stop(graceful=False)  # what is left of an opened child (a restart as master)
+            if not self._start(environment, gated=True):
+                return
+        self._child.open_gate(epoch)
+        self._gate_open = True
+        # Readiness counts from the open: what the child said behind the gate does not count.
+        if self._check is not None:
+            self._check.forget()
+        self._ready_by = time.monotonic() + self._ready_timeout_s
+
+    def _stop(self, graceful: bool) -> None:
+        self._end_ready_check()
+        self._child.stop(graceful=graceful)
+        self._gate_open = None
+
+    def _exited(self, code: int) -> None:
+        self._end_ready_check()
+        behind_gate, self._gate_open = self._gate_open is False, None
+        if behind_gate and self._standby is not None:
+            log.warning(
+                "%s the standby exited with code %d behind its closed gate; a fresh one starts "
+                "in %s s",
+                codes.STANDBY_EXITED,
+                code,
+                STANDBY_RESTART_S,
+            )
+            self._standby_at = time.monotonic() + STANDBY_RESTART_S
+            return
+        log.warning("%s the child exited with code %d", codes.CHILD_EXITED, code)
+        self._post(roles.ChildExited(code))
 
     def _check_ready(self) -> None:
         assert self._check is not None

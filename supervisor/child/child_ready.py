@@ -31,6 +31,9 @@ class ReadyCheck(Protocol):
     def passed(self, now: float) -> bool:
         """Whether the child is ready now; ``now`` is ``time.monotonic``."""
 
+    def forget(self) -> None:
+        """Discard what the child said so far (behind a warm standby's closed gate)."""
+
     def close(self) -> None: ...
 
 
@@ -50,6 +53,9 @@ class TcpReady:
                 return True
         except OSError:
             return False
+
+    def forget(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -82,6 +88,10 @@ class CommandReady:
             )
         return False
 
+    def forget(self) -> None:
+        self.close()
+        self._next_run = 0.0
+
     def close(self) -> None:
         if self._running is not None:
             self._running.kill()
@@ -112,6 +122,10 @@ class NotifyReady:
                 return False
             if b"READY=1" in datagram.split(b"\n"):
                 return True
+
+    def forget(self) -> None:
+        while self.passed(0.0):
+            pass
 
     def close(self) -> None:
         self._socket.close()

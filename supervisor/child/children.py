@@ -55,9 +55,10 @@ class ChildProcess:
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
-    def start(self, environment: Mapping[str, str]) -> None:
+    def start(self, environment: Mapping[str, str], *, gated: bool = False) -> None:
         """Start the command under its guardian, with ``environment`` added to ours; the
-        guardian kills its tree when the newest claim confirmed (``confirm_claim``) lapses."""
+        guardian kills its tree when the newest claim confirmed (``confirm_claim``) lapses.
+        ``gated``: behind a closed gate instead, with no claim needed until ``open_gate``."""
         with self._control_lock:
             claim_until = self._claim_until
         env = dict(os.environ)
@@ -72,8 +73,8 @@ class ChildProcess:
                     "primacy.supervisor.child.guardian",
                     "--control-fd",
                     str(read_end),
-                    "--claim-until",
-                    repr(claim_until),
+                    f"--claim-until={claim_until!r}",  # one word: "-inf" is no option
+                    *(["--gate"] if gated else []),
                     "--",
                     *self.command,
                 ],
@@ -109,6 +110,12 @@ class ChildProcess:
         with self._control_lock:
             self._claim_until = until
             self._write(f"claim {until!r}\n")
+
+    def open_gate(self, epoch: int) -> None:
+        """Ask the guardian to open the child's gate for ``epoch`` on the newest claim
+        confirmed; if that claim has lapsed when it reads, the gate stays shut until the next."""
+        with self._control_lock:
+            self._write(f"open {epoch} {self._claim_until!r}\n")
 
     def poll_exit(self) -> int | None:
         """The exit code if the child has exited since it was started, else None."""

@@ -16,6 +16,14 @@ stay below it):
   deadline, whichever is first; ``kill``: SIGKILL at once);
 - when the child exits: whatever it left behind.
 
+With ``--gate`` (the warm standby) the child inherits the read end of a pipe whose
+write end only this process holds (``gate.py``) and waits on it before it touches
+the store. Until the gate opens the claim's deadline does not apply (a standby has
+no claim and cannot use one); the supervisor asks ``open EPOCH UNTIL`` once its
+node is master, and the gate opens once a claim of that tenure (UNTIL, or a
+``claim`` written after the request) is ahead when read; until then it stays shut.
+From then on, the rules above.
+
 It exits with the child's code (128 + signal for a signal), or ``CLAIM_LAPSED``. It
 judges the claim before it starts the child too, and never starts one whose claim has
 lapsed (or whose supervisor is gone) while the guardian itself was starting.
@@ -39,6 +47,7 @@ import psutil
 
 from primacy.supervisor import codes
 from primacy.supervisor.child.children import become_subreaper, descendants, reap_exited
+from primacy.supervisor.child.gate import GATE_FD_VARIABLE
 
 # Exit code when the guardian killed the tree because the claim lapsed or the supervisor died.
 CLAIM_LAPSED = 125
@@ -77,9 +86,14 @@ def kill_tree(child: subprocess.Popen[bytes]) -> None:
 
 
 class Guardian:
-    def __init__(self, control_fd: int, claim_until: float) -> None:
+    def __init__(self, control_fd: int, claim_until: float, *, gated: bool = False) -> None:
         self.control_fd = control_fd
         self.claim_until = claim_until
+        # The gate's write end, held by this process alone; None: no gate (cold start).
+        self._gate: int | None = None
+        self._opened = not gated  # the claim's deadline applies once the gate is open
+        # An open asked for whose claim had lapsed when read: (epoch, newest claim since).
+        self._open_asked: tuple[int, float] | None = None
         self._pending = b""
         self._stop_by: float | None = None  # a graceful stop's SIGKILL time
         self._child: subprocess.Popen[bytes] | None = None
@@ -90,17 +104,27 @@ class Guardian:
         Judged before the child starts, as after: a guardian that took longer to start
         than the claim lasts (a third of a second on a loaded host, past the 250 ms
         keepalive) would otherwise run the child, however briefly, without a claim."""
-        why = self._why_the_tree_must_die()
-        if why is not None:
-            _log(codes.CHILD_CLAIM_LAPSED, f"{why} before the child started: not starting it")
-            return CLAIM_LAPSED
-        if self._stop_by is not None:
-            return 0  # stopped before it started: nothing to stop
+        pass_fds: tuple[int, ...] = ()
+        env = None
+        if not self._opened:  # made first: an open read below writes to it
+            read_end, self._gate = os.pipe()  # both close-on-exec; only read_end is passed
+            pass_fds, env = (read_end,), {**os.environ, GATE_FD_VARIABLE: str(read_end)}
         try:
-            self._child = subprocess.Popen([*_DIES_WITH_PARENT, *command], start_new_session=True)
+            why = self._why_the_tree_must_die()
+            if why is not None:
+                _log(codes.CHILD_CLAIM_LAPSED, f"{why} before the child started: not starting it")
+                return CLAIM_LAPSED
+            if self._stop_by is not None:
+                return 0  # stopped before it started: nothing to stop
+            self._child = subprocess.Popen(
+                [*_DIES_WITH_PARENT, *command], start_new_session=True, pass_fds=pass_fds, env=env
+            )
         except OSError as exc:
             _log(codes.CHILD_NOT_STARTED, f"cannot start {command}: {exc}")
             return 127
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
         return self._guard(self._child)
 
     def _guard(self, child: subprocess.Popen[bytes]) -> int:
@@ -115,7 +139,8 @@ class Guardian:
             if child.poll() is not None:
                 kill_tree(child)  # what it left behind
                 return _exit_code(child)
-            wake = min(self.claim_until, self._stop_by or float("inf"), now + _POLL_S)
+            claim_until = self.claim_until if self._opened else float("inf")
+            wake = min(claim_until, self._stop_by or float("inf"), now + _POLL_S)
             self._readable(max(0.0, wake - now))  # read at the top of the loop
 
     def _why_the_tree_must_die(self) -> str | None:
@@ -128,7 +153,7 @@ class Guardian:
         a claim."""
         if self._readable(0.0) and not self._read_commands():
             return "the supervisor is gone"
-        if time.monotonic() >= self.claim_until:
+        if self._opened and time.monotonic() >= self.claim_until:
             return "the claim lapsed unconfirmed"
         return None
 
@@ -147,13 +172,40 @@ class Guardian:
             verb, _, value = line.decode("ascii", "replace").partition(" ")
             if verb == "claim":
                 self.claim_until = float(value)
+                if self._open_asked is not None:
+                    self._open(self._open_asked[0], self.claim_until)
             elif verb == "stop" and self._stop_by is None:
                 self._stop_by = time.monotonic() + float(value)
                 if self._child is not None:
                     _signal_tree(signal.SIGTERM, self._child)
             elif verb == "kill":
                 self._stop_by = time.monotonic()
+            elif verb == "open":
+                epoch, _, until = value.partition(" ")
+                self._open(int(epoch), float(until))
         return True
+
+    def _open(self, epoch: int, until: float) -> None:
+        """Open the gate for ``epoch`` if the claim ``until`` is still ahead; else keep the
+        request for the tenure's next claim (only the tenure's claims follow the request in
+        the pipe: the next tenure has a guardian of its own). Reading late, on a guardian
+        started on a loaded host, never opens the gate on a lapsed claim, and no longer
+        kills a standby whose node's next lease check is already in the pipe."""
+        if self._opened or self._stop_by is not None:  # a stop outranks a late open
+            return
+        if time.monotonic() >= until:
+            if self._open_asked is None:
+                _log(codes.CHILD_CLAIM_LAPSED, "asked to open the gate on a claim that had lapsed "
+                     "when read: it stays shut until the next claim")  # fmt: skip
+            self._open_asked = (epoch, until)
+            return
+        self._open_asked = None
+        self.claim_until, self._opened = until, True
+        assert self._gate is not None
+        # One line under PIPE_BUF into an empty pipe: written whole, never blocks. The write
+        # end stays open: its end of file then tells the child this guardian is gone.
+        os.write(self._gate, f"{epoch}\n".encode())
+        _log(codes.GATE_OPENED, f"the gate is open for epoch {epoch}")
 
     def _killed(self, child: subprocess.Popen[bytes], code: int | None) -> int:
         kill_tree(child)
@@ -169,6 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="primacy-guardian", description=__doc__)
     parser.add_argument("--control-fd", type=int, required=True)
     parser.add_argument("--claim-until", type=float, required=True)
+    parser.add_argument("--gate", action="store_true", help="start the child behind a gate")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -178,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
     become_subreaper()
-    return Guardian(args.control_fd, args.claim_until).start(command)
+    return Guardian(args.control_fd, args.claim_until, gated=args.gate).start(command)
 
 
 if __name__ == "__main__":

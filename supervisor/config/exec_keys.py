@@ -10,7 +10,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from primacy.store.config_keys import Float, Int, key
+from primacy.store.config_keys import Bool, Float, Int, key
 
 _READY_CHECK = re.compile(r"notify|tcp:\[?[A-Za-z0-9.:_-]+\]?:[0-9]{1,5}")
 
@@ -22,6 +22,11 @@ class ExecKeys(BaseModel):
 
     exec: tuple[str, ...] = key(
         (), "the command to run as the master's child: everything after --exec (and an --)"
+    )
+    exec_warm_standby: Bool = key(
+        False,
+        "start the exec child on every node at node start, behind a gate (PRIMACY_GATE_FD) it "
+        "waits on before it touches the store; promotion opens the gate",
     )
     exec_stop_grace_ms: Int = key(
         5000, "SIGTERM to SIGKILL grace for the exec child", metavar="MS", ge=0, le=600_000
@@ -86,4 +91,6 @@ class ExecKeys(BaseModel):
             raise ValueError("give exec_ready or exec_ready_cmd, not both")
         if (self.exec_ready or self.exec_ready_cmd) and not self.exec:
             raise ValueError("exec_ready and exec_ready_cmd check an exec child: give --exec too")
+        if self.exec_warm_standby and not self.exec:
+            raise ValueError("exec_warm_standby keeps an exec child standing by: give --exec too")
         return self

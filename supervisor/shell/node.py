@@ -345,6 +345,8 @@ class Node:
         # except a new master's: it is published once serving started (this iteration).
         if change.new is not Role.MASTER:
             self._snapshot = self._build_snapshot()
+        if change.new is Role.SLAVE:  # a warm standby, if configured, from now on
+            self._serving.stand_by()
         self._role_changed = True
         log.info(
             "%s node %s role %s -> %s epoch=%s: %s",

@@ -1,5 +1,8 @@
 """What a master serves: the built-in STOMP connector and the exec child, started and stopped.
 
+With ``exec_warm_standby`` the child is started on a slave too, behind a closed
+gate (``stand_by``), and promotion opens the gate instead of starting it.
+
 Used on the role loop only (its one owner). Nothing here blocks: binding the
 listener is immediate, closing it aborts every connection at once, and the
 child is started and stopped by its own thread (``ChildControl``), which runs
@@ -23,6 +26,7 @@ from primacy.supervisor.child.children import ChildProcess
 from primacy.supervisor.child.pre_promote import run_pre_promote
 from primacy.supervisor.config import NodeConfig, parse_host_port
 from primacy.supervisor.machine import roles
+from primacy.supervisor.machine.role_events import Priority
 from primacy.supervisor.shell.node_events import ChildReady
 
 log = logging.getLogger("primacy.node")
@@ -100,6 +104,13 @@ class Serving:
             self._child.stop(graceful=False)
             self._start_child(epoch, claim_until)
 
+    def stand_by(self) -> None:
+        """A slave: keep a warm standby behind its closed gate, if this node may serve."""
+        config = self._config
+        eligible = config.exec_warm_standby and config.node_priority is not Priority.NEVER
+        if self._child is not None and eligible:
+            self._child.stand_by(self._node_environment())
+
     def child_ready(self) -> None:
         self.waiting_for = None
 
@@ -142,12 +153,15 @@ class Serving:
     def _start_child(self, epoch: int, claim_until: float) -> None:
         if self._child is not None:
             self.waiting_for = ready_wait(self._config)
-            self._child.start(self._epoch_environment(epoch), claim_until)
+            if self._config.exec_warm_standby:
+                self._child.open(self._epoch_environment(epoch), epoch, claim_until)
+            else:
+                self._child.start(self._epoch_environment(epoch), claim_until)
+
+    def _node_environment(self) -> dict[str, str]:
+        """What every exec child is told; a standby learns its epoch from its gate."""
+        return {"PRIMACY_NODE_ID": self._config.node_id, "PRIMACY_SHARE": self._share}
 
     def _epoch_environment(self, epoch: int) -> dict[str, str]:
         """What the exec child and the pre_promote command are told of the takeover."""
-        return {
-            "PRIMACY_EPOCH": str(epoch),
-            "PRIMACY_NODE_ID": self._config.node_id,
-            "PRIMACY_SHARE": self._share,
-        }
+        return {"PRIMACY_EPOCH": str(epoch), **self._node_environment()}

@@ -24,6 +24,7 @@ from bench.activemq.figures import (
     AMQ_DEFAULTS,
     AMQ_TUNED,
     AMQ_UNDER_PRIMACY,
+    AMQ_UNDER_PRIMACY_WARM,
     FAILOVER,
     FAILOVER_STOCK,
     PRIMACY,
@@ -147,3 +148,14 @@ def test_table_has_a_row_per_figure() -> None:
     under = "| 4 000 / **5 000** / 6 000 ms (n=3) | 1 500 / **2 000** / 2 500 ms (n=3) | 2.50 |"
     assert f"{AMQ_UNDER_PRIMACY} (left) vs {AMQ_TUNED} {under}" in table
     assert f"{AMQ_UNDER_PRIMACY}: 0 / 1 of 50 receipted" in table
+
+
+def test_a_warm_standby_run_gets_its_row_and_its_target() -> None:
+    figures = results(0.35, 50 * 2**20)  # ActiveMQ tuned: 1.5 / 2.0 / 2.5 s
+    for value in (0.6, 0.8, 1.2):
+        figures.add(FAILOVER, AMQ_UNDER_PRIMACY_WARM, value)
+    table = render_table(figures)
+    row = "| 600 / **800** / 1 200 ms (n=3) | 1 500 / **2 000** / 2 500 ms (n=3) | 0.40 |"
+    assert f"{AMQ_UNDER_PRIMACY_WARM} (left) vs {AMQ_TUNED} {row}" in table
+    [warm] = [t for t in evaluate_targets(figures) if AMQ_UNDER_PRIMACY_WARM in t.name]
+    assert warm.met is True and warm.detail == "ratio 0.40"

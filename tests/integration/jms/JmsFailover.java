@@ -1,0 +1,44 @@
+/*
+ * ActiveMQ's own JMS client (OpenWire) as its users run it, for test_activemq_jms_failover.py:
+ *   send URL N MS  sends N persistent text messages "m0".."m<N-1>" one at a time (each send
+ *                returns once the broker acknowledged it), prints "sent mI" after each and
+ *                pauses MS milliseconds (so that a failover falls amid the sends);
+ *   receive URL  prints "got BODY" for every message until none comes for 10 s.
+ * Compiled at test time against the jars of Debian's activemq package.
+ */
+import javax.jms.Connection;
+import javax.jms.DeliveryMode;
+import javax.jms.Message;
+import javax.jms.MessageConsumer;
+import javax.jms.MessageProducer;
+import javax.jms.Queue;
+import javax.jms.Session;
+import javax.jms.TextMessage;
+import org.apache.activemq.ActiveMQConnectionFactory;
+
+public class JmsFailover {
+    public static void main(String[] args) throws Exception {
+        Connection connection = new ActiveMQConnectionFactory(args[1]).createConnection();
+        connection.start();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Queue queue = session.createQueue("jms.failover");
+        if (args[0].equals("send")) {
+            MessageProducer producer = session.createProducer(queue);
+            producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+            for (int i = 0; i < Integer.parseInt(args[2]); i++) {
+                producer.send(session.createTextMessage("m" + i));
+                System.out.println("sent m" + i);
+                System.out.flush();
+                Thread.sleep(Long.parseLong(args[3]));
+            }
+        } else {
+            MessageConsumer consumer = session.createConsumer(queue);
+            Message message;
+            while ((message = consumer.receive(10000)) != null) {
+                System.out.println("got " + ((TextMessage) message).getText());
+                System.out.flush();
+            }
+        }
+        connection.close();
+    }
+}
