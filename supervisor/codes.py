@@ -51,6 +51,7 @@ PRE_PROMOTE_VETOED = "PRIMACY-1109"
 PRE_PROMOTE_ALLOWED = "PRIMACY-1110"
 GATE_OPENED = "PRIMACY-1111"
 STANDBY_EXITED = "PRIMACY-1112"
+CLAIM_CONFIRMED_LATE = "PRIMACY-1113"
 CONFIG_REJECTED = "PRIMACY-2006"
 NOTIFY_SOCKET_UNUSABLE = "PRIMACY-3040"
 
@@ -100,6 +101,10 @@ TITLES = {
     PRE_PROMOTE_VETOED: "the pre_promote command failed or timed out: this node gives the lock up",
     PRE_PROMOTE_ALLOWED: "the pre_promote command exited 0: the takeover may go on",
     GATE_OPENED: "the guardian opened the warm standby's gate: the broker may open the store",
+    CLAIM_CONFIRMED_LATE: (
+        "a lease check confirmed the exec child's claim after its guardian's deadline: the "
+        "guardian kills the child (the host delays this node: CPU starvation, a slow share)"
+    ),
     STANDBY_EXITED: (
         "the warm standby exited behind its closed gate; a fresh one starts in a second"
     ),

@@ -12,6 +12,7 @@ the lock's release only once the child's tree is dead.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -115,8 +116,24 @@ class Serving:
         self.waiting_for = None
 
     def confirm_claim(self, until: float) -> None:
-        """The child may live until ``until`` (the claim's end less the guardian's lead)."""
+        """The child may live until ``until`` (the claim's end less the guardian's lead).
+
+        A confirmation that comes after the guardian's last deadline has passed comes too
+        late: the guardian has killed, or is killing, the child. That is right (nothing
+        vouched for the claim in between), but it is this node's lateness, not the child's
+        fault, and the operator is told so: one line per lapse."""
         if self._child is not None and until != self._claim_confirmed and until > float("-inf"):
+            late_s = time.monotonic() - self._claim_confirmed
+            if self._claim_confirmed > float("-inf") and late_s > 0:
+                log.warning(
+                    "%s node %s confirmed its exec child's claim %.0f ms after the guardian's "
+                    "deadline: the guardian kills the child; this host delays the node's lease "
+                    "checks (keepalive %d ms)",
+                    codes.CLAIM_CONFIRMED_LATE,
+                    self._config.node_id,
+                    late_s * 1000,
+                    self._config.lock_keep_alive_period_ms,
+                )
             self._claim_confirmed = until
             self._child.confirm_claim(until)
 
@@ -152,6 +169,7 @@ class Serving:
 
     def _start_child(self, epoch: int, claim_until: float) -> None:
         if self._child is not None:
+            self._claim_confirmed = claim_until  # what its guardian starts with
             self.waiting_for = ready_wait(self._config)
             if self._config.exec_warm_standby:
                 self._child.open(self._epoch_environment(epoch), epoch, claim_until)
