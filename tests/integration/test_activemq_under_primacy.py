@@ -91,14 +91,21 @@ class BrokerWatch:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            running = self.running()
+            self._sample()
             self.samples += 1
-            if len(running) > 1:
-                self.overlaps.append(tuple(sorted(running)))
-            listening = [n for n, p in running.items() if self._listening(n, p)]
-            if len(listening) > 1:
-                self.listening_overlaps.append(tuple(sorted(listening)))
             time.sleep(0.01)
+
+    def _sample(self) -> None:
+        """One look: never two JVMs running, never two listening."""
+        running = self.running()
+        if len(running) > 1:
+            self.overlaps.append(tuple(sorted(running)))
+        self._sample_listening(running)
+
+    def _sample_listening(self, running: dict[str, int]) -> None:
+        listening = [n for n, p in running.items() if self._listening(n, p)]
+        if len(listening) > 1:
+            self.listening_overlaps.append(tuple(sorted(listening)))
 
 
 def _connect(amq: ActiveMQUnderPrimacy) -> StompPy:
