@@ -198,6 +198,18 @@ def one_failover(group: HaGroup, sender: FailoverSender) -> float:
     return took
 
 
+def count_losses(results: Results, key: str, group: HaGroup, senders: list[FailoverSender]) -> None:
+    """Pause ``senders`` and drain the group's failover queue: what they had receipted and
+    never came out, or came out twice, recorded under ``key``."""
+    receipted: list[str] = []
+    for sender in senders:
+        sender.pause()
+        receipted += sender.receipted_ids()
+    delivered = drain(group.master_address(), FAILOVER_QUEUE, idle_s=3.0)
+    results.losses[key] = Loss.count(receipted, delivered)
+    say(f"  {key}: lost / duplicated {results.losses[key].show()}")
+
+
 def failover_phase(
     results: Results, groups: dict[str, HaGroup], kills: int, default_kills: int
 ) -> None:
@@ -225,15 +237,8 @@ def failover_phase(
                     say(f"  kill {index + 1}, {label}, stock stomp.py: {took * 1000:.0f} ms")
         for label, group in groups.items():
             sender = senders.pop(label)
-            sender.pause()
-            receipted = sender.receipted_ids()
+            count_losses(results, label, group, [sender, stock] if label == PRIMACY else [sender])
             sender.close()
-            if label == PRIMACY:
-                stock.pause()
-                receipted += stock.receipted_ids()
-            delivered = drain(group.master_address(), FAILOVER_QUEUE, idle_s=3.0)
-            results.losses[label] = Loss.count(receipted, delivered)
-            say(f"  {label}: lost / duplicated {results.losses[label].show()}")
     finally:
         stock.close()
         for sender in senders.values():
@@ -273,13 +278,8 @@ def victim_phase(results: Results, groups: dict[str, ActiveMQUnderPrimacy], kill
         for label, group in groups.items():
             group.victim = "supervisor"
             sender = senders.pop(label)
-            sender.pause()
-            receipted = sender.receipted_ids()
+            count_losses(results, f"{label}, guardian and JVM kills", group, [sender])
             sender.close()
-            delivered = drain(group.master_address(), FAILOVER_QUEUE, idle_s=3.0)
-            loss = Loss.count(receipted, delivered)
-            results.losses[f"{label}, guardian and JVM kills"] = loss
-            say(f"  {label}, guardian and JVM kills: lost / duplicated {loss.show()}")
     finally:
         for sender in senders.values():
             sender.close()
