@@ -44,12 +44,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import logging
 import os
 import platform
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -369,6 +371,42 @@ def run(args: argparse.Namespace) -> Results:
     return results
 
 
+def _commit() -> str:
+    """The commit the run measured, marked ``-dirty`` when the tree had changes."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head}-dirty" if dirty else head
+
+
+def write_json(
+    path: Path, results: Results, started: str, load_at_start: tuple[float, ...]
+) -> None:
+    document = {
+        "started": started,
+        "command": " ".join(sys.argv),
+        "commit": _commit(),
+        "python": platform.python_version(),
+        "cores": os.cpu_count(),
+        "load_average": {"start": load_at_start[0], "end": os.getloadavg()[0]},
+        **results.to_json(),
+    }
+    path.write_text(json.dumps(document, indent=1) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -419,6 +457,13 @@ def main() -> None:
         action="store_true",
         help="skip the failover figures of ActiveMQ under primacy with a warm standby",
     )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        metavar="PATH",
+        help="also write every sample, the command, commit and load to PATH "
+        "(what bench/pictures.py draws from)",
+    )
     args = parser.parse_args()
     for name, full, quick in (
         ("rounds", 6, 1),
@@ -438,7 +483,11 @@ def main() -> None:
         f"{now}; python {platform.python_version()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f}; command: {' '.join(sys.argv)}"
     )
+    load_at_start = os.getloadavg()
     results = run(args)
+    if args.json is not None:
+        write_json(args.json, results, now, load_at_start)
+        say(f"samples written to {args.json}")
     print()
     print(render_table(results))
     print()

@@ -8,7 +8,8 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 PRIMACY = "primacy"
 AMQ_TUNED = "ActiveMQ tuned"
@@ -126,6 +127,26 @@ class Results:
 
     def summary(self, metric: Metric, group: str) -> Summary | None:
         return Summary.of(self.samples.get((metric.key, group), []))
+
+    def to_json(self) -> dict[str, Any]:
+        """Every sample as plain JSON, for bench/ scripts that draw or compare runs."""
+        return {
+            "samples": [
+                {"metric": key, "group": group, "values": values}
+                for (key, group), values in self.samples.items()
+            ],
+            "losses": {group: asdict(loss) for group, loss in self.losses.items()},
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> Results:
+        results = cls()
+        for sample in document["samples"]:
+            key = (str(sample["metric"]), str(sample["group"]))
+            results.samples[key] = [float(value) for value in sample["values"]]
+        for group, loss in document["losses"].items():
+            results.losses[str(group)] = Loss(**{k: int(v) for k, v in loss.items()})
+        return results
 
     def ratio(self, metric: Metric, other: str = AMQ_TUNED, group: str = PRIMACY) -> float | None:
         """``group``'s median over ``other``'s median; None when either is missing."""

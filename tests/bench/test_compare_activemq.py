@@ -6,6 +6,7 @@ benchmark, which is never part of the fast test run.
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -159,3 +160,11 @@ def test_a_warm_standby_run_gets_its_row_and_its_target() -> None:
     assert f"{AMQ_UNDER_PRIMACY_WARM} (left) vs {AMQ_TUNED} {row}" in table
     [warm] = [t for t in evaluate_targets(figures) if AMQ_UNDER_PRIMACY_WARM in t.name]
     assert warm.met is True and warm.detail == "ratio 0.40"
+
+
+def test_a_run_written_as_json_reads_back_to_the_same_table() -> None:
+    figures = results(0.35, 50 * 2**20)
+    figures.add(FAILOVER, AMQ_UNDER_PRIMACY_WARM, 0.8)
+    again = Results.from_json(json.loads(json.dumps(figures.to_json())))
+    assert again == figures
+    assert render_table(again) == render_table(figures)
