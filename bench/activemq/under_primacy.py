@@ -54,6 +54,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         openwire: bool = False,
         haproxy_checks: str | None = None,
         haproxy_connect_timeout: str | None = None,
+        exec_wrapper: tuple[str, ...] = (),
     ) -> None:
         """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say). ``shares``:
         each node's own path to the share (emulated hosts' mounts of one directory, say);
@@ -63,7 +64,8 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         ``haproxy_checks``: HAProxy's check timings instead of the guide's (``inter 500ms
         fall 1 rise 2``), and ``haproxy_connect_timeout`` instead of its ``2s`` (HAProxy waits
         the shorter of it and 1 s before it retries a refused connection), to measure what they
-        cost a failover."""
+        cost a failover. ``exec_wrapper``: a command the JVM's command line is appended to (a
+        shell that forks it rather than exec it, say)."""
         super().__init__(root, NODES, extra)
         self.shares = shares or {node_id: self.group.share for node_id in NODES}
         self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
@@ -73,6 +75,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self.warm = warm
         self._haproxy_checks = haproxy_checks
         self._haproxy_connect_timeout = haproxy_connect_timeout
+        self._exec_wrapper = exec_wrapper
         self.openwire_ports = {node_id: free_port() for node_id in NODES} if openwire else {}
         # What kill_master kills: the master's supervisor, its guardian, or its broker JVM.
         self.victim = "supervisor"
@@ -130,7 +133,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             str(READY_TIMEOUT_S),
             "--exec-stop-grace-ms",
             str(STOP_GRACE_MS),
-            exec_command=command,
+            exec_command=[*self._exec_wrapper, *command],
             http_port=self.http_ports[node_id],
             share=self.shares[node_id],
         )

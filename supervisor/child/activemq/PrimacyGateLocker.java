@@ -9,6 +9,14 @@
  * guardian once the node is master. End of file means the gate will never open (the
  * guardian is gone): the JVM halts without touching the store.
  *
+ * Once open, the gate is watched: the guardian holds its write end for as long as it
+ * supervises this broker, so end of file later means the guardian is gone, and with it the
+ * node's power to stop this broker on demotion. The guardian starts the broker with a
+ * parent-death signal that kills it then; the watch is the second way out, for a broker
+ * started by a wrapper that forked instead of exec'ing (the signal does not survive a fork).
+ * The JVM halts at once (no orderly stop: that would write to the store), and keepAlive,
+ * which ActiveMQ calls every lockKeepAlivePeriod, answers false from then on.
+ *
  * Compile against the package's jars and put the class on the broker's classpath:
  *   javac -cp '/usr/share/activemq/lib/*' -d /usr/local/lib/primacy/activemq PrimacyGateLocker.java
  *   java ... -Dactivemq.classpath=/usr/local/lib/primacy/activemq -jar .../activemq.jar start ...
@@ -23,6 +31,8 @@ import org.apache.activemq.util.ServiceStopper;
 
 public class PrimacyGateLocker extends AbstractLocker {
     private FileInputStream gate;
+    private volatile boolean gateClosed;
+    private volatile boolean stopping;
 
     @Override
     public void configure(PersistenceAdapter adapter) {
@@ -51,10 +61,38 @@ public class PrimacyGateLocker extends AbstractLocker {
             epoch.append((char) b);
         }
         System.out.println("PRIMACY gate: open for epoch " + epoch + "; opening the store");
+        Thread watch = new Thread(this::watchGate, "primacy-gate-watch");
+        watch.setDaemon(true);
+        watch.start();
+    }
+
+    /** Blocks on the open gate until its end of file: the guardian is gone. */
+    private void watchGate() {
+        try {
+            while (gate.read() >= 0) {
+                // Nothing more is ever written after the epoch; read on until the end.
+            }
+        } catch (IOException e) {
+            if (stopping) {
+                return; // doStop closed the stream under us: an orderly stop
+            }
+        }
+        if (stopping) {
+            return;
+        }
+        gateClosed = true;
+        System.err.println("PRIMACY gate: closed while serving (the guardian is gone); halting");
+        Runtime.getRuntime().halt(1);
+    }
+
+    @Override
+    public boolean keepAlive() {
+        return !gateClosed;
     }
 
     @Override
     protected void doStop(ServiceStopper stopper) throws Exception {
+        stopping = true;
         if (gate != null) {
             gate.close();
         }
