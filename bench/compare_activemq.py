@@ -87,11 +87,13 @@ from bench.activemq.figures import (
     TPUT_8_TLS,
     Loss,
     Results,
+    Sampling,
     evaluate_targets,
     render_table,
     render_targets,
 )
 from bench.activemq.under_primacy import HAPROXY, ActiveMQUnderPrimacy
+from bench.activemq.watch import StoreWatch
 from bench.activemq.workload import (
     FailoverSender,
     OurClient,
@@ -291,6 +293,7 @@ def run(args: argparse.Namespace) -> Results:
     results = Results()
     workdir = Path(tempfile.mkdtemp(prefix="primacy-bench-activemq-", dir=args.dir))
     started: list[PrimacyGroup | ActiveMQPair | ActiveMQUnderPrimacy] = []
+    watches: dict[str, StoreWatch] = {}  # each supervised group's brokers, sampled throughout
     try:
         if not args.no_install:
             install_activemq(say)
@@ -335,6 +338,7 @@ def run(args: argparse.Namespace) -> Results:
             started.append(under)
             under.start()
             groups[AMQ_UNDER_PRIMACY] = under
+            watches[AMQ_UNDER_PRIMACY] = StoreWatch(under).__enter__()
             if not args.no_warm and shutil.which("javac") is None:
                 say("ActiveMQ under primacy, warm, SKIPPED: no javac for its gate's locker")
             elif not args.no_warm:
@@ -351,6 +355,7 @@ def run(args: argparse.Namespace) -> Results:
                 started.append(warm)
                 warm.start()
                 groups[AMQ_UNDER_PRIMACY_WARM] = warm
+                watches[AMQ_UNDER_PRIMACY_WARM] = StoreWatch(warm).__enter__()
         elif not args.no_exec:
             say("ActiveMQ under primacy SKIPPED: it needs ActiveMQ and haproxy")
         say(f"failover: {args.kills} kills per group ({args.default_kills} for ActiveMQ defaults)")
@@ -363,7 +368,13 @@ def run(args: argparse.Namespace) -> Results:
         if supervised and not args.no_victims:
             say(f"failover from the master's guardian, then its JVM: {args.kills} kills each")
             victim_phase(results, supervised, args.kills)
+        for label, watch in watches.items():
+            watch.__exit__()
+            results.sampling[label] = Sampling(watch.store_samples, watch.two_at_once())
+            say(f"  {label}: two brokers at once in {results.sampling[label].show()}")
     finally:
+        for watch in watches.values():
+            watch.__exit__()
         say("stopping every process started (by pid)")
         for group in reversed(started):
             group.close()

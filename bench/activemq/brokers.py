@@ -152,8 +152,10 @@ class ActiveMQBroker:
         timing: LockerTiming,
         heap_mb: int,
         tls: AmqTls | None = None,
+        openwire_port: int | None = None,
     ) -> None:
         self.name = name
+        self.openwire_port = openwire_port
         self.stomp_port = stomp_port
         self.tls_port = tls.port if tls is not None else None
         self.conf_file = write_instance(
@@ -163,6 +165,7 @@ class ActiveMQBroker:
             kahadb_dir=kahadb_dir,
             timing=timing,
             tls=tls,
+            openwire_port=openwire_port,
         )
         self.command = java_command(base=base, conf_file=self.conf_file, heap_mb=heap_mb)
         self.log_path = base / "broker.log"
@@ -233,8 +236,10 @@ class ActiveMQPair:
         timing: LockerTiming,
         heap_mb: int = 256,
         key_store: tuple[Path, str] | None = None,
+        openwire: bool = False,
     ) -> None:
-        """``key_store`` (PKCS12 file, password): each broker also gets a stomp+ssl connector."""
+        """``key_store`` (PKCS12 file, password): each broker also gets a stomp+ssl connector.
+        ``openwire``: and an OpenWire one, for ActiveMQ's JMS client (``openwire_ports``)."""
         self.label = f"ActiveMQ {timing.label}"
         self.timing = timing
         kahadb = root / "share" / "kahadb"
@@ -248,9 +253,11 @@ class ActiveMQPair:
                 timing=timing,
                 heap_mb=heap_mb,
                 tls=AmqTls(free_port(), *key_store) if key_store is not None else None,
+                openwire_port=free_port() if openwire else None,
             )
             for index in (1, 2)
         ]
+        self.openwire_ports = [b.openwire_port for b in self.brokers if b.openwire_port]
         self._killed: ActiveMQBroker | None = None
 
     def start(self) -> None:

@@ -106,6 +106,19 @@ class Loss:
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """A supervised group's brokers sampled every 10 ms through its failovers
+    (bench/activemq/watch.py): how many looks, and how many saw two brokers at once (two
+    JVMs running in the cold mode, two past their gates in the warm one, or two listening)."""
+
+    samples: int
+    two_at_once: int
+
+    def show(self) -> str:
+        return f"{self.two_at_once} of {number(self.samples)} samples"
+
+
+@dataclass(frozen=True)
 class TargetResult:
     name: str
     met: bool | None  # None: could not be judged (ActiveMQ missing, no samples)
@@ -121,6 +134,7 @@ class Results:
 
     samples: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     losses: dict[str, Loss] = field(default_factory=dict)
+    sampling: dict[str, Sampling] = field(default_factory=dict)
 
     def add(self, metric: Metric, group: str, value: float) -> None:
         self.samples.setdefault((metric.key, group), []).append(value)
@@ -136,6 +150,7 @@ class Results:
                 for (key, group), values in self.samples.items()
             ],
             "losses": {group: asdict(loss) for group, loss in self.losses.items()},
+            "sampling": {group: asdict(seen) for group, seen in self.sampling.items()},
         }
 
     @classmethod
@@ -146,6 +161,8 @@ class Results:
             results.samples[key] = [float(value) for value in sample["values"]]
         for group, loss in document["losses"].items():
             results.losses[str(group)] = Loss(**{k: int(v) for k, v in loss.items()})
+        for group, seen in document.get("sampling", {}).items():
+            results.sampling[str(group)] = Sampling(**{k: int(v) for k, v in seen.items()})
         return results
 
     def ratio(self, metric: Metric, other: str = AMQ_TUNED, group: str = PRIMACY) -> float | None:
@@ -198,6 +215,10 @@ def evaluate_targets(results: Results) -> list[TargetResult]:
                 None if warm is None else warm <= 0.5,
                 "no ActiveMQ figure to compare with" if warm is None else f"ratio {warm:.2f}",
             )
+        )
+    for group, seen in results.sampling.items():
+        targets.append(
+            TargetResult(f"{group}: never two brokers at once", seen.two_at_once == 0, seen.show())
         )
     loss = results.losses.get(PRIMACY)
     name = "zero lost, zero duplicates for primacy"
@@ -266,6 +287,8 @@ def render_table(results: Results) -> str:
     )
     ours = results.losses[PRIMACY].show() if PRIMACY in results.losses else "—"
     rows.append(f"| lost / duplicated over all failover runs | {ours} | {theirs or '—'} | |")
+    for group, seen in results.sampling.items():
+        rows.append(f"| two brokers at once, sampled every 10 ms: {group} | {seen.show()} | | |")
     return "\n".join(rows)
 
 

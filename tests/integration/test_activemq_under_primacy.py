@@ -12,100 +12,24 @@ from __future__ import annotations
 
 import queue
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 import stomp.exception
 
 from bench.activemq.config import missing_activemq
 from bench.activemq.under_primacy import HAPROXY, NODES, ActiveMQUnderPrimacy
+from bench.activemq.watch import BrokerWatch
 from primacy.cli.localgroup import http_status
 from tests.broker.stomppy import StompPy
 from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import wait_until
-from tests.harness.processes import command_line, may_run_its_own_code
 
 pytestmark = pytest.mark.slow
 
 QUEUE = "/queue/under-primacy"
-
-
-class BrokerWatch:
-    """Samples, every few milliseconds, which of our ActiveMQ JVMs may run and which listen.
-
-    A JVM counts from its start until it can run no code of its own (``may_run_its_own_code``);
-    a killed JVM that stays longer, blocked in the kernel, is recorded in ``lingered``.
-    """
-
-    def __init__(self, bases: dict[str, Path], ports: dict[str, int]) -> None:
-        self._bases, self._ports = bases, ports
-        self.overlaps: list[tuple[str, ...]] = []  # samples with more than one JVM alive
-        self.listening_overlaps: list[tuple[str, ...]] = []
-        self.lingered: set[str] = set()  # nodes whose killed JVM outstayed its kill
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> BrokerWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _ours(self) -> dict[str, int]:
-        """Our JVMs by node, killed or not (the supervisors' command lines name them too)."""
-        found: dict[str, int] = {}
-        for proc in psutil.process_iter(["name"]):
-            if proc.info["name"] != "java":
-                continue
-            command = command_line(proc.pid)
-            for node_id, base in self._bases.items():
-                if f"-Dactivemq.base={base}" in command:
-                    found[node_id] = proc.pid
-        return found
-
-    def running(self) -> dict[str, int]:
-        """Our JVMs that may still run their own code, by node."""
-        running = {}
-        for node_id, pid in self._ours().items():
-            if may_run_its_own_code(pid):
-                running[node_id] = pid
-            else:
-                self.lingered.add(node_id)
-        return running
-
-    def _listening(self, node_id: str, pid: int) -> bool:
-        try:
-            return any(
-                c.status == psutil.CONN_LISTEN and c.laddr.port == self._ports[node_id]
-                for c in psutil.Process(pid).net_connections(kind="tcp")
-            )
-        except psutil.Error:
-            return False
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self.samples += 1
-            time.sleep(0.01)
-
-    def _sample(self) -> None:
-        """One look: never two JVMs running, never two listening."""
-        running = self.running()
-        if len(running) > 1:
-            self.overlaps.append(tuple(sorted(running)))
-        self._sample_listening(running)
-
-    def _sample_listening(self, running: dict[str, int]) -> None:
-        listening = [n for n, p in running.items() if self._listening(n, p)]
-        if len(listening) > 1:
-            self.listening_overlaps.append(tuple(sorted(listening)))
 
 
 def _connect(amq: ActiveMQUnderPrimacy) -> StompPy:

@@ -12,20 +12,18 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from bench.activemq.config import ACTIVEMQ_HOME
+from bench.activemq.jms import JmsClient, failover_url
 from bench.activemq.under_primacy import NODES, ActiveMQUnderPrimacy
+from bench.activemq.watch import StoreWatch
 from primacy.cli.localgroup import NodeProcess
 from tests.harness.group import wait_until
 from tests.integration.test_activemq_under_primacy import (
-    BrokerWatch,
     _consume,
     _send,
     _skip_without_activemq_or_haproxy,
@@ -38,50 +36,6 @@ pytestmark = [
         reason="no javac: the gate's locker is compiled at test time (bash .ci/setup dev)",
     ),
 ]
-
-
-def _link(path: str) -> str:
-    try:
-        return os.readlink(path)
-    except OSError:  # closed since the listing
-        return ""
-
-
-class StoreWatch(BrokerWatch):
-    """BrokerWatch, plus which JVMs hold the shared store open: those past their gates. A cold
-    group (no gate) is also held to BrokerWatch's rule: never two JVMs at all."""
-
-    def __init__(self, amq: ActiveMQUnderPrimacy) -> None:
-        super().__init__(amq.bases, amq.stomp_ports)
-        self._warm = amq.warm
-        self._store = str(amq.group.share / "activemq")
-        self.store_overlaps: list[tuple[str, ...]] = []
-        self.store_samples = 0
-
-    def in_store(self, running: dict[str, int] | None = None) -> list[str]:
-        """The nodes whose running JVM has a descriptor open under the shared store."""
-        found = []
-        for node_id, pid in (self.running() if running is None else running).items():
-            try:
-                fds = os.listdir(f"/proc/{pid}/fd")
-            except OSError:  # it has just ended
-                continue
-            links = [_link(f"/proc/{pid}/fd/{fd}") for fd in fds]
-            if any(link.startswith(self._store) for link in links):
-                found.append(node_id)
-        return found
-
-    def _sample(self) -> None:
-        """Both JVMs run by design when warm: what must never be two is past the gate, and
-        listening."""
-        running = self.running()
-        if not self._warm and len(running) > 1:
-            self.overlaps.append(tuple(sorted(running)))
-        inside = self.in_store(running)
-        self.store_samples += 1
-        if len(inside) > 1:
-            self.store_overlaps.append(tuple(sorted(inside)))
-        self._sample_listening(running)
 
 
 @pytest.fixture
@@ -229,59 +183,7 @@ def test_a_jvm_its_wrapper_forked_halts_when_its_guardian_and_supervisor_die(
     assert set(receipted) <= consumed, sorted(set(receipted) - consumed)[:10]
 
 
-JMS_SOURCE = Path(__file__).parent / "jms" / "JmsFailover.java"
 JMS_SENDS = 2000
-
-
-class JmsClient:
-    """ActiveMQ's own Java JMS client (OpenWire, a failover URL), compiled against the package's
-    jars; ``send`` runs in the background and collects what the broker acknowledged."""
-
-    def __init__(self, classes: Path, url: str) -> None:
-        subprocess.run(
-            ["javac", "-cp", f"{ACTIVEMQ_HOME}/lib/*", "-d", str(classes), str(JMS_SOURCE)],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
-        self._java = ["java", "-cp", f"{classes}:{ACTIVEMQ_HOME}/lib/*", "JmsFailover"]
-        self.url = url
-        self.sent: list[str] = []
-        self._sender: subprocess.Popen[str] | None = None
-        self._reader: threading.Thread | None = None
-
-    def send(self, count: int, pause_ms: int) -> None:
-        self._sender = subprocess.Popen(
-            [*self._java, "send", self.url, str(count), str(pause_ms)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        self._reader = threading.Thread(target=self._read, args=(self._sender,), daemon=True)
-        self._reader.start()
-
-    def _read(self, sender: subprocess.Popen[str]) -> None:
-        assert sender.stdout is not None
-        for line in sender.stdout:
-            if line.startswith("sent "):
-                self.sent.append(line.split()[1])
-
-    def wait_sent(self, count: int, timeout_s: float) -> None:
-        wait_until(lambda: len(self.sent) >= count, timeout_s, f"{count} acknowledged sends")
-
-    def finish(self, timeout_s: float) -> int:
-        assert self._sender is not None and self._reader is not None
-        code = self._sender.wait(timeout_s)
-        self._reader.join(10)
-        return code
-
-    def receive(self) -> list[str]:
-        done = subprocess.run(
-            [*self._java, "receive", self.url],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        return [line.split()[1] for line in done.stdout.splitlines() if line.startswith("got ")]
-
-    def close(self) -> None:
-        if self._sender is not None and self._sender.poll() is None:
-            self._sender.kill()
-            self._sender.wait(10)
 
 
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
@@ -295,9 +197,7 @@ def test_the_jms_client_keeps_every_acknowledged_send_through_a_sigkill_and_a_si
     )
     # The failover options the recipe gives (docs/operator-guide.md): the outage ends when
     # the standby listens, not at the end of a 30 s back-off.
-    ports = ",".join(f"tcp://127.0.0.1:{amq.openwire_ports[n]}" for n in NODES)
-    url = f"failover:({ports})?initialReconnectDelay=100&maxReconnectDelay=1000"
-    client = JmsClient(tmp_path / "jms", url)
+    client = JmsClient(tmp_path / "jms", failover_url([amq.openwire_ports[n] for n in NODES]))
     try:
         with StoreWatch(amq) as watch:
 

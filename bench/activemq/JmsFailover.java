@@ -1,10 +1,12 @@
 /*
- * ActiveMQ's own JMS client (OpenWire) as its users run it, for test_activemq_jms_failover.py:
+ * ActiveMQ's own JMS client (OpenWire) as its users run it, for bench/activemq/jms.py (the
+ * warm standby's tests and bench/jms_failover.py):
  *   send URL N MS  sends N persistent text messages "m0".."m<N-1>" one at a time (each send
- *                returns once the broker acknowledged it), prints "sent mI" after each and
- *                pauses MS milliseconds (so that a failover falls amid the sends);
+ *                returns once the broker acknowledged it), prints "sent mI BROKER" after each
+ *                (BROKER: the name of the broker the connection is on, which a failover
+ *                changes) and pauses MS milliseconds (so that a failover falls amid the sends);
  *   receive URL  prints "got BODY" for every message until none comes for 10 s.
- * Compiled at test time against the jars of Debian's activemq package.
+ * Compiled at run time against the jars of Debian's activemq package.
  */
 import javax.jms.Connection;
 import javax.jms.DeliveryMode;
@@ -14,6 +16,7 @@ import javax.jms.MessageProducer;
 import javax.jms.Queue;
 import javax.jms.Session;
 import javax.jms.TextMessage;
+import org.apache.activemq.ActiveMQConnection;
 import org.apache.activemq.ActiveMQConnectionFactory;
 
 public class JmsFailover {
@@ -27,7 +30,8 @@ public class JmsFailover {
             producer.setDeliveryMode(DeliveryMode.PERSISTENT);
             for (int i = 0; i < Integer.parseInt(args[2]); i++) {
                 producer.send(session.createTextMessage("m" + i));
-                System.out.println("sent m" + i);
+                String broker = ((ActiveMQConnection) connection).getBrokerName();
+                System.out.println("sent m" + i + " " + broker);
                 System.out.flush();
                 Thread.sleep(Long.parseLong(args[3]));
             }
