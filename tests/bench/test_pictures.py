@@ -8,6 +8,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from bench.activemq.figures import evaluate_targets, render_table, render_targets
 from bench.pictures import (
     FAILOVER_SVG,
@@ -50,8 +52,14 @@ def draw(run: Path, tmp_path: Path, page_text: str | None = None) -> tuple[Path,
     return out, page.read_text()
 
 
-def test_the_failover_picture_shows_every_group_of_every_kill(tmp_path: Path) -> None:
-    out, _ = draw(RUN, tmp_path)
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The fixture run drawn once (matplotlib takes seconds), its block in a test page."""
+    return draw(RUN, tmp_path_factory.mktemp("drawn"))
+
+
+def test_the_failover_picture_shows_every_group_of_every_kill(drawn: tuple[Path, str]) -> None:
+    out, _ = drawn
     legend = texts(out / FAILOVER_SVG, "legend_1")
     assert legend == EVERY_GROUP
     seen = texts(out / FAILOVER_SVG)
@@ -70,9 +78,9 @@ def test_the_failover_picture_shows_every_group_of_every_kill(tmp_path: Path) ->
 
 
 def test_the_throughput_picture_puts_primacy_beside_activemq_by_producers(
-    tmp_path: Path,
+    drawn: tuple[Path, str],
 ) -> None:
-    out, _ = draw(RUN, tmp_path)
+    out, _ = drawn
     assert texts(out / THROUGHPUT_SVG, "legend_1") == ["primacy", "ActiveMQ tuned"]
     seen = texts(out / THROUGHPUT_SVG)
     assert {"plain STOMP", "STOMP over TLS", "1 producer", "8 producers"} <= set(seen)
@@ -81,8 +89,10 @@ def test_the_throughput_picture_puts_primacy_beside_activemq_by_producers(
         assert median in seen
 
 
-def test_the_page_gets_the_run_its_pictures_and_the_figures_table(tmp_path: Path) -> None:
-    out, page = draw(RUN, tmp_path)
+def test_the_page_gets_the_run_its_pictures_and_the_figures_table(
+    drawn: tuple[Path, str],
+) -> None:
+    out, page = drawn
     run = Run.read(RUN)
     block = page[page.index(PAGE_START) : page.index(PAGE_END)]
     assert page.startswith("# Benchmarks\n\n") and page.endswith(f"{PAGE_END}\n\nmore\n")
@@ -93,7 +103,7 @@ def test_the_page_gets_the_run_its_pictures_and_the_figures_table(tmp_path: Path
     assert render_table(run.results) in block
     assert render_targets(evaluate_targets(run.results)) in block
     links = re.findall(r"!\[[^]]+\]\(([^)]+)\)", block)
-    assert [(tmp_path / link).resolve() for link in links] == [
+    assert [(out.parent / link).resolve() for link in links] == [
         (out / FAILOVER_SVG).resolve(),
         (out / THROUGHPUT_SVG).resolve(),
     ]
@@ -120,10 +130,10 @@ def test_a_run_without_activemq_tls_or_victims_draws_only_what_it_measured(
     assert "failover on stock stomp.py ≤ 0.1 of ActiveMQ tuned (our client's): not measured" in page
 
 
-def test_drawing_a_run_again_gives_the_same_files(tmp_path: Path) -> None:
+def test_drawing_a_run_again_gives_the_same_files(drawn: tuple[Path, str], tmp_path: Path) -> None:
     """No date, no random ids: a page regenerated from the same run shows no diff."""
-    first, _ = draw(RUN, tmp_path / "a")
-    again, _ = draw(RUN, tmp_path / "b")
+    first, _ = drawn
+    again, _ = draw(RUN, tmp_path)
     for name in (FAILOVER_SVG, THROUGHPUT_SVG):
         assert (first / name).read_bytes() == (again / name).read_bytes()
         assert "<dc:date>" not in (first / name).read_text()
