@@ -181,11 +181,10 @@ def _jitter(count: int) -> list[float]:
     return [((i * 0.618034) % 1.0 - 0.5) * 0.36 for i in range(count)]
 
 
-def failover_picture(results: Results, path: Path) -> list[str]:
+def failover_picture(results: Results, path: Path) -> None:
     """Every failover sample of the run, a panel per kind of kill with samples, a row per group
     (its points, a box around the middle half with lines out to min and max, the median written
-    beside it).
-    Returns the groups drawn, in legend order."""
+    beside it). The legend names every group drawn, in the order of the rows."""
     panels = [
         (title, [row for row in rows if results.samples.get((row.metric.key, row.group))])
         for title, rows in FAILOVER_PANELS
@@ -266,17 +265,16 @@ def failover_picture(results: Results, path: Path) -> list[str]:
     )
     figure.tight_layout(rect=(0, 0.04, 1, 0.93))
     _save(figure, path)
-    return drawn
 
 
 def _ms_tick(value: float, _position: int) -> str:
     return number(value) if value >= 1 else f"{value:g}"
 
 
-def throughput_picture(results: Results, path: Path) -> list[str]:
+def throughput_picture(results: Results, path: Path) -> None:
     """Persistent throughput by producer count, primacy beside ActiveMQ tuned: a bar at the
     median, a line from min to max, every round's figure as a point. A panel for plain STOMP
-    and, when the run measured it, one over TLS. Returns the groups drawn, in legend order."""
+    and, when the run measured it, one over TLS."""
     panels = [
         (title, metrics)
         for title, metrics in THROUGHPUT_PANELS
@@ -335,7 +333,6 @@ def throughput_picture(results: Results, path: Path) -> list[str]:
     )
     figure.tight_layout(rect=(0, 0.05, 1, 0.92))
     _save(figure, path)
-    return drawn
 
 
 def _throughput_top(results: Results) -> float:
@@ -396,13 +393,18 @@ def write_page(page: Path, block: str) -> None:
 
 
 def draw(run: Run, out: Path) -> None:
-    """Write every picture the run has samples for into ``out``."""
+    """Write every picture the run has samples for into ``out``, and remove an earlier run's
+    picture of what this one did not measure: ``out`` holds one run's pictures only."""
     _style()
     out.mkdir(parents=True, exist_ok=True)
-    if _has_failovers(run.results):
-        failover_picture(run.results, out / FAILOVER_SVG)
-    if _throughput_top(run.results) > 0:
-        throughput_picture(run.results, out / THROUGHPUT_SVG)
+    for name, measured, picture in (
+        (FAILOVER_SVG, _has_failovers(run.results), failover_picture),
+        (THROUGHPUT_SVG, _throughput_top(run.results) > 0, throughput_picture),
+    ):
+        if measured:
+            picture(run.results, out / name)
+        else:
+            (out / name).unlink(missing_ok=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -146,3 +147,18 @@ def test_the_benchmarks_page_has_the_block_the_script_fills(tmp_path: Path) -> N
     _, page = draw(RUN, tmp_path, text)
     assert page.count(PAGE_START) == page.count(PAGE_END) == 1
     assert render_table(Run.read(RUN).results) in page
+
+
+def test_a_run_without_throughput_leaves_no_earlier_throughput_picture(
+    drawn: tuple[Path, str], tmp_path: Path
+) -> None:
+    document = json.loads(RUN.read_text())
+    document["samples"] = [s for s in document["samples"] if s["metric"].startswith("failover")]
+    failovers_only = tmp_path / "failovers-only.json"
+    failovers_only.write_text(json.dumps(document))
+    earlier, _ = drawn
+    out = tmp_path / "pictures"
+    shutil.copytree(earlier, out)  # the last run's pictures, as docs/pictures holds them
+    _, page = draw(failovers_only, tmp_path)
+    assert sorted(path.name for path in out.iterdir()) == [FAILOVER_SVG]
+    assert THROUGHPUT_SVG not in page
