@@ -114,7 +114,19 @@ class FromSnapshot:
             raise ValueError(f"{self.name}: every sample needs one value per label {self.labels}")
 
 
-Family = Observed | FromSnapshot
+@dataclass(frozen=True)
+class FromCertificates:
+    """A family read at scrape time from the node's TLS certificate files, through the callable
+    ``NodeMetrics`` is handed (the supervisor's: api/ decodes no certificate): a sample per
+    listener that serves TLS, none for a listener without."""
+
+    name: str
+    kind: Literal["gauge"]
+    help: str
+    labels: tuple[str, ...] = ("listener",)
+
+
+Family = Observed | FromSnapshot | FromCertificates
 
 # Every family /metrics exports, in the order it exports them. Prometheus adds ``_total`` to
 # a counter's name. Names, types and help texts are what dashboards and alerts match: change
@@ -253,6 +265,11 @@ FAMILIES: tuple[Family, ...] = (
         "Destinations with messages or subscriptions on this master",
         {(): figure("broker.destinations")},
     ),
+    FromCertificates(
+        "primacy_tls_certificate_expiry_timestamp_seconds",
+        "gauge",
+        "When the certificate a TLS listener serves (stomp, http) expires: its notAfter, Unix time",
+    ),
 )
 
 if len({family.name for family in FAMILIES}) != len(FAMILIES):
@@ -263,7 +280,11 @@ class NodeMetrics:
     """The node's metric registry; the supervisor feeds the ``Observed`` families through
     these attributes, /metrics renders every family."""
 
-    def __init__(self, snapshot: Callable[[], StatusSnapshot]) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], StatusSnapshot],
+        certificate_expiries: Callable[[], Mapping[str, float]] = dict,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._observed = {
             family.name: _observed_metric(family, self.registry)
@@ -275,7 +296,7 @@ class NodeMetrics:
         self.lock_attempts = self._counter("primacy_lock_attempts")
         self.commit_seconds = self._histogram("primacy_journal_commit_latency_seconds")
         self.batch_records = self._histogram("primacy_journal_batch_records")
-        self.registry.register(_SnapshotCollector(snapshot))
+        self.registry.register(_ScrapeTimeCollector(snapshot, certificate_expiries))
 
     def observe_commit(self, records: int, _bytes: int, seconds: float) -> None:
         self.commit_seconds.observe(seconds)
@@ -303,16 +324,22 @@ def _observed_metric(family: Observed, registry: CollectorRegistry) -> Counter |
     )
 
 
-class _SnapshotCollector(Collector):
-    """The ``FromSnapshot`` families, read from the latest snapshot at scrape time."""
+class _ScrapeTimeCollector(Collector):
+    """The ``FromSnapshot`` families, read from the latest snapshot at scrape time, and the
+    ``FromCertificates`` ones, from the certificate files."""
 
-    def __init__(self, snapshot: Callable[[], StatusSnapshot]) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], StatusSnapshot],
+        certificate_expiries: Callable[[], Mapping[str, float]],
+    ) -> None:
         self._snapshot = snapshot
+        self._certificate_expiries = certificate_expiries
 
     def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """The families without samples: the registry checks names without a snapshot."""
         for family in FAMILIES:
-            if isinstance(family, FromSnapshot):
+            if isinstance(family, FromSnapshot | FromCertificates):
                 yield _empty(family)
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -323,8 +350,13 @@ class _SnapshotCollector(Collector):
                 for values, reading in family.samples.items():
                     exported.add_metric(list(values), reading.read(current))
                 yield exported
+            elif isinstance(family, FromCertificates):
+                exported = _empty(family)
+                for listener, expires_unix_s in sorted(self._certificate_expiries().items()):
+                    exported.add_metric([listener], expires_unix_s)
+                yield exported
 
 
-def _empty(family: FromSnapshot) -> GaugeMetricFamily | CounterMetricFamily:
+def _empty(family: FromSnapshot | FromCertificates) -> GaugeMetricFamily | CounterMetricFamily:
     kind = GaugeMetricFamily if family.kind == "gauge" else CounterMetricFamily
     return kind(family.name, family.help, labels=list(family.labels))

@@ -12,16 +12,23 @@ good certificate stays.
 
 The files are checked at start like the users file: refused when anyone but
 their owner can write them, and the key when anyone else can read it.
+
+``certificate_expiries`` reads when each listener's certificate expires, for /metrics: from
+the file, so the figure follows a rotation (the listener serves the new file from its next
+handshake). The standard library decodes no certificate file, so the expiry is read from the
+DER encoding itself (RFC 5280: ``Certificate``, ``tbsCertificate``, ``validity``).
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import ssl
 import stat
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from primacy.broker import codes
@@ -121,3 +128,80 @@ def _identity(path: Path) -> tuple[int, int, int]:
     except OSError as error:
         raise TlsFilesError(f"cannot read {path}: {error.strerror}") from None
     return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+_PEM_BEGIN, _PEM_END = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
+_SEQUENCE, _VERSION, _UTC_TIME, _GENERALIZED_TIME = 0x30, 0xA0, 0x17, 0x18
+
+
+def certificate_expiries(certificates: Mapping[str, Path | None]) -> dict[str, float]:
+    """When each listener's certificate expires (its notAfter, Unix seconds), read now from
+    its file. A listener without a certificate has none, and so has one whose file cannot be
+    read now: the listener keeps serving its last good certificate (a failed rotation is
+    logged with TLS_REFUSED), and an alert must not read a half-written file as an expiry."""
+    expiries = {}
+    for listener, path in certificates.items():
+        if path is None:
+            continue
+        try:
+            expiries[listener] = certificate_expiry_unix_s(path)
+        except TlsFilesError:
+            continue
+    return expiries
+
+
+def certificate_expiry_unix_s(path: Path) -> float:
+    """The notAfter of the first certificate of a PEM chain (the server's own), Unix seconds."""
+    try:
+        text = path.read_text(encoding="ascii", errors="replace")
+    except OSError as error:
+        raise TlsFilesError(f"cannot read the TLS certificate {path}: {error.strerror}") from None
+    start, end = text.find(_PEM_BEGIN), text.find(_PEM_END)
+    if start < 0 or end < start:
+        raise TlsFilesError(f"the TLS certificate {path} holds no PEM certificate")
+    try:
+        der = ssl.PEM_cert_to_DER_cert(text[start : end + len(_PEM_END)])
+        return _not_after(der).timestamp()
+    except (ValueError, IndexError) as error:
+        raise TlsFilesError(
+            f"cannot read the expiry of the TLS certificate {path}: {error}"
+        ) from None
+
+
+def _not_after(der: bytes) -> datetime.datetime:
+    """Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL,
+    serialNumber, signature, issuer, validity SEQUENCE { notBefore, notAfter }, ... }, ... }"""
+    _, certificate, _ = _element(der, 0, _SEQUENCE)
+    _, at, _ = _element(der, certificate, _SEQUENCE)  # tbsCertificate
+    if der[at] == _VERSION:
+        at = _element(der, at)[2]
+    for _field in ("serialNumber", "signature", "issuer"):
+        at = _element(der, at)[2]
+    _, validity, _ = _element(der, at, _SEQUENCE)
+    not_before_end = _element(der, validity)[2]
+    tag, start, end = _element(der, not_before_end)
+    text = der[start:end].decode("ascii")
+    if tag == _UTC_TIME:  # YYMMDDHHMMSSZ, years 1950-2049 (RFC 5280, 4.1.2.5.1)
+        parsed = datetime.datetime.strptime(text, "%y%m%d%H%M%SZ")
+        if parsed.year >= 2050:
+            parsed = parsed.replace(year=parsed.year - 100)
+    elif tag == _GENERALIZED_TIME:  # YYYYMMDDHHMMSSZ
+        parsed = datetime.datetime.strptime(text, "%Y%m%d%H%M%SZ")
+    else:
+        raise ValueError(f"notAfter has tag {tag:#x}, not a time")
+    return parsed.replace(tzinfo=datetime.UTC)
+
+
+def _element(der: bytes, at: int, tag: int | None = None) -> tuple[int, int, int]:
+    """The DER element at ``at``: its tag, where its content starts and where it ends."""
+    found, length = der[at], der[at + 1]
+    if tag is not None and found != tag:
+        raise ValueError(f"expected tag {tag:#x} at byte {at}, found {found:#x}")
+    start = at + 2
+    if length & 0x80:  # long form: the next (length & 0x7f) bytes hold the length
+        size = length & 0x7F
+        length = int.from_bytes(der[start : start + size], "big")
+        start += size
+    if start + length > len(der):
+        raise ValueError(f"the element at byte {at} runs past the end of the certificate")
+    return found, start, start + length

@@ -12,6 +12,7 @@ docs/architecture.md lists the threads, what each owns and posts.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import queue
 import threading
@@ -22,6 +23,7 @@ from pathlib import Path
 from primacy.api.app import create_app
 from primacy.api.metrics import NodeMetrics
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
+from primacy.broker.tls import certificate_expiries
 from primacy.share.port import SharePort
 from primacy.share.posix import PosixShare
 from primacy.supervisor import codes
@@ -90,7 +92,13 @@ class Node:
         )
         self._snapshot = self._build_snapshot()
 
-        self.metrics = NodeMetrics(self.snapshot)
+        self.metrics = NodeMetrics(
+            self.snapshot,
+            functools.partial(
+                certificate_expiries,
+                {"stomp": config.stomp_tls_cert, "http": config.http_tls_cert},
+            ),
+        )
         self._port = share_port or PosixShare(config.share, config.lock_method)
         self._jobs = ShareJobs(config, self._port, clock, self.metrics.observe_commit)
         admin = NodeAdmin(config.node_id, self._port, self.snapshot, self.post, self._io.call)

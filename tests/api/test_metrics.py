@@ -10,7 +10,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from primacy.api.metrics import FAMILIES, FromSnapshot, NodeMetrics, Observed, figure
+from primacy.api.metrics import (
+    FAMILIES,
+    Family,
+    FromCertificates,
+    FromSnapshot,
+    NodeMetrics,
+    Observed,
+    figure,
+)
 from primacy.api.snapshot import StatusSnapshot
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "operator-guide.md"
@@ -114,9 +122,11 @@ def metrics_table() -> str:
     return "\n".join(lines)
 
 
-def _source(family: Observed | FromSnapshot) -> str:
+def _source(family: Family) -> str:
     if isinstance(family, Observed):
         return "observed by the node as it happens"
+    if isinstance(family, FromCertificates):
+        return "read at each scrape from `stomp_tls_cert` and `http_tls_cert` (none without TLS)"
     fields = {reading.status_field for reading in family.samples.values()}
     if not family.labels:
         return f"`/status` `{fields.pop()}`"

@@ -32,9 +32,10 @@ def _ca(directory: Path, name: str) -> tuple[Path, Path]:
 
 
 def issue(
-    directory: Path, name: str, ca: tuple[Path, Path], san: str | None = None
+    directory: Path, name: str, ca: tuple[Path, Path], san: str | None = None, days: int = 2
 ) -> tuple[Path, Path]:
-    """A certificate for ``name`` signed by ``ca`` (key mode 600), valid for ``san``."""
+    """A certificate for ``name`` signed by ``ca`` (key mode 600), valid for ``san``, for
+    ``days`` from now."""
     cert, key, request = (directory / f"{name}{suffix}" for suffix in (".pem", ".key", ".csr"))
     _openssl(
         "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
@@ -44,7 +45,7 @@ def issue(
     extensions.write_text(f"subjectAltName={san}\n" if san else "basicConstraints=CA:FALSE\n")
     _openssl(
         "x509", "-req", "-in", str(request), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-        "-CAcreateserial", "-days", "2", "-out", str(cert), "-extfile", str(extensions),
+        "-CAcreateserial", "-days", str(days), "-out", str(cert), "-extfile", str(extensions),
     )  # fmt: skip
     key.chmod(0o600)
     return cert, key

@@ -84,7 +84,7 @@ def test_a_version_2_checkpoints_fence_list_reads_as_before() -> None:
 def test_a_checkpoint_keeps_one_verdict_per_segment_not_every_fence(tmp_path: Path) -> None:
     # Each takeover's fence lists every earlier segment; keeping every fence in
     # every checkpoint made the table (and each takeover's load of it) grow with
-    # the square of the epochs: the 550th takeover took ~0.9 s (docs/benchmarks.md).
+    # the square of the epochs: the 550th takeover took ~0.9 s (docs/benchmarks-history.md).
     config = StoreConfig(share=tmp_path, node_id="n")
     for epoch in range(1, 121):
         store = JournalStore.open(config, epoch=epoch, fencing_check=lambda: None)
