@@ -97,6 +97,7 @@ class ZooKeeperShare:
             connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
             command_retry=None,
         )
+        self._granted_timeout_s = watch_granted_timeout(self.client)
         self.client.add_listener(self._state_changed)
         self.client.start_async()
 
@@ -114,10 +115,9 @@ class ZooKeeperShare:
 
     @property
     def negotiated_session_timeout_s(self) -> float | None:
-        """The session timeout the ensemble granted (it clamps what was asked for)."""
-        if self.client.state != KazooState.CONNECTED:
-            return None
-        return float(self.client._session_timeout) / 1000
+        """The session timeout the ensemble granted the last session (it clamps what was asked
+        for), None before the first."""
+        return self._granted_timeout_s[-1] if self._granted_timeout_s else None
 
     def _state_changed(self, state: str) -> None:
         # On kazoo's event thread: record and tell, never block.
@@ -436,6 +436,26 @@ class ZooKeeperWatch:
 
     def stop(self) -> None:
         self._running = False  # each watch ends at its next event
+
+
+def watch_granted_timeout(client: KazooClient) -> list[float]:
+    """A list that gets the session timeout (s) the ensemble grants ``client`` at each connect.
+
+    kazoo keeps the granted timeout to itself (its ``_session_timeout`` stays what was asked
+    for); its connection's ``_connect`` returns the read timeout it derives from it, two
+    thirds of the granted timeout, so the granted one is read back from that.
+    """
+    granted: list[float] = []
+    connection = client._connection
+    connect = connection._connect
+
+    def connect_and_note(*args: Any) -> Any:
+        read_timeout_ms, connect_timeout_ms = connect(*args)
+        granted.append(round(read_timeout_ms * 3 / 2) / 1000)
+        return read_timeout_ms, connect_timeout_ms
+
+    connection._connect = connect_and_note
+    return granted
 
 
 def _json_object(data: bytes | None) -> dict[str, Any] | None:
