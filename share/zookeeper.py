@@ -276,13 +276,13 @@ class ZooKeeperShare:
         self._ensure_tree()
         counter = self._znode("epoch")
         while True:
-            data, stat = self._wait(self.client.get_async(counter))
+            data, stat = self._counter()
             latest = stat.version
             if data != str(latest).encode():
                 raise OSError(
                     errno.EIO,
                     f"the epoch counter {counter} was changed by something other than a claim "
-                    f"(data {bytes(data)[:32]!r}, version {latest})",
+                    f"(data {data[:32]!r}, version {latest})",
                 )
             epoch = latest + 1
             if epoch > MAX_ZOOKEEPER_EPOCH:
@@ -312,8 +312,16 @@ class ZooKeeperShare:
             if not isinstance(result, BadVersionError):
                 raise OSError(errno.EIO, f"checking epoch {epoch} failed: {result!r}")
         # Not the latest: the counter only grows, so read it after the check committed.
-        _, stat = self._wait(self.client.get_async(self._znode("epoch")))
+        _, stat = self._counter()
         return bool(epoch <= stat.version)
+
+    def _counter(self) -> tuple[bytes, Any]:
+        counter = self._znode("epoch")
+        try:
+            data, stat = self._wait(self.client.get_async(counter))
+        except NoNodeError:
+            raise OSError(errno.ENOENT, f"the epoch counter {counter} is gone") from None
+        return bytes(data), stat
 
     def listed_epochs(self) -> list[int]:
         self._ensure_tree()
