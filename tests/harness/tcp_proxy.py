@@ -45,6 +45,8 @@ class TcpProxy:
     def close(self) -> None:
         self._closed.set()
         self._cut.set()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept
         self._listener.close()
         self._drop_all()
         for thread in self._threads:
@@ -61,7 +63,9 @@ class TcpProxy:
         for sock in sockets:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
-                sock.close()  # a reset, not a polite end
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the pump blocked in recv; close would not
+            sock.close()  # with a zero linger: a reset, not a polite end
 
     def _accept(self) -> None:
         while not self._closed.is_set():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,13 +19,12 @@ import pytest
 from primacy.cli.localgroup import Group, NodeProcess
 from tests.harness.checker import assert_ok, check
 from tests.harness.group import MasterPoller, wait_until
-from tests.harness.tcp_proxy import TcpProxy
-from tests.harness.traffic import StompGroup, Traffic
+from tests.harness.traffic import Traffic
 from tests.harness.zookeeper import Ensemble, unavailable_reason
+from tests.harness.zookeeper_group import ZooKeeperGroup
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
-SESSION_TIMEOUT_MS = 2000  # the ensemble's ticks are 200 ms: it grants 0.4 to 4 s
 _ACKS_PER_PHASE = 15
 _PHASE_TIMEOUT_S = 30.0
 _MASTER_TIMEOUT_S = 30.0
@@ -53,46 +51,6 @@ def restored(ensemble: Ensemble) -> Iterator[Ensemble]:
     yield ensemble
     ensemble.start()
     ensemble.wait_quorum()
-
-
-def _zookeeper_args(hosts: str, path: str) -> tuple[str, ...]:
-    return (
-        "--coordination",
-        "zookeeper",
-        "--zookeeper-hosts",
-        hosts,
-        "--zookeeper-path",
-        path,
-        "--zookeeper-session-timeout-ms",
-        str(SESSION_TIMEOUT_MS),
-    )
-
-
-class ZooKeeperGroup:
-    """Nodes n1, n2 on one share and one group znode; n1 (started first) is the master.
-
-    ``n1_hosts`` lets n1 reach the ensemble another way (through proxies) than n2."""
-
-    def __init__(self, group: Group, ensemble: Ensemble, n1_hosts: str | None = None) -> None:
-        self.group = group
-        path = f"/primacy-{uuid.uuid4().hex[:12]}"
-        hosts = {"n1": n1_hosts or ensemble.hosts, "n2": ensemble.hosts}
-        self.stomp = StompGroup(
-            lambda node_id, *args: group.start(
-                node_id, *args, *_zookeeper_args(hosts[node_id], path)
-            ),
-            2,
-            start_now=False,
-        )
-        self.url = self.stomp.url
-        first = self.stomp.start("n1")
-        assert group.wait_for_master(_MASTER_TIMEOUT_S) is first
-        self.stomp.start("n2")
-        wait_until(lambda: self.nodes["n2"].status("/slave") == 200, 30, "n2 a healthy slave")
-
-    @property
-    def nodes(self) -> dict[str, NodeProcess]:
-        return self.stomp.nodes
 
 
 def _acknowledged_more(traffic: Traffic, what: str) -> None:
@@ -131,29 +89,25 @@ def test_a_master_killed_or_frozen_is_replaced_once_its_session_expires(
 def test_a_master_cut_from_zookeeper_stops_while_its_share_stays_reachable(
     group: Group, share: Path, ensemble: Ensemble
 ) -> None:
-    proxies = [TcpProxy(server.client_port) for server in ensemble.servers]
+    nodes = ZooKeeperGroup(group, ensemble, proxied=True)
     try:
-        nodes = ZooKeeperGroup(group, ensemble, ",".join(p.address for p in proxies))
         old = nodes.nodes["n1"]
         with MasterPoller(nodes.nodes.values()) as poller, Traffic(nodes.url, 2) as traffic:
             _acknowledged_more(traffic, "before the cut")
-            for proxy in proxies:
-                proxy.cut()
+            nodes.cut(old)
             # It can still write its journal on the share, but no lease check passes: it
             # stops within its keepalive, and n2 takes over once the ensemble expires it.
             new = group.wait_for_master(_MASTER_TIMEOUT_S, exclude={"n1"})
             assert new.node_id == "n2"
             _acknowledged_more(traffic, "from the new master")
-            for proxy in proxies:
-                proxy.heal()
+            nodes.heal(old)
             wait_until(lambda: _session_state(old) == "connected", 30, "n1 connected again")
             wait_until(lambda: old.status("/slave") == 200, 30, "n1 a slave")
             _acknowledged_more(traffic, "after the heal")
         assert "PRIMACY-1003" in old.log()  # the lease lost, the node demoted
         assert_ok(check(traffic, share, poller))
     finally:
-        for proxy in proxies:
-            proxy.close()
+        nodes.close()
 
 
 def test_the_group_keeps_a_master_through_one_server_killed(
