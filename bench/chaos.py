@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.harness import zookeeper_chaos
 from tests.harness.chaos import FAULTS, Totals, TrialResult, run_trial
 from tests.harness.emulated_hosts import fuse_unavailable_reason
-from tests.harness.zookeeper import Ensemble
+from tests.harness.zookeeper import running_ensemble
 from tests.harness.zookeeper import unavailable_reason as zookeeper_unavailable_reason
 
 
@@ -249,10 +249,7 @@ def _run_zookeeper_trials(
     args: argparse.Namespace, workdir: Path, totals: Totals, started: float
 ) -> None:
     """One trial at a time on one ensemble, started here and stopped by pid at the end."""
-    ensemble = Ensemble(workdir / "zookeeper")
-    try:
-        ensemble.start()
-        ensemble.wait_quorum()
+    with running_ensemble(workdir / "zookeeper") as ensemble:
         for number in range(args.trials):
             if args.max_minutes is not None and time.monotonic() - started > args.max_minutes * 60:
                 print(f"stopping: {args.max_minutes} min budget spent")
@@ -272,8 +269,6 @@ def _run_zookeeper_trials(
             shutil.rmtree(trial_dir, ignore_errors=True)
             totals.add(result)
             _report(number, result)
-    finally:
-        ensemble.close()
 
 
 if __name__ == "__main__":

@@ -277,7 +277,7 @@ class ZooKeeperShare:
         counter = self._znode("epoch")
         while True:
             data, stat = self._counter()
-            latest = stat.version
+            latest = int(stat.version)
             if data != str(latest).encode():
                 raise OSError(
                     errno.EIO,

@@ -12,7 +12,7 @@ from primacy.share.zookeeper import ZooKeeperShare
 from tests.broker.nodes import Masters
 from tests.harness.emulated_hosts import EmulatedHosts, fuse_unavailable_reason
 from tests.harness.group import Group
-from tests.harness.zookeeper import Ensemble
+from tests.harness.zookeeper import Ensemble, running_ensemble
 from tests.harness.zookeeper import unavailable_reason as zookeeper_unavailable_reason
 from tests.share.ports import KINDS, Handles, handles_for, kind_params, zookeeper_handles
 
@@ -65,13 +65,8 @@ def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ens
     reason = zookeeper_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    ensemble = Ensemble(tmp_path_factory.mktemp("zookeeper"))
-    try:
-        ensemble.start()
-        ensemble.wait_quorum()
+    with running_ensemble(tmp_path_factory.mktemp("zookeeper")) as ensemble:
         yield ensemble
-    finally:
-        ensemble.close()
 
 
 @pytest.fixture

@@ -95,6 +95,8 @@ class Node:
         self._port = share_port or open_share_port(
             config, lambda state: self.post(SessionChanged(state))
         )
+        # "connecting" until its client says otherwise; None for a port without a session.
+        self._state.coordination_session = getattr(self._port, "session_state", None)
         self._jobs = ShareJobs(config, self._port, clock, self.metrics.observe_commit)
         admin = NodeAdmin(config.node_id, self._port, self.snapshot, self.post, self._io.call)
         self._api = status_endpoint(

@@ -8,11 +8,13 @@ two (quorum lost) and starts them again on the same ports and data.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,3 +132,15 @@ class Ensemble:
     def close(self) -> None:
         for server in self.servers:
             self.kill(server)
+
+
+@contextlib.contextmanager
+def running_ensemble(root: Path) -> Iterator[Ensemble]:
+    """An ensemble under ``root``, every server serving, killed by pid on the way out."""
+    ensemble = Ensemble(root)
+    try:
+        ensemble.start()
+        ensemble.wait_quorum()
+        yield ensemble
+    finally:
+        ensemble.close()

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from primacy.cli.localgroup import Group
-from tests.harness.chaos import TrialResult, trial_loopback_address
+from tests.harness.chaos import TrialResult, run_faults, trial_loopback_address
 from tests.harness.checker import check
 from tests.harness.group import MasterPoller
 from tests.harness.traffic import Traffic
@@ -82,6 +82,14 @@ FAULTS: dict[str, Fault] = {
 }
 
 
+def faults_on(ensemble: Ensemble) -> dict[str, Callable[[ZooKeeperGroup, random.Random], None]]:
+    """``FAULTS`` bound to the run's ensemble, as ``run_faults`` takes them."""
+    return {
+        name: lambda group, rng, fault=fault: fault(group, ensemble, rng)  # type: ignore[misc]
+        for name, fault in FAULTS.items()
+    }
+
+
 def run_trial(
     seed: int, workdir: Path, ensemble: Ensemble, fault: str | None = None
 ) -> TrialResult:
@@ -99,7 +107,7 @@ def run_trial(
         )
         with MasterPoller(nodes.nodes.values()) as poller, Traffic(nodes.url, 2) as traffic:
             try:
-                _run_faults(nodes, ensemble, traffic, rng, result, fault)
+                run_faults(nodes, faults_on(ensemble), traffic, rng, result, fault)
             except AssertionError as error:  # a wait timed out: report, still judge the rest
                 result.error = str(error)
         result.verdict = check(traffic, share, poller)
@@ -112,24 +120,3 @@ def run_trial(
         ensemble.start()  # a fault's restart that an error cut short
         ensemble.wait_quorum()
     return result
-
-
-def _run_faults(
-    nodes: ZooKeeperGroup,
-    ensemble: Ensemble,
-    traffic: Traffic,
-    rng: random.Random,
-    result: TrialResult,
-    fault: str | None,
-) -> None:
-    if not traffic.wait_for_acknowledged(10, _RECOVERY_S):
-        raise AssertionError("no traffic acknowledged before the first fault")
-    for _ in range(rng.randint(1, 3)):
-        time.sleep(rng.uniform(0.0, 1.0))
-        name = rng.choice(sorted(FAULTS))
-        name = fault or name  # drawn either way: a trial's other draws stay as they were
-        result.faults.append(name)
-        FAULTS[name](nodes, ensemble, rng)
-        nodes.wait_until_serving_again(_RECOVERY_S)
-    if not traffic.wait_for_acknowledged(10, _RECOVERY_S):
-        raise AssertionError(f"no traffic acknowledged after {result.faults}")

@@ -20,7 +20,7 @@ from primacy.cli.localgroup import Group, NodeProcess
 from tests.harness.checker import assert_ok, check
 from tests.harness.group import MasterPoller, wait_until
 from tests.harness.traffic import Traffic
-from tests.harness.zookeeper import Ensemble, unavailable_reason
+from tests.harness.zookeeper import Ensemble, running_ensemble, unavailable_reason
 from tests.harness.zookeeper_group import ZooKeeperGroup
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
@@ -36,13 +36,8 @@ def ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
     reason = unavailable_reason()
     if reason:
         pytest.skip(reason)
-    started = Ensemble(tmp_path_factory.mktemp("zookeeper"))
-    try:
-        started.start()
-        started.wait_quorum()
+    with running_ensemble(tmp_path_factory.mktemp("zookeeper")) as started:
         yield started
-    finally:
-        started.close()
 
 
 @pytest.fixture
