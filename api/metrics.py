@@ -134,6 +134,12 @@ Family = Observed | FromSnapshot | FromCertificates
 FAMILIES: tuple[Family, ...] = (
     Observed("primacy_role_changes", "counter", "Role changes of this node, by new role", ("to",)),
     Observed(
+        "primacy_coordination_session_changes",
+        "counter",
+        "State changes of the coordination service's session, by new state",
+        ("state",),
+    ),
+    Observed(
         "primacy_keepalive_duration_seconds",
         "histogram",
         "Duration of passed lease checks",
@@ -294,6 +300,7 @@ class NodeMetrics:
         self.role_changes = self._counter("primacy_role_changes")
         self.keepalive_seconds = self._histogram("primacy_keepalive_duration_seconds")
         self.lock_attempts = self._counter("primacy_lock_attempts")
+        self.session_changes = self._counter("primacy_coordination_session_changes")
         self.commit_seconds = self._histogram("primacy_journal_commit_latency_seconds")
         self.batch_records = self._histogram("primacy_journal_batch_records")
         self.registry.register(_ScrapeTimeCollector(snapshot, certificate_expiries))

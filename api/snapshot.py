@@ -144,6 +144,10 @@ class StatusSnapshot:
     # without a STOMP connector.
     stomp_auth: Literal["users-file", "none"] | None = None
     cluster: tuple[ClusterMember, ...] = ()
+    # Who decides the master: "share" (its lock file and epochs/) or "zookeeper"; and the
+    # ZooKeeper session's state (connecting, connected, suspended, lost), None on the share.
+    coordination: str = "share"
+    coordination_session: str | None = None
 
     def is_serving_master(self, now_monotonic: float | None = None) -> bool:
         """A master claims the role only while its last lease check is under one keepalive old."""

@@ -13,6 +13,16 @@ every violation with the seed that replays its trial alone. Needs root and
 
     python bench/chaos.py --trials 500 --seed 1 --jobs 2
 
+With ``--coordination zookeeper`` the group's lock and epochs are on a
+three-server ZooKeeper ensemble the run starts on loopback (Debian's zookeeper
+package and a JDK), the share is a local directory, and the faults are the
+coordination service's: the master's session expired (frozen past it), a short
+freeze, one server killed, quorum lost, the master cut off from every server
+past its session or briefly (tests/harness/zookeeper_chaos.py). The trials share
+the ensemble, so they run one at a time.
+
+    python bench/chaos.py --coordination zookeeper --trials 100 --seed 1
+
 A trial spends most of its time waiting (for leases to expire, for a group to
 serve again), about half a core on average, so ``--jobs 2`` runs two trials at
 once in their own worker processes and halves the wall time on two cores. The
@@ -37,8 +47,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.harness import zookeeper_chaos
 from tests.harness.chaos import FAULTS, Totals, TrialResult, run_trial
 from tests.harness.emulated_hosts import fuse_unavailable_reason
+from tests.harness.zookeeper import running_ensemble
+from tests.harness.zookeeper import unavailable_reason as zookeeper_unavailable_reason
 
 
 def _interrupt(signum: int, _frame: object) -> None:
@@ -146,14 +159,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--fault",
-        choices=sorted(FAULTS),
+        choices=sorted({*FAULTS, *zookeeper_chaos.FAULTS}),
         default=None,
         help="inject only this kind of fault (default: each drawn at random)",
+    )
+    parser.add_argument(
+        "--coordination",
+        choices=("share", "zookeeper"),
+        default="share",
+        help="where the lock and epochs live: the emulated NFS share, or a ZooKeeper ensemble",
     )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.trials < 0:
         parser.error("--jobs must be at least 1 and --trials at least 0")
-    reason = fuse_unavailable_reason()
+    faults = zookeeper_chaos.FAULTS if args.coordination == "zookeeper" else FAULTS
+    if args.fault is not None and args.fault not in faults:
+        parser.error(f"--fault {args.fault!r} is not a fault of --coordination {args.coordination}")
+    if args.coordination == "zookeeper" and args.jobs != 1:
+        parser.error("--coordination zookeeper runs one trial at a time (they share the ensemble)")
+    reason = (
+        zookeeper_unavailable_reason()
+        if args.coordination == "zookeeper"
+        else fuse_unavailable_reason()
+    )
     if reason:
         print(f"cannot run: {reason}")
         return 2
@@ -163,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="primacy-chaos-"))
     try:
-        if args.jobs == 1:
+        if args.coordination == "zookeeper":
+            _run_zookeeper_trials(args, workdir, totals, started)
+        elif args.jobs == 1:
             _run_trials_here(args, workdir, totals, started)
         else:
             _run_trials(args, workdir, totals, started)
@@ -177,7 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     budget = f" --max-minutes {args.max_minutes:g}" if args.max_minutes is not None else ""
     jobs = f" --jobs {args.jobs}" if args.jobs > 1 else ""
-    print(f"command: bench/chaos.py --trials {args.trials} --seed {args.seed}{budget}{jobs}")
+    coordination = " --coordination zookeeper" if args.coordination == "zookeeper" else ""
+    only = f" --fault {args.fault!r}" if args.fault else ""
+    print(
+        f"command: bench/chaos.py{coordination} --trials {args.trials} --seed {args.seed}"
+        f"{budget}{jobs}{only}"
+    )
     print(f"trials run: {totals.trials} in {elapsed_min:.1f} min")
     print(f"faults injected: {sum(totals.faults.values())}")
     for name, count in sorted(totals.faults.items()):
@@ -208,6 +243,32 @@ def _run_trials_here(
             return
         totals.add(result)
         _report(number, result)
+
+
+def _run_zookeeper_trials(
+    args: argparse.Namespace, workdir: Path, totals: Totals, started: float
+) -> None:
+    """One trial at a time on one ensemble, started here and stopped by pid at the end."""
+    with running_ensemble(workdir / "zookeeper") as ensemble:
+        for number in range(args.trials):
+            if args.max_minutes is not None and time.monotonic() - started > args.max_minutes * 60:
+                print(f"stopping: {args.max_minutes} min budget spent")
+                return
+            trial_dir = workdir / f"trial-{number}"
+            try:
+                result = zookeeper_chaos.run_trial(
+                    args.seed + number, trial_dir, ensemble, args.fault
+                )
+            except KeyboardInterrupt:
+                print("interrupted: the unfinished trial is not counted")
+                return
+            if result.violations and args.keep_logs is not None:
+                kept = args.keep_logs / f"seed-{result.seed}"
+                shutil.copytree(trial_dir, kept, ignore=shutil.ignore_patterns("share"))
+                print(f"  logs of seed {result.seed} kept in {kept}", flush=True)
+            shutil.rmtree(trial_dir, ignore_errors=True)
+            totals.add(result)
+            _report(number, result)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,14 @@ import argparse
 import json
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from primacy.locker.probe import check_share
 from primacy.nfs_profiles import codes
 from primacy.nfs_profiles.doctor import diagnose, render_text
+from primacy.nfs_profiles.findings import Finding
 from primacy.nfs_profiles.fstab import MountSpecError, fstab_line, mount_unit, mount_unit_name
 from primacy.nfs_profiles.mountinfo import MOUNTINFO_PATH
 from primacy.nfs_profiles.profiles import PROFILE_NAMES, load_profile
@@ -83,6 +84,24 @@ def register(subparsers: Any) -> None:
     doctor.add_argument(
         "--no-round-trips", action="store_true", help="check the mount table only, touch nothing"
     )
+    doctor.add_argument(
+        "--zookeeper",
+        metavar="HOSTS",
+        help="also check this ZooKeeper ensemble (coordination = zookeeper): each server "
+        "serving in a quorum, and the session timeout it grants against the keepalive",
+    )
+    doctor.add_argument(
+        "--zookeeper-session-timeout-ms",
+        type=int,
+        metavar="MS",
+        help="the session timeout the nodes ask for (default: the config key's)",
+    )
+    doctor.add_argument(
+        "--lock-keep-alive-period-ms",
+        type=int,
+        metavar="MS",
+        help="the nodes' keepalive period (default: the config key's)",
+    )
     doctor.add_argument("--mountinfo", type=Path, default=MOUNTINFO_PATH, help=argparse.SUPPRESS)
     doctor.set_defaults(func=run_doctor)
 
@@ -129,11 +148,28 @@ def run_doctor(args: argparse.Namespace) -> int:
         fsync_round_trip=round_trips,
         mountinfo_path=args.mountinfo,
     )
+    if args.zookeeper is not None:
+        diagnosis = replace(diagnosis, findings=diagnosis.findings + _ensemble_findings(args))
     if args.json:
         print(json.dumps(diagnosis.to_dict(), indent=2))
     else:
         print(render_text(diagnosis), end="")
     return diagnosis.exit_code
+
+
+def _ensemble_findings(args: argparse.Namespace) -> tuple[Finding, ...]:
+    """``--zookeeper``: the ensemble's findings, with the config keys' defaults where no flag
+    says (imported here: the other commands need neither the config's nor kazoo's modules)."""
+    from primacy.nfs_profiles.ensemble import check_ensemble
+    from primacy.supervisor.config import NodeConfig
+    from primacy.supervisor.machine.role_events import TAKEOVER_DRIFT_MARGIN
+
+    fields = NodeConfig.model_fields
+    session_ms = args.zookeeper_session_timeout_ms or fields["zookeeper_session_timeout_ms"].default
+    keep_alive_ms = args.lock_keep_alive_period_ms or fields["lock_keep_alive_period_ms"].default
+    return check_ensemble(
+        args.zookeeper, session_ms / 1000, keep_alive_ms / 1000, TAKEOVER_DRIFT_MARGIN
+    )
 
 
 def _print_fstab(source: str, mount_point: str, profile_name: str, as_json: bool) -> int:

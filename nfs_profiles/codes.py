@@ -39,6 +39,11 @@ SYSTEMD_INSTALLED = "PRIMACY-3030"
 SYSTEMD_UNINSTALLED = "PRIMACY-3031"
 SYSTEMD_SOURCE_MISSING = "PRIMACY-3032"
 
+ZOOKEEPER_SERVER_UNAVAILABLE = "PRIMACY-3050"
+ZOOKEEPER_NO_QUORUM = "PRIMACY-3051"
+ZOOKEEPER_SESSION_TIMEOUT_CLAMPED = "PRIMACY-3052"
+ZOOKEEPER_SESSION_SHORTER_THAN_KEEPALIVE = "PRIMACY-3053"
+
 TITLES = {
     PATH_UNUSABLE: "the share path does not exist or is not a directory (refused)",
     MOUNT_TABLE_UNREADABLE: "the mount table cannot be read or has no mount for the path (warning)",
@@ -82,4 +87,15 @@ TITLES = {
     SYSTEMD_INSTALLED: "`primacy systemd install` copied a file",
     SYSTEMD_UNINSTALLED: "`primacy systemd uninstall` removed a file",
     SYSTEMD_SOURCE_MISSING: "the unit files to install were not found",
+    ZOOKEEPER_SERVER_UNAVAILABLE: (
+        "a ZooKeeper server grants no session: unreachable, or not in a quorum (warning)"
+    ),
+    ZOOKEEPER_NO_QUORUM: "no majority of the ZooKeeper servers serves: no quorum (refused)",
+    ZOOKEEPER_SESSION_TIMEOUT_CLAMPED: (
+        "the ZooKeeper ensemble grants another session timeout than the one asked for (warning)"
+    ),
+    ZOOKEEPER_SESSION_SHORTER_THAN_KEEPALIVE: (
+        "the ZooKeeper session timeout granted is shorter than the keepalive plus its margin "
+        "(refused)"
+    ),
 }

@@ -242,6 +242,9 @@ class MemoryShareHandle:
             self.share.check()
             self.share.switchover = None
 
+    def close(self) -> None:
+        """Nothing to end: the share lives in this process."""
+
     # ---- hints -------------------------------------------------------------
 
     def watch(

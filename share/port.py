@@ -3,8 +3,8 @@
 ``share/posix.py`` implements it on a shared directory (NFSv4, GFS2, a local
 disk); ``share/memory.py`` in memory, for tests of the node's logic that need no
 filesystem. A lease on a coordination service (ZooKeeper, say) is a third
-implementation of the same methods: the lease policy in ``locker/`` and the
-node above it do not change (docs/architecture.md, "The share layer").
+implementation of the same methods (``share/zookeeper.py``): the lease policy in
+``locker/`` and the node above it do not change (docs/architecture.md, "The share layer").
 
 The contract every implementation keeps (``tests/share/test_port_contract.py``
 runs the same tests against each):
@@ -103,6 +103,9 @@ class SharePort(Protocol):
     def read_switchover(self) -> Switchover | None: ...
 
     def clear_switchover(self) -> None: ...
+
+    def close(self) -> None:
+        """End this handle's connections (a coordination service's session with them)."""
 
     # ---- hints -------------------------------------------------------------
 

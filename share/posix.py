@@ -167,6 +167,9 @@ class PosixShare:
     def clear_switchover(self) -> None:
         safe_io.remove(self.layout.switchover_marker, share_root=True)
 
+    def close(self) -> None:
+        """Nothing to end: every operation opens and closes what it uses."""
+
     # ---- hints -------------------------------------------------------------
 
     def watch(

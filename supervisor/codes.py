@@ -52,6 +52,7 @@ PRE_PROMOTE_ALLOWED = "PRIMACY-1110"
 GATE_OPENED = "PRIMACY-1111"
 STANDBY_EXITED = "PRIMACY-1112"
 CLAIM_CONFIRMED_LATE = "PRIMACY-1113"
+COORDINATION_SESSION = "PRIMACY-1150"
 CONFIG_REJECTED = "PRIMACY-2006"
 NOTIFY_SOCKET_UNUSABLE = "PRIMACY-3040"
 
@@ -104,6 +105,10 @@ TITLES = {
     CLAIM_CONFIRMED_LATE: (
         "a lease check confirmed the exec child's claim after its guardian's deadline: the "
         "guardian kills the child (the host delays this node: CPU starvation, a slow share)"
+    ),
+    COORDINATION_SESSION: (
+        "the node's ZooKeeper session changed state (connected, suspended, lost): a master's "
+        "next lease check fails while it is not connected"
     ),
     STANDBY_EXITED: (
         "the warm standby exited behind its closed gate; a fresh one starts in a second"

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from primacy.share.zookeeper import ZooKeeperShare
 from tests.broker.nodes import Masters
 from tests.harness.emulated_hosts import EmulatedHosts, fuse_unavailable_reason
 from tests.harness.group import Group
-from tests.share.ports import KINDS, Handles, handles_for
+from tests.harness.zookeeper import Ensemble, running_ensemble
+from tests.harness.zookeeper import unavailable_reason as zookeeper_unavailable_reason
+from tests.share.ports import KINDS, Handles, handles_for, kind_params, zookeeper_handles
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -31,16 +35,38 @@ def share(tmp_path: Path) -> Path:
     return directory
 
 
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=kind_params(KINDS))
 def share_kind(request: pytest.FixtureRequest) -> str:
     """Each implementation of the share port in turn (tests/share/ports.py)."""
     return str(request.param)
 
 
 @pytest.fixture
-def handles(share_kind: str, share: Path) -> Handles:
-    """Handles on one share of ``share_kind``: each call is another node's."""
-    return handles_for(share_kind, share)
+def handles(share_kind: str, share: Path, request: pytest.FixtureRequest) -> Iterator[Handles]:
+    """Handles on one share of ``share_kind``: each call is another node's. ZooKeeper's are
+    on the session's ensemble, under a path of this test's own."""
+    if share_kind != "zookeeper":
+        yield handles_for(share_kind, share)
+        return
+    ensemble: Ensemble = request.getfixturevalue("zookeeper_ensemble")
+    opened: list[ZooKeeperShare] = []
+    try:
+        yield zookeeper_handles(ensemble.hosts, f"/test-{uuid.uuid4().hex}", opened)
+    finally:
+        for port in opened:
+            port.close()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
+    """Three ZooKeeper servers on loopback (tests/harness/zookeeper.py), one per test session
+    and worker; tests that kill servers start their own. Skips, saying why, only where java
+    or Debian's zookeeper package is missing."""
+    reason = zookeeper_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with running_ensemble(tmp_path_factory.mktemp("zookeeper")) as ensemble:
+        yield ensemble
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from primacy.store.config import (
     StoreConfig,
 )
 from primacy.store.config_keys import Bool, Float, Int, key
+from primacy.supervisor.config.coordination_keys import CoordinationKeys
 from primacy.supervisor.config.exec_keys import ExecKeys
 from primacy.supervisor.machine.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timings
 
@@ -208,12 +209,12 @@ class NodeKeys(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = key("info", "log level")
 
 
-class NodeConfig(BrokerKeys, ExecKeys, JournalKeys, NodeKeys):
+class NodeConfig(BrokerKeys, CoordinationKeys, ExecKeys, JournalKeys, NodeKeys):
     """Everything ``primacy run`` needs, typed. Each key is declared once: the node's here, the
-    exec child's in ``exec_keys.py``, the journal's in ``store/config.py`` and the broker's in
-    ``broker/config.py``. The TOML schema, the ``primacy run`` flags (``cli/run.py``) and the
-    live keys are derived from these declarations, and the journal and the broker get their
-    keys back under the same names."""
+    exec child's in ``exec_keys.py``, coordination's in ``coordination_keys.py``, the
+    journal's in ``store/config.py`` and the broker's in ``broker/config.py``. The TOML
+    schema, the ``primacy run`` flags (``cli/run.py``) and the live keys are derived from these
+    declarations, and the journal and the broker get their keys back under the same names."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -277,6 +278,11 @@ class NodeConfig(BrokerKeys, ExecKeys, JournalKeys, NodeKeys):
                 "lets a new master serve while an old "
                 "one that lost its lock unknowingly may still claim the role"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _coordination_is_complete(self) -> NodeConfig:
+        self.check_coordination(self.lock_keep_alive_period_ms, TAKEOVER_DRIFT_MARGIN)
         return self
 
     @property

@@ -25,7 +25,6 @@ from primacy.api.metrics import NodeMetrics
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
 from primacy.broker.tls import certificate_expiries
 from primacy.share.port import SharePort
-from primacy.share.posix import PosixShare
 from primacy.supervisor import codes
 from primacy.supervisor.child.children import become_subreaper
 from primacy.supervisor.config import NodeConfig
@@ -34,12 +33,14 @@ from primacy.supervisor.machine.roles import Priority, Role, RoleMachine
 from primacy.supervisor.shell import sdnotify
 from primacy.supervisor.shell.admin import NodeAdmin, status_endpoint
 from primacy.supervisor.shell.config_watch import ConfigWatcher, live_edit
+from primacy.supervisor.shell.coordination import open_share_port
 from primacy.supervisor.shell.lock_io import LockIoWorker
 from primacy.supervisor.shell.node_events import (
     ChildReady,
     ConfigEdited,
     NodeEvent,
     RegistryRead,
+    SessionChanged,
     ThreadDied,
     thread_death_hook,
 )
@@ -99,7 +100,11 @@ class Node:
                 {"stomp": config.stomp_tls_cert, "http": config.http_tls_cert},
             ),
         )
-        self._port = share_port or PosixShare(config.share, config.lock_method)
+        self._port = share_port or open_share_port(
+            config, lambda state: self.post(SessionChanged(state))
+        )
+        # "connecting" until its client says otherwise; None for a port without a session.
+        self._state.coordination_session = getattr(self._port, "session_state", None)
         self._jobs = ShareJobs(config, self._port, clock, self.metrics.observe_commit)
         admin = NodeAdmin(config.node_id, self._port, self.snapshot, self.post, self._io.call)
         self._api = status_endpoint(
@@ -240,6 +245,17 @@ class Node:
                 return None
             case ChildReady():
                 self._serving.child_ready()
+                return None
+            case SessionChanged(state=session):
+                log.info(
+                    "%s node %s: the %s session is %s",
+                    codes.COORDINATION_SESSION,
+                    self.config.node_id,
+                    self.config.coordination,
+                    session,
+                )
+                self._state.coordination_session = session
+                self.metrics.session_changes.labels(session).inc()
                 return None
             case ThreadDied(thread=name, error=error):
                 self._exit_code = 1
@@ -432,6 +448,7 @@ class Node:
         self._snapshot = self._build_snapshot()
         self._registry.close(_CLOSE_TIMEOUT_S, final=released)
         self._watcher.stop()  # last: joining the observer takes a while and wakes no one
+        self._port.close()  # a coordination service's session ends after the release
         self._api.stop()
         self._notifier.close()
         log.info("%s node %s stopped", codes.NODE_STOPPED, self.config.node_id)

@@ -52,7 +52,15 @@ class ChildReady:
     """The exec child passed its readiness check (``exec_ready``, ``exec_ready_cmd``)."""
 
 
-NodeEvent = RegistryRead | ConfigEdited | ThreadDied | ChildReady
+@dataclass(frozen=True)
+class SessionChanged:
+    """The coordination service's session changed state (ZooKeeper: connected, suspended,
+    lost); a hint for /status and the metrics: the lease check decides, never this."""
+
+    state: str
+
+
+NodeEvent = RegistryRead | ConfigEdited | ThreadDied | ChildReady | SessionChanged
 
 
 def thread_death_hook(

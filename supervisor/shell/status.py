@@ -34,6 +34,8 @@ class NodeState:
     store: JournalStore | None = None
     broker: BrokerFigures | None = None
     cluster: tuple[ClusterMember, ...] = ()
+    # The coordination service's session as its client last said (None on the share).
+    coordination_session: str | None = None
 
     def saw_registry(
         self, cluster: tuple[ClusterMember, ...], broker_stats: dict[str, Any] | None
@@ -79,6 +81,8 @@ def build_snapshot(
             None if config.stomp is None else "users-file" if config.stomp_users else "none"
         ),
         cluster=state.cluster,
+        coordination=config.coordination,
+        coordination_session=state.coordination_session,
     )
 
 

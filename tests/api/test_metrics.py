@@ -31,6 +31,7 @@ def scrape(snapshot: StatusSnapshot) -> dict[str, list[Sample]]:
     metrics = NodeMetrics(lambda: snapshot)
     metrics.role_changes.labels("master").inc()
     metrics.lock_attempts.labels("acquired").inc()
+    metrics.session_changes.labels("connected").inc()
     metrics.keepalive_seconds.observe(0.003)
     metrics.observe_commit(records=3, _bytes=300, seconds=0.002)
     parsed = text_string_to_metric_families(metrics.render().decode())

@@ -15,10 +15,12 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
 
+from primacy.cli.localgroup import NodeProcess
 from primacy.share.port import latest_epoch
 from primacy.share.posix import PosixShare
 from tests.harness.checker import Verdict, check
@@ -168,7 +170,7 @@ def run_trial(seed: int, workdir: Path, fault: str | None = None) -> TrialResult
         )
         with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
             try:
-                _run_faults(group, traffic, rng, result, fault)
+                run_faults(group, FAULTS, traffic, rng, result, fault)
             except AssertionError as error:  # a wait timed out: report, still judge the rest
                 result.error = str(error)
         result.verdict = check(traffic, group.backing, poller)
@@ -180,21 +182,31 @@ def run_trial(seed: int, workdir: Path, fault: str | None = None) -> TrialResult
     return result
 
 
-def _run_faults(
-    group: EmulatedGroup,
+class ServingGroup(Protocol):
+    def wait_until_serving_again(self, timeout_s: float = 60.0) -> NodeProcess: ...
+
+
+Group = TypeVar("Group", bound=ServingGroup)
+
+
+def run_faults(
+    group: Group,
+    faults: Mapping[str, Callable[[Group, random.Random], None]],
     traffic: Traffic,
     rng: random.Random,
     result: TrialResult,
     fault: str | None,
 ) -> None:
+    """One to three faults of ``faults`` (only ``fault`` if given) at random times, each
+    ended and the group serving again before the next, with traffic before and after."""
     if not traffic.wait_for_acknowledged(10, _RECOVERY_S):
         raise AssertionError("no traffic acknowledged before the first fault")
     for _ in range(rng.randint(1, 3)):
         time.sleep(rng.uniform(0.0, 1.0))
-        name = rng.choice(sorted(FAULTS))
+        name = rng.choice(sorted(faults))
         name = fault or name  # drawn either way: a trial's other draws stay as they were
         result.faults.append(name)
-        FAULTS[name](group, rng)
+        faults[name](group, rng)
         group.wait_until_serving_again(_RECOVERY_S)
     if not traffic.wait_for_acknowledged(10, _RECOVERY_S):
         raise AssertionError(f"no traffic acknowledged after {result.faults}")

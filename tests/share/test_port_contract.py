@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from primacy.share.memory import MemoryShare
+from primacy.share.memory import MemoryShareHandle
 from primacy.share.port import LockLost, SharePort, epochs_claimed_before, latest_epoch
 from primacy.share.posix import PosixShare
 from primacy.share.records import (
@@ -18,9 +18,10 @@ from primacy.share.records import (
     PauseMarker,
     Switchover,
 )
-from tests.share.ports import IN_PROCESS_LOCK_KINDS, Handles, handles_for
+from primacy.share.zookeeper import ZooKeeperShare
+from tests.share.ports import IN_PROCESS_LOCK_KINDS, Handles, kind_params
 
-TWO_LOCKERS = pytest.mark.parametrize("share_kind", IN_PROCESS_LOCK_KINDS)
+TWO_LOCKERS = pytest.mark.parametrize("share_kind", kind_params(IN_PROCESS_LOCK_KINDS))
 
 
 def _claim(port: SharePort, node: str) -> int:
@@ -43,14 +44,14 @@ def test_the_lock_is_exclusive_until_its_holder_lets_go(handles: Handles) -> Non
 
 @TWO_LOCKERS
 def test_a_lock_lost_behind_its_holders_back_is_seen_at_the_next_check(
-    share_kind: str, share: Path
+    share_kind: str, share: Path, handles: Handles
 ) -> None:
-    memory = MemoryShare()
-    handles = memory.handle if share_kind == "memory" else handles_for(share_kind, share)
     holder, other = handles(), handles()
     assert holder.try_lock()
-    if share_kind == "memory":
-        memory.steal_lock()
+    if isinstance(holder, MemoryShareHandle):
+        holder.share.steal_lock()
+    elif isinstance(holder, ZooKeeperShare):  # an operator's delete; the ensemble takes it
+        holder.client.delete(f"{holder.path}/lock")
     else:
         PosixShare(share).layout.lock_file.unlink()  # an operator's rm, a slave recreates it
     assert other.try_lock()

@@ -1,0 +1,476 @@
+"""The share port on a ZooKeeper ensemble: the lock a session lease, the epoch a CAS counter.
+
+The journal stays on the shared directory (``store/``); what moves to
+ZooKeeper is who is master, and the fencing token every journal write is
+checked against. Under the group's path (``zookeeper_path``):
+
+- ``lock``: an ephemeral znode, so the lock is a lease bound to this node's
+  session: the ensemble deletes it when the session expires (a dead, frozen or
+  cut-off node), and nothing else takes it away. Its data is the session id.
+- ``holder``: the holder record (``HolderInfo``), a persistent znode, so the
+  next claimant still reads "released" after the lock itself is gone.
+- ``epoch``: the counter. Its data is the latest claimed epoch and its version
+  equals it, because the only writes it ever gets are claims: a claim sets it
+  to N+1 with expected version N *and* creates ``epochs/N+1`` with the record,
+  in one transaction. Two claims of one number cannot both commit, and no
+  number is skipped.
+- ``epochs/N``: the record of epoch N (``EpochRecord``), rewritten in place.
+- ``nodes/<node-id>``, ``paused``, ``switchover``: the registry and markers.
+
+``epoch_exists`` is the lease check's question ("was N+1 claimed?"). It is
+answered by a quorum operation, a transaction of one version check on the
+counter, which ZooKeeper orders with every claim: a plain read may be served
+by a server that is behind the leader, and ``sync`` is not a quorum operation
+(a deposed leader may still answer one), so neither would be proof
+(docs/safety.md, "Coordination on ZooKeeper").
+
+Every request waits ``request_timeout_s`` at most; a request that fails or
+times out raises ``OSError``, as a hung or unreachable share does, and a lock
+check on a connection that is not CONNECTED (kazoo's SUSPENDED, LOST) fails at
+once: a lease is confirmed only by the ensemble's answer, never assumed.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState  # type: ignore[import-untyped]
+from kazoo.exceptions import (  # type: ignore[import-untyped]
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+)
+from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
+from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
+
+from primacy.share.port import LockLost
+from primacy.share.records import (
+    MAX_RECORD_BYTES,
+    EpochRecord,
+    HolderInfo,
+    NodeEntry,
+    PauseMarker,
+    Switchover,
+    parse_epoch_name,
+)
+
+log = logging.getLogger("primacy.share.zookeeper")
+
+# A znode's version is a signed 32-bit integer; the counter's version is the epoch.
+MAX_ZOOKEEPER_EPOCH = 2**31 - 1
+DEFAULT_PATH = "/primacy"
+# kazoo's connection states, as /status and the metrics name them.
+SESSION_STATES = ("connecting", "connected", "suspended", "lost", "closed")
+
+StateListener = Callable[[str], None]
+
+
+class ZooKeeperShare:
+    """One node's handle on a group's znodes (see ``share/port.py`` for the contract)."""
+
+    def __init__(
+        self,
+        hosts: str,
+        path: str = DEFAULT_PATH,
+        session_timeout_s: float = 10.0,
+        request_timeout_s: float | None = None,
+        on_session_state: StateListener | None = None,
+    ) -> None:
+        self.hosts = hosts
+        self.path = path.rstrip("/") or "/"
+        self.request_timeout_s = request_timeout_s or session_timeout_s
+        self._on_session_state = on_session_state
+        self._session_state = "connecting"
+        self._lock_session: int | None = None
+        self._ensured = False
+        self.client = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_s,
+            # Reconnect for ever (a new session once the old one expired); a request never
+            # retries on its own: a lease check that cannot be answered at once has failed.
+            connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
+            command_retry=None,
+        )
+        self._granted_timeout_s = watch_granted_timeout(self.client)
+        self.client.add_listener(self._state_changed)
+        self.client.start_async()
+
+    # ---- the session ---------------------------------------------------------
+
+    @property
+    def coordination(self) -> str:
+        return "zookeeper"
+
+    @property
+    def session_state(self) -> str:
+        """connecting, connected, suspended (connection lost, session may live), lost
+        (the session expired: every ephemeral znode of it is gone), or closed."""
+        return self._session_state
+
+    @property
+    def negotiated_session_timeout_s(self) -> float | None:
+        """The session timeout the ensemble granted the last session (it clamps what was asked
+        for), None before the first."""
+        return self._granted_timeout_s[-1] if self._granted_timeout_s else None
+
+    def _state_changed(self, state: str) -> None:
+        # On kazoo's event thread: record and tell, never block.
+        name = {
+            KazooState.CONNECTED: "connected",
+            KazooState.SUSPENDED: "suspended",
+            KazooState.LOST: "lost",
+        }.get(state, str(state).lower())
+        self._session_state = name
+        if self._on_session_state is not None:
+            self._on_session_state(name)
+
+    def close(self) -> None:
+        """End the session (its ephemeral lock goes with it) and stop kazoo's threads."""
+        try:
+            self.client.stop()
+        finally:
+            self.client.close()
+            self._session_state = "closed"
+
+    def _session_id(self) -> int | None:
+        client_id = self.client.client_id
+        return None if client_id is None else int(client_id[0])
+
+    # ---- requests ------------------------------------------------------------
+
+    def _wait(self, result: Any) -> Any:
+        """The result of an async request, or OSError: failures of the ensemble read as I/O."""
+        try:
+            return result.get(timeout=self.request_timeout_s)
+        except (NoNodeError, NodeExistsError, BadVersionError):
+            raise
+        except KazooTimeoutError as exc:
+            raise OSError(errno.ETIMEDOUT, f"ZooKeeper did not answer: {exc}") from exc
+        except KazooException as exc:
+            raise OSError(errno.EIO, f"ZooKeeper request failed: {exc!r}") from exc
+
+    def _znode(self, *names: str) -> str:
+        return "/".join([self.path.rstrip("/"), *names])
+
+    def _ensure_tree(self) -> None:
+        """The group's znodes, created once per handle: parents, and the counter at 0."""
+        if self._ensured:
+            return
+        for parent in (self.path, self._znode("epochs"), self._znode("nodes")):
+            try:
+                self._wait(self.client.create_async(parent, b"", makepath=True))
+            except NodeExistsError:
+                pass
+        try:
+            self._wait(self.client.create_async(self._znode("epoch"), b"0"))
+        except NodeExistsError:
+            pass
+        self._ensured = True
+
+    def _read(self, *names: str) -> bytes | None:
+        self._ensure_tree()
+        try:
+            data, _ = self._wait(self.client.get_async(self._znode(*names)))
+        except NoNodeError:
+            return None
+        return bytes(data)
+
+    def _write(self, value: bytes, *names: str) -> None:
+        """Set a znode's data, creating it if needed."""
+        self._ensure_tree()
+        path = self._znode(*names)
+        try:
+            self._wait(self.client.set_async(path, value))
+        except NoNodeError:
+            try:
+                self._wait(self.client.create_async(path, value))
+            except NodeExistsError:
+                self._wait(self.client.set_async(path, value))
+
+    def _delete(self, *names: str) -> None:
+        self._ensure_tree()
+        try:
+            self._wait(self.client.delete_async(self._znode(*names)))
+        except NoNodeError:
+            pass
+
+    # ---- the lock ----------------------------------------------------------
+
+    @property
+    def lock_held(self) -> bool:
+        return self._lock_session is not None
+
+    def try_lock(self) -> bool:
+        self._ensure_tree()
+        session = self._session_id()
+        if session is None or self.client.state != KazooState.CONNECTED:
+            raise OSError(errno.ENOTCONN, f"not connected to ZooKeeper ({self._session_state})")
+        lock = self._znode("lock")
+        try:
+            self._wait(self.client.create_async(lock, str(session).encode(), ephemeral=True))
+        except NodeExistsError:
+            stat = self._wait(self.client.exists_async(lock))
+            # Still ours: a lock this session dropped while cut off (its delete never arrived).
+            if stat is None or stat.ephemeralOwner != session:
+                return False
+        self._lock_session = session
+        return True
+
+    def check_lock(self) -> None:
+        if self._lock_session is None:
+            raise LockLost("the lock is not held")
+        if self.client.state != KazooState.CONNECTED:
+            raise LockLost(f"the ZooKeeper session is {self._session_state}, not connected")
+        if self._session_id() != self._lock_session:
+            raise LockLost("the ZooKeeper session that held the lock expired")
+        try:
+            stat = self._wait(self.client.exists_async(self._znode("lock")))
+        except OSError as exc:
+            raise LockLost(f"re-asserting the lock failed: {exc}") from exc
+        if stat is None or stat.ephemeralOwner != self._lock_session:
+            raise LockLost("the lock znode is gone or belongs to another session")
+
+    def write_holder(self, holder: HolderInfo) -> None:
+        self.check_lock()
+        self._write(holder.to_bytes(), "holder")
+
+    def read_holder(self) -> HolderInfo | None:
+        data = self._read("holder")
+        return None if data is None else HolderInfo.from_bytes(data)
+
+    def release_lock(self, node_id: str) -> None:
+        try:
+            self.check_lock()
+            previous = self.read_holder()
+            epoch = previous.epoch if previous is not None else None
+            self._write(
+                HolderInfo.for_this_process(node_id, epoch, released=True).to_bytes(), "holder"
+            )
+        except LockLost:
+            pass
+        finally:
+            self.drop_lock()
+
+    def drop_lock(self) -> None:
+        session, self._lock_session = self._lock_session, None
+        if session is None or self._session_id() != session:
+            return  # never held, or the session that held it has expired: nothing to delete
+        lock = self._znode("lock")
+        try:
+            stat = self._wait(self.client.exists_async(lock))
+            if stat is not None and stat.ephemeralOwner == session:
+                self._wait(self.client.delete_async(lock, version=stat.version))
+        except (OSError, NoNodeError, BadVersionError) as exc:
+            # Cut off: the lock goes when the session expires, or this node takes it again.
+            log.debug("the lock znode was not deleted: %s", exc)
+
+    # ---- epochs ------------------------------------------------------------
+
+    def claim_epoch(self, record: EpochRecord) -> int:
+        self._ensure_tree()
+        counter = self._znode("epoch")
+        while True:
+            data, stat = self._counter()
+            latest = int(stat.version)
+            if data != str(latest).encode():
+                raise OSError(
+                    errno.EIO,
+                    f"the epoch counter {counter} was changed by something other than a claim "
+                    f"(data {data[:32]!r}, version {latest})",
+                )
+            epoch = latest + 1
+            if epoch > MAX_ZOOKEEPER_EPOCH:
+                raise OSError(f"no epoch left to claim on ZooKeeper (past {MAX_ZOOKEEPER_EPOCH})")
+            transaction = self.client.transaction()
+            transaction.set_data(counter, str(epoch).encode(), version=latest)
+            transaction.create(self._znode("epochs", str(epoch)), record.numbered(epoch).to_bytes())
+            results = self._wait(transaction.commit_async())
+            failures = [result for result in results if isinstance(result, Exception)]
+            if not failures:
+                return epoch
+            if not isinstance(failures[0], BadVersionError):
+                raise OSError(errno.EIO, f"claiming epoch {epoch} failed: {failures[0]!r}")
+            # Another node claimed it first: the next number.
+
+    def epoch_exists(self, epoch: int) -> bool:
+        if epoch < 1:
+            return False
+        self._ensure_tree()
+        if epoch - 1 <= MAX_ZOOKEEPER_EPOCH:
+            # The lease check: a quorum operation, ordered with every claim.
+            transaction = self.client.transaction()
+            transaction.check(self._znode("epoch"), epoch - 1)
+            (result,) = self._wait(transaction.commit_async())
+            if not isinstance(result, Exception):
+                return False  # epoch - 1 is the latest claim
+            if not isinstance(result, BadVersionError):
+                raise OSError(errno.EIO, f"checking epoch {epoch} failed: {result!r}")
+        # Not the latest: the counter only grows, so read it after the check committed.
+        _, stat = self._counter()
+        return bool(epoch <= stat.version)
+
+    def _counter(self) -> tuple[bytes, Any]:
+        counter = self._znode("epoch")
+        try:
+            data, stat = self._wait(self.client.get_async(counter))
+        except NoNodeError:
+            raise OSError(errno.ENOENT, f"the epoch counter {counter} is gone") from None
+        return bytes(data), stat
+
+    def listed_epochs(self) -> list[int]:
+        self._ensure_tree()
+        names = self._wait(self.client.get_children_async(self._znode("epochs")))
+        return [epoch for name in names if (epoch := parse_epoch_name(name)) is not None]
+
+    def read_epoch(self, epoch: int) -> EpochRecord | None:
+        try:
+            data = self._read("epochs", str(epoch))
+        except OSError:
+            return None
+        if data is None or len(data) > MAX_RECORD_BYTES:
+            return None
+        return EpochRecord.from_bytes(epoch, data)
+
+    def rewrite_epoch(self, record: EpochRecord) -> None:
+        self._ensure_tree()
+        try:
+            # One znode's data is replaced atomically: readers see the old or the new record.
+            self._wait(
+                self.client.set_async(self._znode("epochs", str(record.epoch)), record.to_bytes())
+            )
+        except NoNodeError:
+            raise FileNotFoundError(
+                errno.ENOENT, f"epoch {record.epoch} was never claimed"
+            ) from None
+
+    # ---- the registry and the group's markers ------------------------------
+
+    def publish_node(self, entry: NodeEntry) -> None:
+        if "/" in entry.node_id or entry.node_id in ("", ".", ".."):
+            raise OSError(errno.EINVAL, f"{entry.node_id!r} cannot name a znode")
+        self._write(json.dumps(entry.to_json(), sort_keys=True).encode(), "nodes", entry.node_id)
+
+    def node_entries(self) -> list[NodeEntry]:
+        self._ensure_tree()
+        found = []
+        for name in sorted(self._wait(self.client.get_children_async(self._znode("nodes")))):
+            raw = _json_object(self._read("nodes", name))
+            entry = None if raw is None else NodeEntry.from_json(raw)
+            if entry is not None:
+                found.append(entry)
+        return found
+
+    def pause(self, marker: PauseMarker) -> None:
+        self._write(json.dumps(marker.to_json()).encode(), "paused")
+
+    def resume(self) -> None:
+        self._delete("paused")
+
+    def is_paused(self) -> bool:
+        self._ensure_tree()
+        return self._wait(self.client.exists_async(self._znode("paused"))) is not None
+
+    def request_switchover(self, switchover: Switchover) -> None:
+        self._write(json.dumps(switchover.to_json()).encode(), "switchover")
+
+    def read_switchover(self) -> Switchover | None:
+        try:
+            raw = _json_object(self._read("switchover"))
+        except OSError:
+            return None
+        return None if raw is None else Switchover.from_json(raw, time.time())
+
+    def clear_switchover(self) -> None:
+        self._delete("switchover")
+
+    # ---- hints -------------------------------------------------------------
+
+    def watch(
+        self,
+        own_node_id: str,
+        on_master_left: Callable[[], None],
+        on_pause_changed: Callable[[], None],
+    ) -> ZooKeeperWatch:
+        return ZooKeeperWatch(self, on_master_left, on_pause_changed)
+
+
+class ZooKeeperWatch:
+    """ZooKeeper's own watches on the lock and the pause marker: hints, never decisions."""
+
+    def __init__(
+        self,
+        share: ZooKeeperShare,
+        on_master_left: Callable[[], None],
+        on_pause_changed: Callable[[], None],
+    ) -> None:
+        self._share = share
+        self._on_master_left = on_master_left
+        self._on_pause_changed = on_pause_changed
+        self._running = False
+
+    def start(self) -> None:
+        self._running = True
+        client, share = self._share.client, self._share
+        lock_seen = [False]
+        pause_seen: list[bool | None] = [None]
+
+        def lock_changed(data: bytes | None, stat: Any, event: Any) -> bool:
+            exists = stat is not None
+            if lock_seen[0] and not exists:
+                self._on_master_left()
+            lock_seen[0] = exists
+            return self._running
+
+        def pause_changed(data: bytes | None, stat: Any, event: Any) -> bool:
+            exists = stat is not None
+            if pause_seen[0] is not None and exists != pause_seen[0]:
+                self._on_pause_changed()
+            pause_seen[0] = exists
+            return self._running
+
+        def register() -> None:
+            # Waits for a connection (kazoo's own thread, ended by ``close``), then kazoo
+            # keeps the watches set across reconnects.
+            client.DataWatch(share._znode("lock"), lock_changed)
+            client.DataWatch(share._znode("paused"), pause_changed)
+
+        client.handler.spawn(register)
+
+    def stop(self) -> None:
+        self._running = False  # each watch ends at its next event
+
+
+def watch_granted_timeout(client: KazooClient) -> list[float]:
+    """A list that gets the session timeout (s) the ensemble grants ``client`` at each connect.
+
+    kazoo keeps the granted timeout to itself (its ``_session_timeout`` stays what was asked
+    for); its connection's ``_connect`` returns the read timeout it derives from it, two
+    thirds of the granted timeout, so the granted one is read back from that.
+    """
+    granted: list[float] = []
+    connection = client._connection
+    connect = connection._connect
+
+    def connect_and_note(*args: Any) -> Any:
+        read_timeout_ms, connect_timeout_ms = connect(*args)
+        granted.append(round(read_timeout_ms * 3 / 2) / 1000)
+        return read_timeout_ms, connect_timeout_ms
+
+    connection._connect = connect_and_note
+    return granted
+
+
+def _json_object(data: bytes | None) -> dict[str, Any] | None:
+    if data is None or len(data) > MAX_RECORD_BYTES:
+        return None
+    try:
+        value = json.loads(data.decode())
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,33 @@
+"""The node's share port, chosen by ``coordination``: the share's own files, or ZooKeeper.
+
+Both keep the journal on the share; only where the lock and the epochs live
+differs (docs/operator-guide.md, "Coordination on ZooKeeper"). The ZooKeeper
+client is imported only by a node that uses it, so the package needs kazoo only
+there (``pip install 'primacy[zookeeper]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from primacy.share.port import SharePort
+from primacy.share.posix import PosixShare
+from primacy.supervisor.config import NodeConfig
+
+
+def open_share_port(config: NodeConfig, on_session_state: Callable[[str], None]) -> SharePort:
+    """The port for ``config``; ``on_session_state`` hears each change of a coordination
+    service's session (on that client's thread: post, never block)."""
+    if config.coordination == "zookeeper":
+        from primacy.share.zookeeper import ZooKeeperShare
+
+        assert config.zookeeper_hosts is not None  # the config's own rule
+        return ZooKeeperShare(
+            config.zookeeper_hosts,
+            config.zookeeper_path,
+            session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
+            # A request outlasting the keepalive could not have kept the claim anyway.
+            request_timeout_s=max(config.lock_keep_alive_period_ms / 1000, 0.1),
+            on_session_state=on_session_state,
+        )
+    return PosixShare(config.share, config.lock_method)

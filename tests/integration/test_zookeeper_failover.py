@@ -1,0 +1,137 @@
+"""Real ``primacy run`` nodes coordinating through a real three-server ZooKeeper ensemble.
+
+Each scenario ends with the checker (``tests/harness/checker.py``): every
+acknowledged message consumed, no id stored twice, nothing acknowledged past a
+fence, never two nodes answering 200 on ``/master`` for overlapping instants.
+The journal stays on the share; only the lock and the epochs are on ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from primacy.cli.localgroup import Group, NodeProcess
+from tests.harness.checker import assert_ok, check
+from tests.harness.group import MasterPoller, wait_until
+from tests.harness.traffic import Traffic
+from tests.harness.zookeeper import Ensemble, running_ensemble, unavailable_reason
+from tests.harness.zookeeper_group import ZooKeeperGroup
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
+
+_ACKS_PER_PHASE = 15
+_PHASE_TIMEOUT_S = 30.0
+_MASTER_TIMEOUT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
+    """This module's own ensemble: its tests kill servers."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with running_ensemble(tmp_path_factory.mktemp("zookeeper")) as started:
+        yield started
+
+
+@pytest.fixture
+def restored(ensemble: Ensemble) -> Iterator[Ensemble]:
+    """The ensemble, every server running again (and in its quorum) after the test."""
+    yield ensemble
+    ensemble.start()
+    ensemble.wait_quorum()
+
+
+def _acknowledged_more(traffic: Traffic, what: str) -> None:
+    assert traffic.wait_for_acknowledged(_ACKS_PER_PHASE, _PHASE_TIMEOUT_S), (
+        f"no {_ACKS_PER_PHASE} more receipts {what}; client saw {traffic.failover_reasons[-3:]}"
+    )
+
+
+def _session_state(node: NodeProcess) -> str | None:
+    """The node's ZooKeeper session as ``/status`` shows it."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.port}/status", timeout=2) as answer:
+        return json.load(answer).get("coordination_session")  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP], ids=["sigkill", "sigstop"])
+def test_a_master_killed_or_frozen_is_replaced_once_its_session_expires(
+    group: Group, share: Path, ensemble: Ensemble, how: signal.Signals
+) -> None:
+    nodes = ZooKeeperGroup(group, ensemble)
+    old = nodes.nodes["n1"]
+    assert _session_state(old) == "connected"
+    with MasterPoller(nodes.nodes.values()) as poller, Traffic(nodes.url, 2) as traffic:
+        _acknowledged_more(traffic, "before the fault")
+        old.signal(how)
+        new = group.wait_for_master(_MASTER_TIMEOUT_S, exclude={"n1"})
+        _acknowledged_more(traffic, "from the new master")
+        if how is signal.SIGSTOP:
+            # Thawed: its session expired meanwhile, and its claim with it.
+            old.signal(signal.SIGCONT)
+            wait_until(lambda: old.status("/slave") == 200, 30, "the thawed master a slave")
+            _acknowledged_more(traffic, "after the thaw")
+            assert group.masters() == [new]
+    assert_ok(check(traffic, share, poller))
+
+
+def test_a_master_cut_from_zookeeper_stops_while_its_share_stays_reachable(
+    group: Group, share: Path, ensemble: Ensemble
+) -> None:
+    nodes = ZooKeeperGroup(group, ensemble, proxied=True)
+    try:
+        old = nodes.nodes["n1"]
+        with MasterPoller(nodes.nodes.values()) as poller, Traffic(nodes.url, 2) as traffic:
+            _acknowledged_more(traffic, "before the cut")
+            nodes.cut(old)
+            # It can still write its journal on the share, but no lease check passes: it
+            # stops within its keepalive, and n2 takes over once the ensemble expires it.
+            new = group.wait_for_master(_MASTER_TIMEOUT_S, exclude={"n1"})
+            assert new.node_id == "n2"
+            _acknowledged_more(traffic, "from the new master")
+            nodes.heal(old)
+            wait_until(lambda: _session_state(old) == "connected", 30, "n1 connected again")
+            wait_until(lambda: old.status("/slave") == 200, 30, "n1 a slave")
+            _acknowledged_more(traffic, "after the heal")
+        assert "PRIMACY-1003" in old.log()  # the lease lost, the node demoted
+        assert_ok(check(traffic, share, poller))
+    finally:
+        nodes.close()
+
+
+def test_the_group_keeps_a_master_through_one_server_killed(
+    group: Group, share: Path, restored: Ensemble
+) -> None:
+    nodes = ZooKeeperGroup(group, restored)
+    with MasterPoller(nodes.nodes.values()) as poller, Traffic(nodes.url, 2) as traffic:
+        _acknowledged_more(traffic, "before the kill")
+        restored.kill(restored.servers[0])
+        group.wait_for_master(_MASTER_TIMEOUT_S)
+        _acknowledged_more(traffic, "with two servers of three")
+    assert_ok(check(traffic, share, poller))
+
+
+def test_without_a_quorum_no_master_and_a_master_again_once_it_is_back(
+    group: Group, share: Path, restored: Ensemble
+) -> None:
+    nodes = ZooKeeperGroup(group, restored)
+    with MasterPoller(nodes.nodes.values()) as poller, Traffic(nodes.url, 2) as traffic:
+        _acknowledged_more(traffic, "before the quorum is lost")
+        for server in restored.servers[:2]:
+            restored.kill(server)
+        # No lease check can pass: the master stops within its keepalive, and no one
+        # takes its place while the ensemble has no quorum.
+        wait_until(lambda: not group.masters(), 30, "no master without a quorum")
+        assert all(node.status("/master") == 503 for node in nodes.nodes.values())
+        for server in restored.servers[:2]:
+            restored.start(server)
+        restored.wait_quorum()
+        group.wait_for_master(_MASTER_TIMEOUT_S)
+        _acknowledged_more(traffic, "once the quorum is back")
+    assert_ok(check(traffic, share, poller))

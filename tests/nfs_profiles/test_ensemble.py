@@ -1,0 +1,53 @@
+"""``primacy doctor --zookeeper``: the ensemble's servers, its quorum, and the session timeout it
+grants against the keepalive, checked on a real three-server ensemble."""
+
+from __future__ import annotations
+
+import pytest
+
+from primacy.cli.localgroup import free_port
+from primacy.nfs_profiles import codes
+from primacy.nfs_profiles.ensemble import check_ensemble
+from primacy.nfs_profiles.findings import Severity
+from tests.harness.zookeeper import TICK_MS, Ensemble
+
+pytestmark = pytest.mark.zookeeper
+MAX_SESSION_S = 20 * TICK_MS / 1000  # what the ensemble grants at most
+
+
+def test_a_healthy_ensemble_is_fine(zookeeper_ensemble: Ensemble) -> None:
+    (finding,) = check_ensemble(
+        zookeeper_ensemble.hosts, MAX_SESSION_S, 0.25, 0.1, connect_timeout_s=1
+    )
+    assert finding.severity is Severity.OK
+    assert "3 of 3 servers serve" in finding.message
+
+
+def test_a_server_that_grants_no_session_is_named(zookeeper_ensemble: Ensemble) -> None:
+    nobody = f"127.0.0.1:{free_port()}"
+    findings = check_ensemble(
+        f"{zookeeper_ensemble.hosts},{nobody}", MAX_SESSION_S, 0.25, 0.1, connect_timeout_s=1
+    )
+    assert [(f.code, f.subject) for f in findings] == [(codes.ZOOKEEPER_SERVER_UNAVAILABLE, nobody)]
+
+
+def test_no_majority_is_no_quorum(zookeeper_ensemble: Ensemble) -> None:
+    first = zookeeper_ensemble.servers[0].address
+    nobody = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    findings = check_ensemble(
+        ",".join([first, *nobody]), MAX_SESSION_S, 0.25, 0.1, connect_timeout_s=1
+    )
+    assert findings[-1].code == codes.ZOOKEEPER_NO_QUORUM
+    assert findings[-1].severity is Severity.REFUSED
+
+
+def test_a_clamped_timeout_shorter_than_the_keepalive_is_refused(
+    zookeeper_ensemble: Ensemble,
+) -> None:
+    # Asked for a minute, granted the ensemble's maximum, which a 5 s keepalive outlasts.
+    findings = check_ensemble(zookeeper_ensemble.hosts, 60.0, 5.0, 0.1, connect_timeout_s=1)
+    assert [f.code for f in findings] == [
+        codes.ZOOKEEPER_SESSION_TIMEOUT_CLAMPED,
+        codes.ZOOKEEPER_SESSION_SHORTER_THAN_KEEPALIVE,
+    ]
+    assert f"granted {MAX_SESSION_S:g} s" in findings[0].message
