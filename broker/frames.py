@@ -260,43 +260,11 @@ class FrameParser:
                 HEADERS_TOO_LARGE,
                 f"the command and headers exceed {self.limits.max_header_bytes} bytes",
             )
-        lines = bytes(buffer[:head_len]).split(b"\n")
-        lines = [line[:-1] if line.endswith(b"\r") else line for line in lines[:-2]]
-        if len(lines) - 1 > self.limits.max_headers:
-            raise StompProtocolError(
-                TOO_MANY_HEADERS,
-                f"the frame has {len(lines) - 1} headers, more than {self.limits.max_headers}",
-            )
-        command = _decode(lines[0], "command")
-        printable = command.isascii() and command.isprintable() and " " not in command
-        if not printable or len(lines[0]) > _MAX_COMMAND_BYTES or ":" in command:
-            raise StompProtocolError(MALFORMED_FRAME, f"invalid command line {command[:64]!r}")
-        headers = tuple(self._parse_header(line, command, self.version) for line in lines[1:])
+        raw = bytes(buffer[:head_len])
+        command, headers = _plain_head(raw, self.limits.max_headers) or _head_by_lines(
+            raw, self.limits.max_headers, self.version
+        )
         return _Head(command, headers, head_len, self._content_length(headers))
-
-    @staticmethod
-    def _parse_header(line: bytes, command: str, version: str) -> tuple[str, str]:
-        text = _decode(line, "header")
-        name, colon, value = text.partition(":")
-        if not colon:
-            raise StompProtocolError(MALFORMED_FRAME, f"header line {text[:64]!r} has no ':'")
-        if "\r" in text:
-            # STOMP 1.2: a CR on the wire only ends a line (CR LF); one in a value is written
-            # \r. Taken as data it would reach consumers as another byte than was meant.
-            raise StompProtocolError(
-                MALFORMED_FRAME,
-                f"header {name[:64]!r} holds a carriage return that does not end its line "
-                "(escape it as \\r)",
-            )
-        if command not in UNESCAPED_COMMANDS and version != "1.0":
-            name, value = _unescape(name, version), _unescape(value, version)
-        if CONTROL_CHARACTERS.search(name) or CONTROL_CHARACTERS.search(value):
-            # NUL ends a frame for many parsers (stomp.py lost a MESSAGE's body to one);
-            # no header of ours needs a control character but tab, CR and LF (escaped).
-            raise StompProtocolError(
-                MALFORMED_FRAME, f"header {name[:64]!r} holds a NUL or control character"
-            )
-        return name, value
 
     def _content_length(self, headers: tuple[tuple[str, str], ...]) -> int | None:
         for name, value in headers:
@@ -344,6 +312,83 @@ class FrameParser:
             raise StompProtocolError(
                 FRAME_TOO_LARGE, f"the frame exceeds {self.limits.max_frame_bytes} bytes"
             )
+
+
+def _head_by_lines(
+    raw: bytes, max_headers: int, version: str
+) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The command and headers of a head, line by line: every rule, and the error of the first
+    line that breaks one (StompProtocolError)."""
+    lines = raw.split(b"\n")
+    lines = [line[:-1] if line.endswith(b"\r") else line for line in lines[:-2]]
+    if len(lines) - 1 > max_headers:
+        raise StompProtocolError(
+            TOO_MANY_HEADERS, f"the frame has {len(lines) - 1} headers, more than {max_headers}"
+        )
+    command = _decode(lines[0], "command")
+    printable = command.isascii() and command.isprintable() and " " not in command
+    if not printable or len(lines[0]) > _MAX_COMMAND_BYTES or ":" in command:
+        raise StompProtocolError(MALFORMED_FRAME, f"invalid command line {command[:64]!r}")
+    return command, tuple(_parse_header(line, command, version) for line in lines[1:])
+
+
+def _parse_header(line: bytes, command: str, version: str) -> tuple[str, str]:
+    text = _decode(line, "header")
+    name, colon, value = text.partition(":")
+    if not colon:
+        raise StompProtocolError(MALFORMED_FRAME, f"header line {text[:64]!r} has no ':'")
+    if "\r" in text:
+        # STOMP 1.2: a CR on the wire only ends a line (CR LF); one in a value is written
+        # \r. Taken as data it would reach consumers as another byte than was meant.
+        raise StompProtocolError(
+            MALFORMED_FRAME,
+            f"header {name[:64]!r} holds a carriage return that does not end its line "
+            "(escape it as \\r)",
+        )
+    if command not in UNESCAPED_COMMANDS and version != "1.0":
+        name, value = _unescape(name, version), _unescape(value, version)
+    if CONTROL_CHARACTERS.search(name) or CONTROL_CHARACTERS.search(value):
+        # NUL ends a frame for many parsers (stomp.py lost a MESSAGE's body to one);
+        # no header of ours needs a control character but tab, CR and LF (escaped).
+        raise StompProtocolError(
+            MALFORMED_FRAME, f"header {name[:64]!r} holds a NUL or control character"
+        )
+    return name, value
+
+
+def _plain_head(raw: bytes, max_headers: int) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """The command and headers of a head the per-line rules would accept unchanged, or None.
+
+    What clients send almost always is plain: valid UTF-8, lines ended by LF alone, no
+    escapes, no control characters. Checked once over the whole head (UTF-8 cannot hold a LF
+    inside a character, so the head is valid exactly when each line is), such a head is
+    split without the per-line work; anything else (an error to report, a CR, an escape)
+    goes the per-line way, which says what is wrong with the first bad line.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if "\r" in text or "\\" in text or CONTROL_CHARACTERS.search(text):
+        return None
+    lines = text.split("\n")[:-2]
+    command = lines[0]
+    if (
+        len(lines) - 1 > max_headers
+        or not command.isascii()
+        or not command.isprintable()
+        or " " in command
+        or ":" in command
+        or len(command) > _MAX_COMMAND_BYTES
+    ):
+        return None
+    headers = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon:
+            return None
+        headers.append((name, value))
+    return command, tuple(headers)
 
 
 def _find_blank_line(buffer: bytearray, start: int) -> int | None:
