@@ -49,6 +49,9 @@ _UNESCAPES_1_1 = {key: value for key, value in _UNESCAPES.items() if key != "r"}
 _MAX_COMMAND_BYTES = 64
 # Control characters a header may not hold (tab, LF and CR may: 1.1 and 1.2 escape LF and CR).
 CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# What 1.1 and 1.2 escape in a header; what no command may hold.
+_TO_ESCAPE = re.compile("[\\\\\r\n:]")
+_NOT_IN_COMMAND = re.compile("[\r\n:\x00]")
 
 # The codes an ERROR frame's ``message`` starts with when the broker is going away (or gave up
 # on the connection), not refusing the request: a client fails over and resends. Here, with
@@ -147,13 +150,13 @@ def encode(frame: Frame, version: str = "1.2") -> bytes:
             )
         else:
             lines.append(f"{key}:{value}")
-    if not frame.command or any(c in frame.command for c in "\r\n:\x00"):
+    if not frame.command or _NOT_IN_COMMAND.search(frame.command):
         raise ValueError(f"invalid command {frame.command!r}")
     return ("\n".join(lines) + "\n\n").encode() + frame.body + NUL
 
 
 def _escape(text: str, version: str) -> str:
-    if not any(c in text for c in "\\\r\n:"):
+    if not _TO_ESCAPE.search(text):
         return text
     if version == "1.1" and "\r" in text:
         raise ValueError("STOMP 1.1 cannot carry a carriage return in a header")
