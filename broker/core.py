@@ -194,7 +194,9 @@ class Broker:
             )
             self.bodies.in_journal(message)
         self.book.add(message)
-        self.schedule_dispatch(message.destination)
+        if self.book.has_subscriptions(message.destination):
+            # Without one the message waits: a SUBSCRIBE schedules its own dispatch.
+            self.schedule_dispatch(message.destination)
 
     # ---- acknowledging -------------------------------------------------------
 
