@@ -99,7 +99,7 @@ class StompCommands:
             self.closing = True
             self._replies.after(writes, reply, then_close=True)
         elif receipt is not None:
-            self._replies.after(writes, Frame.make("RECEIPT", {"receipt-id": receipt}))
+            self._replies.after(writes, Frame("RECEIPT", (("receipt-id", receipt),)))
         elif writes:
             self._replies.after(writes, None)
 

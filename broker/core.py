@@ -167,19 +167,18 @@ class Broker:
         except JournalError as error:  # fenced or failed before: refuses every write now
             self.fail(f"{type(error).__name__}: {error}")
             raise BrokerFailed(str(error)) from None
-        written = self._watch(submitted)
-        self.backlog.added(destination)
         message = QueuedMessage(
             next(self._order), destination, message_id, tuple(headers.items()), body
         )
+        written = self._watch(submitted, lambda ok: self._stored(message, ok))
+        self.backlog.added(destination)
         self._in_flight_sends[key] = written
-        written.add_done_callback(lambda future: self._stored(message, future))
         return written
 
-    def _stored(self, message: QueuedMessage, future: asyncio.Future[int]) -> None:
+    def _stored(self, message: QueuedMessage, ok: bool) -> None:
         self._in_flight_sends.pop((message.destination, message.message_id), None)
-        if future.cancelled() or future.exception() is not None:
-            return  # _watch already failed the broker
+        if not ok:
+            return  # _journaled failed the broker already
         self.counters.messages_in += 1
         size = len(message.body or b"")
         location = None
@@ -195,7 +194,9 @@ class Broker:
             )
             self.bodies.in_journal(message)
         self.book.add(message)
-        self.schedule_dispatch(message.destination)
+        if self.book.has_subscriptions(message.destination):
+            # Without one the message waits: a SUBSCRIBE schedules its own dispatch.
+            self.schedule_dispatch(message.destination)
 
     # ---- acknowledging -------------------------------------------------------
 
@@ -212,15 +213,13 @@ class Broker:
             if message.journal_location is None:  # its body was counted when it was stored
                 self.body_memory_bytes -= len(message.body or b"")
             self.backlog.removed(message.destination)
-            written = self._watch(submitted)
-            written.add_done_callback(self._count_ack)
-            futures.append(written)
+            futures.append(self._watch(submitted, self._count_ack))
         for destination in {message.destination for message in messages}:
             self.schedule_dispatch(destination)  # the subscription has room again
         return futures
 
-    def _count_ack(self, future: asyncio.Future[int]) -> None:
-        if not future.cancelled() and future.exception() is None:
+    def _count_ack(self, ok: bool) -> None:
+        if ok:
             self.counters.messages_acked += 1
 
     def requeue(self, messages: list[QueuedMessage]) -> None:
@@ -372,18 +371,19 @@ class Broker:
         for subscription in subscriptions:
             self.unsubscribe(subscription)
 
-    def _watch(self, written: Future[int]) -> asyncio.Future[int]:
-        """The journal's future on this loop; a failure of it stops the broker."""
+    def _watch(self, written: Future[int], then: Callable[[bool], None]) -> asyncio.Future[int]:
+        """The journal's future on this loop. When it ends, a failure stops the broker, then
+        ``then(ok)`` runs (``ok``: the write succeeded). One callback for both: each callback
+        of an asyncio future is a handle of its own on the loop."""
         future = self.journal_waits.watch(written)
-        future.add_done_callback(self._check_journal)
+        future.add_done_callback(lambda done: self._journaled(done, then))
         return future
 
-    def _check_journal(self, future: asyncio.Future[int]) -> None:
-        if future.cancelled():
-            return
-        error = future.exception()
+    def _journaled(self, future: asyncio.Future[int], then: Callable[[bool], None]) -> None:
+        error = None if future.cancelled() else future.exception()
         if error is not None:
             self.fail(f"{type(error).__name__}: {error}")
+        then(not future.cancelled() and error is None)
 
     def _require_running(self) -> None:
         if self.failure is not None:

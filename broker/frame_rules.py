@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 from primacy.broker import codes
 from primacy.broker.frames import VERSIONS, Frame
 from primacy.broker.refusals import Refused
 
 # The only destinations there are: queues (docs/stomp.md, "Destinations").
 QUEUE_PREFIX = "/queue/"
+# What a destination may not hold: C0 controls and DEL (one search, not a check per character).
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def negotiate_version(accept_version: str | None) -> str | None:
@@ -58,7 +62,7 @@ def check_destination(destination: str | None) -> str:
     """The destination if it names a queue; Refused otherwise."""
     if destination is None:
         raise Refused(codes.BAD_REQUEST, "the frame needs a destination header")
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in destination):
+    if _CONTROL.search(destination):
         raise Refused(
             codes.UNSUPPORTED_DESTINATION,
             f"destination {destination[:100]!r} holds a control character",

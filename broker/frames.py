@@ -49,6 +49,9 @@ _UNESCAPES_1_1 = {key: value for key, value in _UNESCAPES.items() if key != "r"}
 _MAX_COMMAND_BYTES = 64
 # Control characters a header may not hold (tab, LF and CR may: 1.1 and 1.2 escape LF and CR).
 CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# What 1.1 and 1.2 escape in a header; what no command may hold.
+_TO_ESCAPE = re.compile("[\\\\\r\n:]")
+_NOT_IN_COMMAND = re.compile("[\r\n:\x00]")
 
 # The codes an ERROR frame's ``message`` starts with when the broker is going away (or gave up
 # on the connection), not refusing the request: a client fails over and resends. Here, with
@@ -147,13 +150,13 @@ def encode(frame: Frame, version: str = "1.2") -> bytes:
             )
         else:
             lines.append(f"{key}:{value}")
-    if not frame.command or any(c in frame.command for c in "\r\n:\x00"):
+    if not frame.command or _NOT_IN_COMMAND.search(frame.command):
         raise ValueError(f"invalid command {frame.command!r}")
     return ("\n".join(lines) + "\n\n").encode() + frame.body + NUL
 
 
 def _escape(text: str, version: str) -> str:
-    if not any(c in text for c in "\\\r\n:"):
+    if not _TO_ESCAPE.search(text):
         return text
     if version == "1.1" and "\r" in text:
         raise ValueError("STOMP 1.1 cannot carry a carriage return in a header")
@@ -260,43 +263,11 @@ class FrameParser:
                 HEADERS_TOO_LARGE,
                 f"the command and headers exceed {self.limits.max_header_bytes} bytes",
             )
-        lines = bytes(buffer[:head_len]).split(b"\n")
-        lines = [line[:-1] if line.endswith(b"\r") else line for line in lines[:-2]]
-        if len(lines) - 1 > self.limits.max_headers:
-            raise StompProtocolError(
-                TOO_MANY_HEADERS,
-                f"the frame has {len(lines) - 1} headers, more than {self.limits.max_headers}",
-            )
-        command = _decode(lines[0], "command")
-        printable = command.isascii() and command.isprintable() and " " not in command
-        if not printable or len(lines[0]) > _MAX_COMMAND_BYTES or ":" in command:
-            raise StompProtocolError(MALFORMED_FRAME, f"invalid command line {command[:64]!r}")
-        headers = tuple(self._parse_header(line, command, self.version) for line in lines[1:])
+        raw = bytes(buffer[:head_len])
+        command, headers = _plain_head(raw, self.limits.max_headers) or _head_by_lines(
+            raw, self.limits.max_headers, self.version
+        )
         return _Head(command, headers, head_len, self._content_length(headers))
-
-    @staticmethod
-    def _parse_header(line: bytes, command: str, version: str) -> tuple[str, str]:
-        text = _decode(line, "header")
-        name, colon, value = text.partition(":")
-        if not colon:
-            raise StompProtocolError(MALFORMED_FRAME, f"header line {text[:64]!r} has no ':'")
-        if "\r" in text:
-            # STOMP 1.2: a CR on the wire only ends a line (CR LF); one in a value is written
-            # \r. Taken as data it would reach consumers as another byte than was meant.
-            raise StompProtocolError(
-                MALFORMED_FRAME,
-                f"header {name[:64]!r} holds a carriage return that does not end its line "
-                "(escape it as \\r)",
-            )
-        if command not in UNESCAPED_COMMANDS and version != "1.0":
-            name, value = _unescape(name, version), _unescape(value, version)
-        if CONTROL_CHARACTERS.search(name) or CONTROL_CHARACTERS.search(value):
-            # NUL ends a frame for many parsers (stomp.py lost a MESSAGE's body to one);
-            # no header of ours needs a control character but tab, CR and LF (escaped).
-            raise StompProtocolError(
-                MALFORMED_FRAME, f"header {name[:64]!r} holds a NUL or control character"
-            )
-        return name, value
 
     def _content_length(self, headers: tuple[tuple[str, str], ...]) -> int | None:
         for name, value in headers:
@@ -344,6 +315,83 @@ class FrameParser:
             raise StompProtocolError(
                 FRAME_TOO_LARGE, f"the frame exceeds {self.limits.max_frame_bytes} bytes"
             )
+
+
+def _head_by_lines(
+    raw: bytes, max_headers: int, version: str
+) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The command and headers of a head, line by line: every rule, and the error of the first
+    line that breaks one (StompProtocolError)."""
+    lines = raw.split(b"\n")
+    lines = [line[:-1] if line.endswith(b"\r") else line for line in lines[:-2]]
+    if len(lines) - 1 > max_headers:
+        raise StompProtocolError(
+            TOO_MANY_HEADERS, f"the frame has {len(lines) - 1} headers, more than {max_headers}"
+        )
+    command = _decode(lines[0], "command")
+    printable = command.isascii() and command.isprintable() and " " not in command
+    if not printable or len(lines[0]) > _MAX_COMMAND_BYTES or ":" in command:
+        raise StompProtocolError(MALFORMED_FRAME, f"invalid command line {command[:64]!r}")
+    return command, tuple(_parse_header(line, command, version) for line in lines[1:])
+
+
+def _parse_header(line: bytes, command: str, version: str) -> tuple[str, str]:
+    text = _decode(line, "header")
+    name, colon, value = text.partition(":")
+    if not colon:
+        raise StompProtocolError(MALFORMED_FRAME, f"header line {text[:64]!r} has no ':'")
+    if "\r" in text:
+        # STOMP 1.2: a CR on the wire only ends a line (CR LF); one in a value is written
+        # \r. Taken as data it would reach consumers as another byte than was meant.
+        raise StompProtocolError(
+            MALFORMED_FRAME,
+            f"header {name[:64]!r} holds a carriage return that does not end its line "
+            "(escape it as \\r)",
+        )
+    if command not in UNESCAPED_COMMANDS and version != "1.0":
+        name, value = _unescape(name, version), _unescape(value, version)
+    if CONTROL_CHARACTERS.search(name) or CONTROL_CHARACTERS.search(value):
+        # NUL ends a frame for many parsers (stomp.py lost a MESSAGE's body to one);
+        # no header of ours needs a control character but tab, CR and LF (escaped).
+        raise StompProtocolError(
+            MALFORMED_FRAME, f"header {name[:64]!r} holds a NUL or control character"
+        )
+    return name, value
+
+
+def _plain_head(raw: bytes, max_headers: int) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """The command and headers of a head the per-line rules would accept unchanged, or None.
+
+    What clients send almost always is plain: valid UTF-8, lines ended by LF alone, no
+    escapes, no control characters. Checked once over the whole head (UTF-8 cannot hold a LF
+    inside a character, so the head is valid exactly when each line is), such a head is
+    split without the per-line work; anything else (an error to report, a CR, an escape)
+    goes the per-line way, which says what is wrong with the first bad line.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if "\r" in text or "\\" in text or CONTROL_CHARACTERS.search(text):
+        return None
+    lines = text.split("\n")[:-2]
+    command = lines[0]
+    if (
+        len(lines) - 1 > max_headers
+        or not command.isascii()
+        or not command.isprintable()
+        or " " in command
+        or ":" in command
+        or len(command) > _MAX_COMMAND_BYTES
+    ):
+        return None
+    headers = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon:
+            return None
+        headers.append((name, value))
+    return command, tuple(headers)
 
 
 def _find_blank_line(buffer: bytearray, start: int) -> int | None:

@@ -99,6 +99,10 @@ class QueueBook:
         """A message became durable (or was recovered): make it ready, keeping order."""
         heapq.heappush(self.queue(message.destination).ready, message)
 
+    def has_subscriptions(self, destination: str) -> bool:
+        queue = self.queues.get(destination)
+        return queue is not None and bool(queue.subscriptions)
+
     def subscribe(self, subscription: Subscription) -> None:
         self.queue(subscription.destination).subscriptions.append(subscription)
 

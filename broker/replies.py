@@ -51,10 +51,11 @@ class ReplyQueue:
     def _send_ready(self) -> None:
         while self._replies and not self._closed:
             head = self._replies[0]
-            if not all(write.done() for write in head.waits_for):
-                return
-            if any(w.cancelled() or w.exception() is not None for w in head.waits_for):
-                return  # the broker is failing and aborts the connection
+            for write in head.waits_for:  # usually one: a loop, not two generators
+                if not write.done():
+                    return
+                if write.cancelled() or write.exception() is not None:
+                    return  # the broker is failing and aborts the connection
             self._replies.popleft()
             if head.frame is not None:
                 self._send(head.frame)

@@ -85,7 +85,6 @@ class JournalStore:
             name: SegmentPosition(name, end, complete=True)
             for name, end in recovery.valid_ends.items()
         }
-        self._sealed_recorded = 0  # how many of our sealed segments ``_positions`` has
         self._records_since_checkpoint = 0
         self._segment = SegmentFile(
             config.journal_dir, epoch, config.node_id, config.segment_max_bytes
@@ -366,10 +365,8 @@ class JournalStore:
                 if record_type is fmt.RecordType.SEND:
                     self._unapplied_sends.discard((queued.destination, queued.message_id))
         self._positions[segment] = SegmentPosition(segment, offset + length, complete=False)
-        if len(self._segment.sealed) != self._sealed_recorded:  # rotated since the last batch
-            for name, end in self._segment.sealed.items():
-                self._positions[name] = SegmentPosition(name, end, complete=True)
-            self._sealed_recorded = len(self._segment.sealed)
+        for name, end in self._segment.take_sealed().items():  # rotated since the last batch
+            self._positions[name] = SegmentPosition(name, end, complete=True)
         self._records_since_checkpoint += len(batch)
         if self._records_since_checkpoint >= self.config.checkpoint_interval_records:
             self._records_since_checkpoint = 0
@@ -415,6 +412,9 @@ class JournalStore:
         )
         for segment in removed:
             remove(segment.path)
+            # A position of a segment that is gone is never read again (recovery looks up
+            # the segments it finds): kept, it would grow every checkpoint with uptime.
+            self._positions.pop(segment.name, None)
             messages.log(logging.INFO, messages.SEGMENT_RETIRED, segment.name)
         if removed:
             fsync_directory(self.config.journal_dir)

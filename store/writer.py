@@ -54,7 +54,8 @@ class SegmentFile:
         self.name = ""
         self.size = 0
         self.header_len = 0
-        self.sealed: dict[str, int] = {}  # our own finished segments and their lengths
+        # Our own segments finished since ``take_sealed`` last asked, and their lengths.
+        self._sealed: dict[str, int] = {}
 
     def write(self, batch: bytes, first_sequence: int) -> int:
         """Append one batch in one write call (rotating first if it would not fit); its offset."""
@@ -71,6 +72,11 @@ class SegmentFile:
         self.size += len(batch)
         return offset
 
+    def take_sealed(self) -> dict[str, int]:
+        """The segments finished since the last call, with their lengths (each told once)."""
+        sealed, self._sealed = self._sealed, {}
+        return sealed
+
     def sync(self) -> None:
         if self.fd is not None:
             os.fdatasync(self.fd)
@@ -86,7 +92,7 @@ class SegmentFile:
     def _rotate(self, first_sequence: int) -> None:
         if self.fd is not None:
             self.close()
-            self.sealed[self.name] = self.size
+            self._sealed[self.name] = self.size
         name = segment_name(self.epoch, first_sequence)
         header = fmt.encode_segment_header(
             fmt.SegmentHeader(self.epoch, first_sequence, self.node_id, time.time_ns())

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from primacy.broker import frames as frames_module
 from primacy.broker.frames import UNESCAPED_COMMANDS, Frame, FrameParser, StompProtocolError, encode
 from tests.harness.fuzz_frames import fuzz
 
@@ -97,3 +98,28 @@ def test_a_control_character_in_a_header_is_refused_both_ways(
     raw = b"SEND\n" + (f"{text}:v" if in_name else f"k:{text}").encode() + b"\n\n\x00"
     with pytest.raises(StompProtocolError):
         FrameParser().feed(raw)
+
+
+# Few characters, each of them plain or one the per-line rules treat specially.
+head_text = st.text(st.sampled_from("ac:n\\ é\t\r\x01\x7f"), max_size=8)
+
+
+@settings(max_examples=1000)
+@given(
+    commands | head_text,
+    st.lists(st.tuples(head_text, st.sampled_from([":", ""]), head_text), max_size=6),
+    st.sampled_from(["1.0", "1.1", "1.2"]),
+    st.booleans(),
+)
+def test_a_plain_head_is_read_as_the_line_by_line_rules_read_it(
+    command: str, headers: list[tuple[str, str, str]], version: str, crlf: bool
+) -> None:
+    """The parser's shortcut for plain heads (frames.py, ``_plain_head``) takes a head only
+    where reading it line by line gives the same command and headers."""
+    end = "\r\n" if crlf else "\n"
+    lines = [command, *("".join(parts) for parts in headers)]
+    raw = (end.join(lines) + end + end).encode("utf-8", "surrogatepass")
+    plain = frames_module._plain_head(raw, max_headers=4)
+    if plain is None:
+        return
+    assert plain == frames_module._head_by_lines(raw, 4, version)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from primacy.store.checkpoint import Checkpoint
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
 from primacy.store.retention import SegmentFacts, segments_to_remove
@@ -71,4 +72,21 @@ def test_a_checkpoint_removes_acknowledged_segments_and_keeps_unacknowledged_one
     assert (
         len(remaining) < len(before) and sum(s.path.stat().st_size for s in remaining[:-1]) <= 8192
     )
+    assert recover(journal).state.pending == {}
+
+
+def test_a_checkpoint_lists_no_position_of_a_segment_retention_removed(
+    open_store: Callable[..., JournalStore], tmp_path: Path
+) -> None:
+    """Positions of removed segments would make every checkpoint grow with uptime."""
+    journal = tmp_path / "share" / "journal"
+    store = open_store(segment_max_bytes=4096, retention_max_age_s=None, retention_max_bytes=8192)
+    for round_ in range(3):
+        for i in range(40):
+            store.append_send("q", f"m{round_}-{i}", b"y" * 500).result(timeout=5)
+            store.append_ack("q", f"m{round_}-{i}").result(timeout=5)
+        store.checkpoint().result(timeout=10)
+    path = store.checkpoint().result(timeout=10)  # after the last removal
+    positions = Checkpoint.from_bytes(path.read_bytes(), dedupe_window_messages=1000).positions
+    assert set(positions) == {segment.name for segment in list_segments(journal)}
     assert recover(journal).state.pending == {}
