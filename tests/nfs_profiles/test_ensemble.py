@@ -3,12 +3,16 @@ grants against the keepalive, checked on a real three-server ensemble."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from primacy.cli.localgroup import free_port
 from primacy.nfs_profiles import codes
 from primacy.nfs_profiles.ensemble import check_ensemble
 from primacy.nfs_profiles.findings import Severity
+from tests.harness.cli import primacy
 from tests.harness.zookeeper import TICK_MS, Ensemble
 
 pytestmark = pytest.mark.zookeeper
@@ -51,3 +55,30 @@ def test_a_clamped_timeout_shorter_than_the_keepalive_is_refused(
         codes.ZOOKEEPER_SESSION_SHORTER_THAN_KEEPALIVE,
     ]
     assert f"granted {MAX_SESSION_S:g} s" in findings[0].message
+
+
+def test_primacy_doctor_checks_the_ensemble_beside_the_share(
+    zookeeper_ensemble: Ensemble, share: Path
+) -> None:
+    ensemble = zookeeper_ensemble.hosts
+    # The config's default session, 10 s: this ensemble grants 4 s at most, and says so.
+    done = primacy("doctor", str(share), "--no-round-trips", "--json", "--zookeeper", ensemble)
+    (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["subject"] == ensemble]
+    assert finding["code"] == codes.ZOOKEEPER_SESSION_TIMEOUT_CLAMPED
+    assert finding["message"] == f"asked for a 10 s session, granted {MAX_SESSION_S:g} s"
+    # Asked for a minute, granted this ensemble's maximum, shorter than a 5 s keepalive.
+    refused = primacy(
+        "doctor",
+        str(share),
+        "--no-round-trips",
+        "--json",
+        "--zookeeper",
+        ensemble,
+        "--zookeeper-session-timeout-ms",
+        "60000",
+        "--lock-keep-alive-period-ms",
+        "5000",
+    )
+    codes_seen = [f["code"] for f in json.loads(refused.stdout)["findings"]]
+    assert codes.ZOOKEEPER_SESSION_SHORTER_THAN_KEEPALIVE in codes_seen
+    assert refused.returncode == 2
