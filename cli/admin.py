@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
+from primacy.cli.group_records import RecordsUnreadable, add_zookeeper_arguments, group_records
 from primacy.cli.terminal import printable
-from primacy.share.port import latest_epoch
-from primacy.share.posix import PosixShare
+from primacy.share.port import SharePort, latest_epoch
 from primacy.share.records import NodeEntry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -28,10 +28,13 @@ def register(subparsers: Any) -> None:
     cluster = subparsers.add_parser(
         "cluster",
         help="list the group's nodes, roles and epochs, from the share",
-        description="List every node registered in the share: role, epoch, status endpoint, last "
-        "seen. Reads the share only; works while nodes are down.",
+        description="List every node registered in the share (or, for a group that coordinates "
+        "on ZooKeeper, in its ensemble): role, epoch, status endpoint, last seen. Reads the "
+        "records only; works while nodes are down.",
     )
-    cluster.add_argument("--share", type=Path, required=True, help="the shared data directory")
+    source = cluster.add_mutually_exclusive_group(required=True)
+    source.add_argument("--share", type=Path, help="the shared data directory")
+    add_zookeeper_arguments(cluster, source)
     cluster.add_argument("--json", action="store_true", help="print JSON")
     cluster.set_defaults(func=cmd_cluster)
 
@@ -72,16 +75,18 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    if not args.share.is_dir():
-        print(
-            f"primacy: {codes.SHARE_UNUSABLE} the share {args.share} is not a directory",
-            file=sys.stderr,
-        )
+    try:
+        with group_records(args) as records:
+            return _show_cluster(records.port, args.json)
+    except RecordsUnreadable as exc:
+        print(f"primacy: {codes.SHARE_UNUSABLE} {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _show_cluster(port: SharePort, as_json: bool) -> int:
     now = time.time()
-    port = PosixShare(args.share)
     entries = port.node_entries()
-    if args.json:
+    if as_json:
         print(json.dumps([{**vars(e), "live": e.is_live(now)} for e in entries], indent=2))
         return EXIT_OK
     if not entries:

@@ -23,6 +23,12 @@ from primacy.cli.exits import (
     EXIT_SHARE_UNUSABLE,
     fail,
 )
+from primacy.cli.group_records import (
+    GroupRecords,
+    RecordsUnreadable,
+    add_zookeeper_arguments,
+    group_records,
+)
 from primacy.cli.journal import register as register_journal_commands
 from primacy.cli.messaging import register as register_messaging_commands
 from primacy.cli.replay import register as register_replay_commands
@@ -31,8 +37,6 @@ from primacy.cli.run import share_check_for_status, split_exec
 from primacy.cli.terminal import printable
 from primacy.cli.users import register as register_users_commands
 from primacy.share.port import latest_epoch
-from primacy.share.posix import PosixShare
-from primacy.share.posix_lock import read_holder_from_outside
 from primacy.share.records import HOLDING_ROLES
 
 # Re-exported for the tests and tools that import them from here.
@@ -44,11 +48,13 @@ def _status_parser(subparsers: Any) -> None:
         "status",
         help="who is master: from the share itself or from a node's endpoint",
         description="Show who holds the lock, the current epoch and the known nodes, read from the "
-        "share (--share) or from a running node's status endpoint (--url).",
+        "share (--share), from the ZooKeeper ensemble of a group that coordinates there "
+        "(--zookeeper), or from a running node's status endpoint (--url).",
     )
     source = status.add_mutually_exclusive_group(required=True)
     source.add_argument("--share", type=Path, help="the shared data directory")
     source.add_argument("--url", help="a node's status endpoint, e.g. http://127.0.0.1:8008")
+    add_zookeeper_arguments(status, source)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.add_argument(
         "--ca-file",
@@ -62,7 +68,11 @@ def _status_parser(subparsers: Any) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     if args.url:
         return _status_from_url(args.url, args.json, args.ca_file)
-    return _status_from_share(args.share, args.json)
+    try:
+        with group_records(args) as records:
+            return _status_from_records(records, args.json)
+    except RecordsUnreadable as exc:
+        return fail(EXIT_SHARE_UNUSABLE, f"{codes.SHARE_UNUSABLE} {exc}")
 
 
 def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> int:
@@ -86,14 +96,9 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
     return EXIT_OK
 
 
-def _status_from_share(share: Path, as_json: bool) -> int:
-    if not share.is_dir():
-        return fail(
-            EXIT_SHARE_UNUSABLE,
-            f"{codes.SHARE_UNUSABLE} the share {share} does not exist or is not a directory",
-        )
-    port = PosixShare(share)
-    holder = read_holder_from_outside(port.layout.lock_file)
+def _status_from_records(records: GroupRecords, as_json: bool) -> int:
+    port = records.port
+    holder = records.read_holder()
     latest = latest_epoch(port)
     record = port.read_epoch(latest) if latest else None
     nodes = port.node_entries()
@@ -137,8 +142,8 @@ def _status_from_share(share: Path, as_json: bool) -> int:
     if not any(node.is_live(now) and node.role in HOLDING_ROLES for node in nodes):
         # A slave cannot tell a stranger's lock from a master's; this is the operator's hint.
         print(
-            "no live node is registered as master: if that lasts, `primacy doctor` "
-            f"{share} checks whether something else holds the lock"
+            f"no live node is registered as master: if that lasts, `{records.doctor}` "
+            "checks whether something else holds the lock"
         )
     return EXIT_OK
 

@@ -173,6 +173,10 @@ class ZooKeeperShare:
             pass
         self._ensured = True
 
+    def group_exists(self) -> bool:
+        """Whether a group has used this path: for readers, which must create nothing."""
+        return self._wait(self.client.exists_async(self._znode("epoch"))) is not None
+
     def _read(self, *names: str) -> bytes | None:
         self._ensure_tree()
         try:

@@ -18,6 +18,7 @@ import pytest
 
 from primacy.cli.localgroup import Group, NodeProcess
 from tests.harness.checker import assert_ok, check
+from tests.harness.cli import primacy
 from tests.harness.group import MasterPoller, wait_until
 from tests.harness.traffic import Traffic
 from tests.harness.zookeeper import Ensemble, running_ensemble, unavailable_reason
@@ -79,6 +80,28 @@ def test_a_master_killed_or_frozen_is_replaced_once_its_session_expires(
             _acknowledged_more(traffic, "after the thaw")
             assert group.masters() == [new]
     assert_ok(check(traffic, share, poller))
+    _the_cli_reads_the_group_from_zookeeper(nodes, ensemble, new.node_id)
+
+
+def _the_cli_reads_the_group_from_zookeeper(
+    nodes: ZooKeeperGroup, ensemble: Ensemble, master: str
+) -> None:
+    """``primacy status`` and ``cluster`` on a ZooKeeper group read its znodes, not the share
+    (which holds no lock or epoch of such a group), and a path no group used is an error."""
+    where = ("--zookeeper", ensemble.hosts, "--zookeeper-path", nodes.path)
+    status = primacy("status", *where)
+    assert status.returncode == 0, status.stderr
+    assert f"lock: held by {master}" in status.stdout
+    assert f"{master:<16} master" in status.stdout
+    cluster = primacy("cluster", *where, "--json")
+    assert cluster.returncode == 0, cluster.stderr
+    listed = {entry["node_id"] for entry in json.loads(cluster.stdout)}
+    assert master in listed and listed <= set(nodes.nodes)
+    unused = ("--zookeeper", ensemble.hosts, "--zookeeper-path", nodes.path + "-unused")
+    for command in ("status", "cluster"):
+        refused = primacy(command, *unused)
+        assert refused.returncode != 0
+        assert f"no primacy group has used {nodes.path}-unused" in refused.stderr
 
 
 def test_a_master_cut_from_zookeeper_stops_while_its_share_stays_reachable(

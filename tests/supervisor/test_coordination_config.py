@@ -50,3 +50,12 @@ def test_the_node_opens_the_port_its_coordination_names(tmp_path: Path) -> None:
         assert (port.hosts, port.path) == (ZOOKEEPER["zookeeper_hosts"], "/p/orders")
     finally:
         port.close()
+
+
+def test_the_cli_reads_the_group_path_a_node_uses_by_default() -> None:
+    """status and cluster --zookeeper default to the path a node uses when none is set: the
+    CLI keeps its own copy so that it starts without the config layer's pydantic."""
+    from primacy.cli.group_records import DEFAULT_ZOOKEEPER_PATH
+    from primacy.supervisor.config.coordination_keys import CoordinationKeys
+
+    assert CoordinationKeys.model_fields["zookeeper_path"].default == DEFAULT_ZOOKEEPER_PATH
