@@ -62,9 +62,11 @@ def group_records(args: argparse.Namespace) -> Iterator[GroupRecords]:
         if not share.is_dir():
             raise RecordsUnreadable(f"the share {share} does not exist or is not a directory")
         port = PosixShare(share)
-        yield GroupRecords(
-            port, lambda: read_holder_from_outside(port.layout.lock_file), str(share)
-        )
+
+        def holder() -> HolderInfo | None:
+            return read_holder_from_outside(port.layout.lock_file)
+
+        yield GroupRecords(port, holder, str(share), f"primacy doctor {share}")
         return
     try:
         from primacy.share.zookeeper import ZooKeeperShare
