@@ -397,11 +397,12 @@ def _plain_head(raw: bytes, max_headers: int) -> tuple[str, tuple[tuple[str, str
 def _find_blank_line(buffer: bytearray, start: int) -> int | None:
     """The offset just past the first empty line (LF LF or LF CR LF), or None."""
     lf_lf = buffer.find(b"\n\n", start)
-    lf_cr_lf = buffer.find(b"\n\r\n", start)
-    candidates = [(at + 2) for at in [lf_lf] if at >= 0] + [
-        (at + 3) for at in [lf_cr_lf] if at >= 0
-    ]
-    return min(candidates) if candidates else None
+    # A LF CR LF ends first only if it lies wholly before the LF LF's end (it cannot share
+    # the LF LF's first byte, which would have to be a CR).
+    lf_cr_lf = buffer.find(b"\n\r\n", start, len(buffer) if lf_lf < 0 else lf_lf + 2)
+    if lf_cr_lf >= 0:
+        return lf_cr_lf + 3
+    return lf_lf + 2 if lf_lf >= 0 else None
 
 
 def _decode(data: bytes, what: str) -> str:

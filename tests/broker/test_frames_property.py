@@ -123,3 +123,14 @@ def test_a_plain_head_is_read_as_the_line_by_line_rules_read_it(
     if plain is None:
         return
     assert plain == frames_module._head_by_lines(raw, 4, version)
+
+
+@settings(max_examples=1000)
+@given(
+    st.lists(st.sampled_from([b"\n", b"\r", b"x"]), max_size=16).map(b"".join), st.integers(0, 8)
+)
+def test_the_end_of_a_head_is_the_first_blank_line_of_either_kind(data: bytes, start: int) -> None:
+    buffer = bytearray(data)
+    ends = [at + 2 for at in [buffer.find(b"\n\n", start)] if at >= 0]
+    ends += [at + 3 for at in [buffer.find(b"\n\r\n", start)] if at >= 0]
+    assert frames_module._find_blank_line(buffer, start) == (min(ends) if ends else None)
