@@ -37,7 +37,9 @@ _MAX_LINE_BYTES = 4096
 
 
 def _address(name: str) -> str:
-    return "\0" + name
+    # A path is a socket file: abstract names belong to a network namespace,
+    # and the real-NFS tier's daemons run in their hosts' own namespaces.
+    return name if name.startswith("/") else "\0" + name
 
 
 def send(name: str, command: str, timeout_s: float = 5.0) -> dict[str, Any]:

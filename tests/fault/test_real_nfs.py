@@ -1,0 +1,106 @@
+"""Issue 29: the share on a real NFSv4 server (nfs-ganesha), its leases and locks NFS's own.
+
+Each host is a libnfs client in its own network namespace (tests/harness/ganesha);
+the supervisors run unchanged on its FUSE mount with the nfs4 profile's timings.
+The scenarios assert what a user sees, with the fault checker of the emulator's
+scenarios (tests/harness/checker.py): every acknowledged message consumed, none
+stored twice, nothing acknowledged past a fence, never two nodes answering 200
+on /master at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+
+import pytest
+
+from tests.harness.checker import assert_ok, check
+from tests.harness.emulated_group import DEMOTED, EmulatedGroup, epoch_of
+from tests.harness.ganesha.host import RealNfsHosts
+from tests.harness.group import MasterPoller, wait_until
+from tests.harness.traffic import Traffic
+
+pytestmark = [pytest.mark.nfs, pytest.mark.fuse, pytest.mark.slow]
+
+# The nfs4 profile's timings (nfs_profiles/nfs4.toml), lock method included.
+NFS4_PROFILE = (
+    "--lock-method",
+    "posix",
+    "--lock-keep-alive-period-ms",
+    "2000",
+    "--lock-acquire-sleep-interval-ms",
+    "1000",
+)
+_ACKS_PER_PHASE = 10
+_PHASE_TIMEOUT_S = 40.0
+
+
+def _acknowledged_more(traffic: Traffic, what: str) -> None:
+    assert traffic.wait_for_acknowledged(_ACKS_PER_PHASE, _PHASE_TIMEOUT_S), (
+        f"no {_ACKS_PER_PHASE} more receipts {what}; client saw {traffic.failover_reasons[-3:]}"
+    )
+
+
+def _try_lock(fd: int) -> int:
+    """0 if the whole-file lock was granted, else the errno."""
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        return error.errno
+    return 0
+
+
+def test_the_server_arbitrates_exclusive_create_and_locks_and_expires_a_cut_host(
+    real_nfs: RealNfsHosts,
+) -> None:
+    a, b = real_nfs(2)
+    (a.share / "epochs").mkdir()
+    fd = os.open(a.share / "epochs" / "1", os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW)
+    os.close(fd)
+    with pytest.raises(FileExistsError):
+        os.open(b.share / "epochs" / "1", os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW)
+
+    held = os.open(a.share / "lock", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o644)
+    wanted = os.open(b.share / "lock", os.O_RDWR | os.O_NOFOLLOW)
+    try:
+        assert _try_lock(held) == 0
+        # Denied, and again: each try is a fresh NFSv4 lock owner, so no replay cache answers.
+        assert _try_lock(wanted) in (errno.EAGAIN, errno.EACCES)
+        assert _try_lock(wanted) in (errno.EAGAIN, errno.EACCES)
+        assert _try_lock(held) == 0  # re-asserting a held lock is granted
+
+        a.partition()
+        cut_at = time.monotonic()
+        wait_until(lambda: _try_lock(wanted) == 0, 4 * real_nfs.server.lease_s, "b's lock")
+        expired_after_s = time.monotonic() - cut_at
+        a.heal()
+        # The server gave a's lock away; a learns it at its next LOCK, and never gets it back.
+        assert _try_lock(held) == errno.EIO
+        assert _try_lock(held) == errno.EIO
+    finally:
+        os.close(wanted)
+        os.close(held)
+    assert expired_after_s >= real_nfs.server.lease_s * 0.5, expired_after_s
+
+
+def test_master_cut_past_the_lease_is_fenced_and_demotes_and_rejoins(
+    real_nfs: RealNfsHosts,
+) -> None:
+    group = EmulatedGroup(real_nfs, 2, extra=NFS4_PROFILE)
+    old = group.nodes["n1"]
+    first_epoch = epoch_of(old)
+    with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
+        _acknowledged_more(traffic, "before the cut")
+        group.host_of(old).partition()
+        new = group.wait_for_master(timeout_s=60, exclude={old.node_id})
+        _acknowledged_more(traffic, "from the new master")
+        group.host_of(old).heal()
+        group.wait_for_slave(old, timeout_s=60)
+        _acknowledged_more(traffic, "after the heal")
+    assert DEMOTED in old.log()
+    new_epoch = epoch_of(new)
+    assert first_epoch is not None and new_epoch is not None and new_epoch > first_epoch
+    assert_ok(check(traffic, group.backing, poller))
