@@ -239,13 +239,26 @@ class NfsHostClient(Operations):  # type: ignore[misc]
     def _renew(self) -> None:
         while not self._stopping.wait(self.link.lease_s / 3):
             with self._mutex:
-                clients = [(io.client, io.renew_handle) for io in self._ios]
-                clients += [(held.client, held.handle) for held in self._locks.values()]
-            for client, handle in clients:
+                ios = list(self._ios)
+                locks = list(self._locks.values())
+            # READ carries a stateid: it renews the client's lease.
+            for io in ios:
                 try:
-                    client.pread(handle, 1, 0)  # READ carries a stateid: renews the lease
-                except OSError as exc:
-                    log.info("renewal failed: %s", exc)
+                    io.client.pread(io.renew_handle, 1, 0)
+                except NfsError as error:
+                    if error.state_lost:
+                        self._fail(io, error)  # recover now, not at the next call
+                    log.info("renewal failed: %s", error)
+            for held in locks:
+                if held.lost:
+                    continue
+                try:
+                    held.client.pread(held.handle, 1, 0)
+                except NfsError as error:
+                    if error.state_lost:
+                        held.lost = True
+                        log.warning("lock lost: %s", error.status or error)
+                    log.info("renewal of a lock failed: %s", error)
 
     def _record(self, fh: int) -> _Open:
         record = self._opens.get(fh)

@@ -166,6 +166,7 @@ LOST_STATE = (
     "NFS4ERR_STALE_STATEID",
     "NFS4ERR_BAD_STATEID",
     "NFS4ERR_BAD_SEQID",
+    "NFS4ERR_OLD_STATEID",
     "NFS4ERR_ADMIN_REVOKED",
     "NFS4ERR_NO_GRACE",
     "NFS4ERR_RECLAIM_BAD",
@@ -179,10 +180,14 @@ class NfsError(OSError):
         super().__init__(code, text)
         found = re.search(r"NFS4ERR_[A-Z_]+", message)
         self.status = found.group(0) if found else None
+        # libnfs 4.0 never reconnects: once the server closed the connection
+        # (it restarted), every call of the context fails like this.
+        self.disconnected = "nfs_service failed" in message
 
     @property
     def state_lost(self) -> bool:
-        return self.status in LOST_STATE
+        """This client is of no more use: a fresh one (a new NFSv4 client id) is needed."""
+        return self.status in LOST_STATE or self.disconnected
 
 
 def _errno_of(code: int, message: str) -> int:
