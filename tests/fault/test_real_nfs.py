@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +44,7 @@ _ACKS_PER_PHASE = 10
 _PHASE_TIMEOUT_S = 40.0
 
 
-def _acknowledged_more(traffic: Traffic, what: str) -> None:
+def acknowledged_more(traffic: Traffic, what: str) -> None:
     assert traffic.wait_for_acknowledged(_ACKS_PER_PHASE, _PHASE_TIMEOUT_S), (
         f"no {_ACKS_PER_PHASE} more receipts {what}; client saw {traffic.failover_reasons[-3:]}"
     )
@@ -94,13 +99,13 @@ def test_master_cut_past_the_lease_is_fenced_and_demotes_and_rejoins(
     old = group.nodes["n1"]
     first_epoch = epoch_of(old)
     with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
-        _acknowledged_more(traffic, "before the cut")
+        acknowledged_more(traffic, "before the cut")
         group.host_of(old).partition()
         new = group.wait_for_master(timeout_s=60, exclude={old.node_id})
-        _acknowledged_more(traffic, "from the new master")
+        acknowledged_more(traffic, "from the new master")
         group.host_of(old).heal()
         group.wait_for_slave(old, timeout_s=60)
-        _acknowledged_more(traffic, "after the heal")
+        acknowledged_more(traffic, "after the heal")
     assert DEMOTED in old.log()
     new_epoch = epoch_of(new)
     assert first_epoch is not None and new_epoch is not None and new_epoch > first_epoch
@@ -116,72 +121,15 @@ def test_master_host_crash_fails_over_once_the_server_expires_its_lease(
     group = EmulatedGroup(real_nfs, 2, extra=NFS4_PROFILE)
     old = group.nodes["n1"]
     with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
-        _acknowledged_more(traffic, "before the crash")
+        acknowledged_more(traffic, "before the crash")
         group.host_of(old).crash()
         crashed_at = time.monotonic()
         old.signal(signal.SIGKILL)
         new = group.wait_for_master(timeout_s=60, exclude={old.node_id})
         record_property("crash_to_new_master_s", round(time.monotonic() - crashed_at, 2))
-        _acknowledged_more(traffic, "from the new master")
+        acknowledged_more(traffic, "from the new master")
     assert_ok(check(traffic, group.backing, poller))
     assert new.node_id == "n2"
-
-
-@pytest.mark.parametrize("frozen", ["supervisor", "client"])
-def test_master_frozen_past_the_lease_then_resumed(real_nfs: RealNfsHosts, frozen: str) -> None:
-    group = EmulatedGroup(real_nfs, 2, extra=NFS4_PROFILE)
-    old = group.nodes["n1"]
-    host = group.host_of(old)
-    lease_s = real_nfs.server.lease_s
-    first_epoch = epoch_of(old)
-    with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
-        _acknowledged_more(traffic, "before the freeze")
-        if frozen == "supervisor":
-            # The host's client keeps renewing (as a kernel does): the server never
-            # expires the lock, so no slave can take it, and the frozen master's claim
-            # lapses: nobody serves until it resumes (or systemd's watchdog kills it).
-            old.signal(signal.SIGSTOP)
-            try:
-                frozen_until = time.monotonic() + 2 * lease_s
-                while time.monotonic() < frozen_until:
-                    assert group.masters() == [], "a node served while the lock was held"
-                    time.sleep(0.2)
-            finally:
-                old.signal(signal.SIGCONT)
-            assert group.wait_for_master(timeout_s=60) is old
-            assert epoch_of(old) == first_epoch
-        else:
-            # The host's client stops: nothing renews, the server expires the lease
-            # and a slave takes over; the resumed master finds its lock gone.
-            host.freeze()
-            try:
-                new = group.wait_for_master(timeout_s=60, exclude={old.node_id})
-                _acknowledged_more(traffic, "from the new master")
-            finally:
-                host.thaw()
-            group.wait_for_slave(old, timeout_s=60)
-            assert DEMOTED in old.log() or "PRIMACY-10" in old.log()
-            assert epoch_of(new) != first_epoch
-        _acknowledged_more(traffic, "after the resume")
-    assert_ok(check(traffic, group.backing, poller))
-
-
-@pytest.mark.parametrize("grace_s", [0, 6])
-def test_server_restart_with_and_without_grace(real_nfs: RealNfsHosts, grace_s: int) -> None:
-    # The server forgets every lock. libnfs does not reclaim, so the holder cannot
-    # get its lock back: its next lease check fails and it demotes. Without a grace
-    # period any node may lock at once; with one, no new lock until it ends.
-    group = EmulatedGroup(real_nfs, 2, extra=NFS4_PROFILE)
-    old = group.nodes["n1"]
-    first_epoch = epoch_of(old)
-    with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
-        _acknowledged_more(traffic, "before the restart")
-        real_nfs.server.restart(grace_s=grace_s)
-        wait_until(lambda: DEMOTED in old.log(), 60, "the old master to demote")
-        master = group.wait_for_master(timeout_s=90)
-        _acknowledged_more(traffic, "after the restart")
-    assert epoch_of(master) != first_epoch
-    assert_ok(check(traffic, group.backing, poller))
 
 
 def test_slow_server_stretches_the_lease_check_but_breaks_nothing(
@@ -192,10 +140,43 @@ def test_slow_server_stretches_the_lease_check_but_breaks_nothing(
     group = EmulatedGroup(real_nfs, 2, extra=NFS4_PROFILE)
     master = group.nodes["n1"]
     with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
-        _acknowledged_more(traffic, "before the slowdown")
+        acknowledged_more(traffic, "before the slowdown")
         group.host_of(master).slow_replies(150)
-        _acknowledged_more(traffic, "from the slow server")
+        acknowledged_more(traffic, "from the slow server")
         group.host_of(master).clear_faults()
         group.wait_until_serving_again(timeout_s=60)
-        _acknowledged_more(traffic, "after the slowdown")
+        acknowledged_more(traffic, "after the slowdown")
     assert_ok(check(traffic, group.backing, poller))
+
+
+def test_doctor_on_the_tiers_mount_times_real_round_trips_and_refuses_a_cut_share(
+    real_nfs: RealNfsHosts,
+) -> None:
+    # The mount is FUSE, so the doctor cannot read NFS mount options here (a warning);
+    # its round trips are real: a LOCK and a WRITE+COMMIT on the server.
+    (host,) = real_nfs(1)
+    healthy = _doctor(host.share)
+    assert healthy["exit_code"] == 1, healthy
+    by_subject = {finding["subject"]: finding for finding in healthy["findings"]}
+    assert by_subject["fsync round trip"]["severity"] == "ok", by_subject
+    assert any(
+        s.startswith("lock round trip") and f["severity"] == "ok" for s, f in by_subject.items()
+    )
+    host.partition()
+    try:
+        cut = _doctor(host.share)
+    finally:
+        host.heal()
+    assert cut["exit_code"] == 2, cut
+
+
+def _doctor(share: Path) -> dict[str, Any]:
+    run = subprocess.run(
+        [sys.executable, "-m", "primacy.cli", "doctor", "--json", str(share)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    report: dict[str, Any] = json.loads(run.stdout)
+    return report

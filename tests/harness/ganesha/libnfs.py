@@ -27,6 +27,7 @@ NFS_V4 = 4
 _F_SETLK = 0
 # "To end of file": NFSv4 refuses a LOCK of length 0 with NFS4ERR_INVAL.
 TO_END_OF_FILE = 2**64 - 1
+_WRITE_CHUNK = 2048
 
 
 class _Stat64(ctypes.Structure):
@@ -301,8 +302,20 @@ class NfsClient:
         return buffer.raw[:count]
 
     def pwrite(self, handle: int, data: bytes, offset: int) -> int:
+        # libnfs 4.0 cannot encode a WRITE of about 4000 bytes or more ("Failed to
+        # encode COMPOUND4args"): send at most _WRITE_CHUNK per WRITE, as a small wsize.
+        written = 0
         with self._mutex:
-            return self._check(_lib.nfs_pwrite(self._ctx, handle, offset, len(data), data), "write")
+            while written < len(data):
+                chunk = data[written : written + _WRITE_CHUNK]
+                count = self._check(
+                    _lib.nfs_pwrite(self._ctx, handle, offset + written, len(chunk), chunk),
+                    "write",
+                )
+                if count == 0:
+                    break
+                written += count
+        return written
 
     def fsync(self, handle: int) -> None:
         with self._mutex:
