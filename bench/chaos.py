@@ -13,6 +13,12 @@ every violation with the seed that replays its trial alone. Needs root and
 
     python bench/chaos.py --trials 500 --seed 1 --jobs 2
 
+``--server ganesha`` runs the trials on a real NFSv4 server instead (issue 29,
+tests/harness/chaos_real_nfs.py): nfs-ganesha in a network namespace per trial,
+libnfs hosts behind links a trial cuts, and the real server's faults (link
+cuts, a frozen client, a host crash, a server restart, a slow server). It
+also needs network namespaces and `.ci/setup dev`'s Debian packages.
+
 A trial spends most of its time waiting (for leases to expire, for a group to
 serve again), about half a core on average, so ``--jobs 2`` runs two trials at
 once in their own worker processes and halves the wall time on two cores. The
@@ -38,7 +44,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.chaos import FAULTS, Totals, TrialResult, run_trial
+from tests.harness.chaos_real_nfs import REAL_FAULTS, run_real_trial
 from tests.harness.emulated_hosts import fuse_unavailable_reason
+from tests.harness.ganesha.server import real_nfs_unavailable_reason
 
 
 def _interrupt(signum: int, _frame: object) -> None:
@@ -53,10 +61,15 @@ def _worker_init() -> None:
 
 
 def _trial_in_worker(
-    seed: int, workdir: Path, keep_logs: Path | None = None, fault: str | None = None
+    seed: int,
+    workdir: Path,
+    keep_logs: Path | None = None,
+    fault: str | None = None,
+    server: str = "emulated",
 ) -> TrialResult:
     try:
-        result = run_trial(seed, workdir, fault)
+        trial = run_real_trial if server == "ganesha" else run_trial
+        result = trial(seed, workdir, fault)
         if result.violations and keep_logs is not None:
             # The nodes' and the emulated hosts' logs: a timing-dependent failure may not
             # come back when its seed is replayed.
@@ -106,6 +119,7 @@ def _run_trials(args: argparse.Namespace, workdir: Path, totals: Totals, started
                     workdir / f"trial-{number}",
                     args.keep_logs,
                     args.fault,
+                    args.server,
                 )
                 running[future] = number
             if not running:
@@ -145,15 +159,25 @@ def main(argv: list[str] | None = None) -> int:
         help="copy the logs of every trial with a violation into DIR/seed-N",
     )
     parser.add_argument(
+        "--server",
+        choices=["emulated", "ganesha"],
+        default="emulated",
+        help="the NFS emulator on FUSE, or a real NFSv4 server (nfs-ganesha, libnfs hosts)",
+    )
+    parser.add_argument(
         "--fault",
-        choices=sorted(FAULTS),
+        choices=sorted(FAULTS) + sorted(REAL_FAULTS),
         default=None,
         help="inject only this kind of fault (default: each drawn at random)",
     )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.trials < 0:
         parser.error("--jobs must be at least 1 and --trials at least 0")
-    reason = fuse_unavailable_reason()
+    if args.fault and args.fault not in (REAL_FAULTS if args.server == "ganesha" else FAULTS):
+        parser.error(f"--fault {args.fault!r} is not a fault of --server {args.server}")
+    reason = fuse_unavailable_reason() or (
+        real_nfs_unavailable_reason() if args.server == "ganesha" else None
+    )
     if reason:
         print(f"cannot run: {reason}")
         return 2
@@ -177,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     budget = f" --max-minutes {args.max_minutes:g}" if args.max_minutes is not None else ""
     jobs = f" --jobs {args.jobs}" if args.jobs > 1 else ""
-    print(f"command: bench/chaos.py --trials {args.trials} --seed {args.seed}{budget}{jobs}")
+    server = f" --server {args.server}" if args.server != "emulated" else ""
+    print(
+        f"command: bench/chaos.py --trials {args.trials} --seed {args.seed}{budget}{jobs}{server}"
+    )
     print(f"trials run: {totals.trials} in {elapsed_min:.1f} min")
     print(f"faults injected: {sum(totals.faults.values())}")
     for name, count in sorted(totals.faults.items()):
@@ -201,7 +228,11 @@ def _run_trials_here(
             return
         try:
             result = _trial_in_worker(
-                args.seed + number, workdir / f"trial-{number}", args.keep_logs, args.fault
+                args.seed + number,
+                workdir / f"trial-{number}",
+                args.keep_logs,
+                args.fault,
+                args.server,
             )
         except KeyboardInterrupt:
             print("interrupted: the unfinished trial is not counted")

@@ -146,7 +146,12 @@ class NfsHostClient(Operations):  # type: ignore[misc]
         client = self.link.connect(name)
         renewal = f"{RENEW_DIR}/{self.link.host_name}-{name}"
         try:
-            handle = client.open(renewal, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                handle = client.open(renewal, os.O_RDWR)
+            except NfsError as error:  # the first boot of this host (libnfs 4.0's O_CREAT is
+                if error.errno != errno.ENOENT:  # exclusive, so open first, then create)
+                    raise
+                handle = client.open(renewal, os.O_RDWR | os.O_CREAT, 0o600)
         except NfsError:
             client.close_context()
             raise

@@ -133,6 +133,12 @@ class RealNfsHost:
         self.process.kill()
         self.process.wait(timeout=_EXIT_WAIT_S)
 
+    def restart(self) -> None:
+        """The host boots again: a new client (new NFSv4 client id) mounts the share."""
+        self.stop()
+        self.process = _spawn(self.command, self.log_path)
+        self._wait_until_mounted()
+
     def slow_replies(self, delay_ms: float) -> dict[str, Any]:
         """Every call of this host answered ``delay_ms`` late: a slow server (or path to it)."""
         return control.send(self.control_name, f"slow-fsync {delay_ms}")

@@ -16,6 +16,7 @@ From a shell: ``echo heal | socat - ABSTRACT-CONNECT:nfsemu-1f2e3d4c5b6a``, or
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -63,6 +64,8 @@ class ControlServer:
     def __init__(self, name: str, handle: Callable[[str], dict[str, Any]]) -> None:
         self._handle = handle
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if name.startswith("/") and os.path.exists(name):
+            os.unlink(name)  # left by this host's previous daemon (killed: a host crash)
         self._sock.bind(_address(name))
         self._sock.listen(16)
         # A daemon thread: the process ends when FUSE's loop returns, and
