@@ -6,12 +6,8 @@ lease renewal and expiry are the server's own. One host is:
 
 - one **I/O client** (a libnfs context named after the host) for lookups,
   attributes, opens, reads, writes and commits;
-- one **lock client per held lock**: each FUSE lock owner's lock is taken by a
-  fresh libnfs context, so each lock owner is its own NFSv4 lock owner (libnfs
-  names a context's lock owners after its client name) and a lock attempt the
-  server denies leaves nothing behind: libnfs 4.0 does not advance the open
-  owner's seqid after NFS4ERR_DENIED, and every later call of that context
-  then fails with NFS4ERR_BAD_SEQID, so a denied context is thrown away;
+- one **lock client per held lock** (``locks.py``): each FUSE lock owner is
+  its own NFSv4 lock owner, and a denied attempt leaves nothing behind;
 - a **renewer**, the kernel client's ``renewd``: libnfs sends no RENEW, so it
   reads one byte through every client's open state each third of a lease. A
   frozen or killed daemon (the host's kernel) renews nothing and the server
@@ -40,6 +36,7 @@ from typing import Any
 from mfusepy import FuseOSError, Operations
 
 from tests.harness.ganesha.libnfs import NfsClient, NfsError
+from tests.harness.ganesha.locks import LockOwners, ServerLink
 
 log = logging.getLogger("nfsreal")
 
@@ -78,39 +75,6 @@ class _Open:
     handle: int
 
 
-@dataclass
-class _HeldLock:
-    """A lock of one FUSE lock owner on one file, held by its own NFSv4 client."""
-
-    client: NfsClient
-    handle: int
-    kind: int
-    lost: bool = False
-
-
-@dataclass
-class ServerLink:
-    """How this host reaches the server."""
-
-    server: str
-    export: str
-    host_name: str
-    timeout_ms: int
-    lease_s: float
-    slow_ms: float = 0.0
-    _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    def connect(self, role: str) -> NfsClient:
-        return NfsClient(self.server, self.export, f"{self.host_name}-{role}", self.timeout_ms)
-
-    def fresh_name(self, role: str) -> str:
-        return f"{role}{next(self._names)}"
-
-    def delay(self) -> None:
-        if self.slow_ms:
-            time.sleep(self.slow_ms / 1000)  # a slow server: every reply late
-
-
 class NfsHostClient(Operations):  # type: ignore[misc]
     """One host's mount of the share on the real server."""
 
@@ -122,8 +86,7 @@ class NfsHostClient(Operations):  # type: ignore[misc]
         self._ios: list[_Io] = []
         self._opens: dict[int, _Open] = {}
         self._next_fh = itertools.count(1)
-        # (path on the server, FUSE lock owner) -> the lock that owner holds there.
-        self._locks: dict[tuple[str, int], _HeldLock] = {}
+        self.locks = LockOwners(link)
         self._stopping = threading.Event()
         self._new_io()
         self._renewer = threading.Thread(target=self._renew, name="renewd", daemon=True)
@@ -245,7 +208,6 @@ class NfsHostClient(Operations):  # type: ignore[misc]
         while not self._stopping.wait(self.link.lease_s / 3):
             with self._mutex:
                 ios = list(self._ios)
-                locks = list(self._locks.values())
             # READ carries a stateid: it renews the client's lease.
             for io in ios:
                 try:
@@ -254,16 +216,7 @@ class NfsHostClient(Operations):  # type: ignore[misc]
                     if error.state_lost:
                         self._fail(io, error)  # recover now, not at the next call
                     log.info("renewal failed: %s", error)
-            for held in locks:
-                if held.lost:
-                    continue
-                try:
-                    held.client.pread(held.handle, 1, 0)
-                except NfsError as error:
-                    if error.state_lost:
-                        held.lost = True
-                        log.warning("lock lost: %s", error.status or error)
-                    log.info("renewal of a lock failed: %s", error)
+            self.locks.renew()
 
     def _record(self, fh: int) -> _Open:
         record = self._opens.get(fh)
@@ -437,7 +390,7 @@ class NfsHostClient(Operations):  # type: ignore[misc]
             if record is not None:
                 record.io.open_inodes[record.inode] -= 1
         if fi.flock_release:
-            self._unlock_all(fi.lock_owner)
+            self.locks.unlock_owner(fi.lock_owner)
         if record is not None and not record.io.broken:
             try:
                 record.io.client.close(record.handle)
@@ -467,105 +420,23 @@ class NfsHostClient(Operations):  # type: ignore[misc]
         return self._set_lock(fi.fh, fi.lock_owner, kind, not op & fcntl.LOCK_NB)
 
     def _set_lock(self, fh: int, owner: int, kind: int, wait: bool) -> int:
-        record = self._opens.get(fh)
-        if record is None:
-            raise FuseOSError(errno.EBADF)
-        key = (record.path, owner)
+        path = self._record(fh).path
         if kind == fcntl.F_UNLCK:
-            with self._mutex:
-                held = self._locks.pop(key, None)
-            if held is not None:
-                self._drop(held)
+            self.locks.unlock(path, owner)
             return 0
-        with self._mutex:
-            held = self._locks.get(key)
-        if held is not None:
-            return self._reassert(key, held, kind)
-        path = record.path
-        while True:
-            if self._try_new_lock(key, path, kind):
-                return 0
+        while not self.locks.lock(path, owner, kind):
             if not wait:
                 raise FuseOSError(errno.EAGAIN)
             time.sleep(_LOCK_RETRY_S)
-
-    def _try_new_lock(self, key: tuple[str, int], path: str, kind: int) -> bool:
-        """One LOCK from a fresh client; keep it if granted, throw it away if denied."""
-        self.link.delay()
-        try:
-            client = self.link.connect(self.link.fresh_name("lock"))
-        except NfsError as error:
-            raise FuseOSError(error.errno or errno.EIO) from None
-        try:
-            handle = client.open(path, os.O_RDWR)
-            client.set_lock(handle, kind, 0, 0)
-        except NfsError as error:
-            client.close_context()
-            if error.errno == errno.EAGAIN:
-                return False
-            raise FuseOSError(errno.EIO if error.state_lost else error.errno or errno.EIO) from None
-        with self._mutex:
-            self._locks[key] = _HeldLock(client, handle, kind)
-        return True
-
-    def _reassert(self, key: tuple[str, int], held: _HeldLock, kind: int) -> int:
-        """A LOCK on the held lock: goes to the server, which says if it still stands."""
-        self.link.delay()
-        if held.lost:
-            raise FuseOSError(errno.EIO)
-        try:
-            held.client.set_lock(held.handle, kind, 0, 0)
-        except NfsError as error:
-            if error.state_lost or error.errno == errno.EAGAIN:
-                # Expired (or revoked and given to another client): lost for good,
-                # as the kernel client reports a lock it could not recover.
-                held.lost = True
-                log.warning("lock lost: %s", error.status or error)
-            raise FuseOSError(errno.EIO) from None
-        held.kind = kind
         return 0
 
     def _test_lock(self, fh: int, kind: int) -> int:
-        """F_GETLK: would this lock be granted? Asked of the server with a throwaway client."""
-        path = self._record(fh).path
-        client = self.link.connect(self.link.fresh_name("lock"))
-        try:
-            handle = client.open(path, os.O_RDWR)
-            client.set_lock(handle, kind, 0, 0)
-            client.set_lock(handle, fcntl.F_UNLCK, 0, 0)
-            return fcntl.F_UNLCK
-        except NfsError as error:
-            if error.errno == errno.EAGAIN:
-                return fcntl.F_WRLCK
-            raise FuseOSError(errno.EIO) from None
-        finally:
-            client.close_context()
-
-    def _unlock_all(self, owner: int) -> None:
-        with self._mutex:
-            keys = [key for key in self._locks if key[1] == owner]
-            held = [self._locks.pop(key) for key in keys]
-        for lock in held:
-            self._drop(lock)
-
-    @staticmethod
-    def _drop(held: _HeldLock) -> None:
-        try:
-            if not held.lost:
-                held.client.set_lock(held.handle, fcntl.F_UNLCK, 0, 0)
-                held.client.close(held.handle)
-        except OSError as exc:  # cut link: the server expires the lock with the client
-            log.info("unlock failed: %s", exc)
-        finally:
-            held.client.close_context()
+        return self.locks.test(self._record(fh).path, kind)
 
     def close(self) -> None:
         self._stopping.set()
+        self.locks.close()
         with self._mutex:
-            held = list(self._locks.values())
-            self._locks.clear()
             ios, self._ios = self._ios, []
-        for lock in held:
-            self._drop(lock)
         for io in ios:
             io.client.close_context()
