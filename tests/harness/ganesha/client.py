@@ -1,22 +1,14 @@
 """The FUSE operations of one host on a real NFSv4 server: every call goes through libnfs.
 
-Where ``tests/harness/nfsemu/passthrough.py`` passes calls to a local
-directory and emulates NFS, this sends them to nfs-ganesha, so OPEN, LOCK,
-lease renewal and expiry are the server's own. One host is:
-
-- one **I/O client** (a libnfs context named after the host) for lookups,
-  attributes, opens, reads, writes and commits;
-- one **lock client per held lock** (``locks.py``): each FUSE lock owner is
-  its own NFSv4 lock owner, and a denied attempt leaves nothing behind;
-- a **renewer**, the kernel client's ``renewd``: libnfs sends no RENEW, so it
-  reads one byte through every client's open state each third of a lease. A
-  frozen or killed daemon (the host's kernel) renews nothing and the server
-  expires the host's locks; a frozen supervisor on a live host does not.
-
-When the server answers that the I/O client's state is gone (lease expired,
-server restarted), the client is replaced by a fresh one and the open files
-are reopened; the failed call reports EIO, as the kernel client's does. A
-lock whose client lost its state is lost for good: re-asserting it fails.
+Where ``tests/harness/nfsemu/passthrough.py`` passes calls to a local directory
+and emulates NFS, this sends them to nfs-ganesha: OPEN, LOCK, lease renewal and
+expiry are the server's own. A host has I/O clients (libnfs contexts named after
+it; see "I/O clients" below), one client per held lock (``locks.py``), and a
+renewer, the kernel's ``renewd``: libnfs sends no RENEW, so it reads one byte
+through every client's open state each third of a lease. A frozen or killed
+daemon (the host's kernel) renews nothing and the server expires the host's
+locks; a frozen supervisor on a live host does not. A lock whose client lost
+its state is lost for good: re-asserting it fails with EIO.
 """
 
 from __future__ import annotations
@@ -124,12 +116,24 @@ class NfsHostClient(Operations):  # type: ignore[misc]
         return io
 
     def _io_for(self, inode: int | None) -> _Io:
-        """A working I/O client that does not have ``inode`` open."""
+        """A working I/O client that does not have ``inode`` open, reserved for it: the
+        caller opens it there (or gives the reservation back with ``_unreserve``)."""
         with self._mutex:
             for io in self._ios:
                 if not io.broken and (inode is None or io.open_inodes[inode] == 0):
+                    if inode is not None:
+                        io.open_inodes[inode] += 1
                     return io
-        return self._new_io()
+        io = self._new_io()
+        if inode is not None:
+            with self._mutex:
+                io.open_inodes[inode] += 1
+        return io
+
+    def _unreserve(self, io: _Io, inode: int | None) -> None:
+        if inode is not None:
+            with self._mutex:
+                io.open_inodes[inode] -= 1
 
     def _any_io(self) -> _Io:
         return self._io_for(None)
@@ -154,14 +158,17 @@ class NfsHostClient(Operations):  # type: ignore[misc]
 
     def _reopen(self, record: _Open) -> None:
         target = self._io_for(record.inode)
-        handle = target.client.open(record.path, record.flags & _REOPEN_MASK)
-        inode = target.client.fstat(handle).ino
-        if inode != record.inode:  # replaced since: this descriptor's file is gone
-            target.client.close(handle)
-            raise OSError(errno.ESTALE, f"{record.path} was replaced")
+        try:
+            handle = target.client.open(record.path, record.flags & _REOPEN_MASK)
+            inode = target.client.fstat(handle).ino
+            if inode != record.inode:  # replaced since: this descriptor's file is gone
+                target.client.close(handle)
+                raise OSError(errno.ESTALE, f"{record.path} was replaced")
+        except OSError:
+            self._unreserve(target, record.inode)
+            raise
         with self._mutex:
             record.io, record.handle = target, handle
-            target.open_inodes[inode] += 1
 
     def _on(self, io_of: Any, method: str, *args: Any) -> Any:
         """Call ``method`` on the I/O client ``io_of()`` picks; errors become errno values."""
@@ -190,9 +197,15 @@ class NfsHostClient(Operations):  # type: ignore[misc]
     def _on_handle(self, record: _Open, method: str, *args: Any) -> Any:
         self.link.delay()
         for attempt in (1, 2):
+            if record.io.broken:
+                # Not reopened when its client was replaced (the server was down):
+                # try again now, as the kernel client keeps trying to recover.
+                try:
+                    self._reopen(record)
+                except OSError as error:
+                    log.info("cannot reopen %s yet: %s", record.path, error)
+                    raise FuseOSError(errno.EIO) from None
             io = record.io
-            if io.broken:
-                raise FuseOSError(errno.EIO)  # could not be reopened: lost, as on a real client
             try:
                 return getattr(io.client, method)(record.handle, *args)
             except NfsError as error:
@@ -235,18 +248,7 @@ class NfsHostClient(Operations):  # type: ignore[misc]
             found = self._call_fh(fi.fh, "fstat")
         else:
             found = self._call("lstat", self._server_path(path))
-        return {
-            "st_mode": found.mode,
-            "st_ino": found.ino,
-            "st_nlink": found.nlink,
-            "st_uid": found.uid,
-            "st_gid": found.gid,
-            "st_size": found.size,
-            "st_blocks": found.blocks,
-            "st_atime": found.atime_ns,
-            "st_mtime": found.mtime_ns,
-            "st_ctime": found.ctime_ns,
-        }
+        return found.as_fuse()
 
     def access(self, path: str, amode: int) -> int:
         self._call("lstat", self._server_path(path))
@@ -328,6 +330,7 @@ class NfsHostClient(Operations):  # type: ignore[misc]
                     io.client.close(handle)
                     raise
             except NfsError as error:
+                self._unreserve(io, inode)
                 if error.state_lost and attempt == 1:
                     self._fail(io, error)
                     continue
@@ -335,7 +338,10 @@ class NfsHostClient(Operations):  # type: ignore[misc]
             with self._mutex:
                 fh = next(self._next_fh)
                 self._opens[fh] = _Open(path, flags, opened, io, handle)
-                io.open_inodes[opened] += 1
+                if opened != inode:  # created, or replaced since the lookup
+                    io.open_inodes[opened] += 1
+                    if inode is not None:
+                        io.open_inodes[inode] -= 1
             return fh
         raise AssertionError("unreachable")
 

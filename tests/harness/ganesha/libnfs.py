@@ -213,6 +213,21 @@ class Stat:
     mtime_ns: int
     ctime_ns: int
 
+    def as_fuse(self) -> dict[str, int]:
+        """The attributes as a FUSE getattr answers them (times in nanoseconds)."""
+        return {
+            "st_mode": self.mode,
+            "st_ino": self.ino,
+            "st_nlink": self.nlink,
+            "st_uid": self.uid,
+            "st_gid": self.gid,
+            "st_size": self.size,
+            "st_blocks": self.blocks,
+            "st_atime": self.atime_ns,
+            "st_mtime": self.mtime_ns,
+            "st_ctime": self.ctime_ns,
+        }
+
 
 def _stat(raw: _Stat64) -> Stat:
     return Stat(
