@@ -13,11 +13,13 @@ libnfs message in the text.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 _lib = ctypes.CDLL("libnfs.so.13", use_errno=True)
@@ -261,6 +263,16 @@ class NfsClient:
         _lib.nfs_set_timeout(self._ctx, timeout_ms)
         self._check(_lib.nfs_mount(self._ctx, server.encode(), export.encode()), "mount")
 
+    @contextlib.contextmanager
+    def _live(self) -> Iterator[None]:
+        """Hold the mutex over one call; a closed client fails (libnfs would crash on it)."""
+        with self._mutex:
+            if not self._ctx:
+                # Another thread threw this client away (its state was lost) while
+                # this one held it: fail like a dead connection, so it recovers.
+                raise NfsError(errno.EIO, "closed", "nfs_service failed: the client was closed")
+            yield
+
     def _check(self, result: int, what: str) -> int:
         if result < 0:
             message = (_lib.nfs_get_error(self._ctx) or b"").decode(errors="replace")
@@ -269,19 +281,19 @@ class NfsClient:
 
     def lstat(self, path: str) -> Stat:
         raw = _Stat64()
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_lstat64(self._ctx, path.encode(), ctypes.byref(raw)), "lstat")
         return _stat(raw)
 
     def fstat(self, handle: int) -> Stat:
         raw = _Stat64()
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_fstat64(self._ctx, handle, ctypes.byref(raw)), "fstat")
         return _stat(raw)
 
     def statvfs(self, path: str) -> dict[str, int]:
         raw = _StatVfs64()
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_statvfs64(self._ctx, path.encode(), ctypes.byref(raw)), "statvfs")
         return {
             "f_bsize": raw.bsize,
@@ -297,7 +309,7 @@ class NfsClient:
 
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
         handle = ctypes.c_void_p()
-        with self._mutex:
+        with self._live():
             if flags & os.O_CREAT:
                 result = _lib.nfs_open2(self._ctx, path.encode(), flags, mode, ctypes.byref(handle))
             else:
@@ -307,12 +319,12 @@ class NfsClient:
         return handle.value
 
     def close(self, handle: int) -> None:
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_close(self._ctx, handle), "close")
 
     def pread(self, handle: int, size: int, offset: int) -> bytes:
         buffer = ctypes.create_string_buffer(size)
-        with self._mutex:
+        with self._live():
             count = self._check(_lib.nfs_pread(self._ctx, handle, offset, size, buffer), "read")
         return buffer.raw[:count]
 
@@ -320,7 +332,7 @@ class NfsClient:
         # libnfs 4.0 cannot encode a WRITE of about 4000 bytes or more ("Failed to
         # encode COMPOUND4args"): send at most _WRITE_CHUNK per WRITE, as a small wsize.
         written = 0
-        with self._mutex:
+        with self._live():
             while written < len(data):
                 chunk = data[written : written + _WRITE_CHUNK]
                 count = self._check(
@@ -333,35 +345,35 @@ class NfsClient:
         return written
 
     def fsync(self, handle: int) -> None:
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_fsync(self._ctx, handle), "fsync")
 
     def ftruncate(self, handle: int, length: int) -> None:
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_ftruncate(self._ctx, handle, length), "ftruncate")
 
     def truncate(self, path: str, length: int) -> None:
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_truncate(self._ctx, path.encode(), length), "truncate")
 
     def mkdir(self, path: str, mode: int) -> None:
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_mkdir2(self._ctx, path.encode(), mode), f"mkdir {path}")
 
     def rmdir(self, path: str) -> None:
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_rmdir(self._ctx, path.encode()), f"rmdir {path}")
 
     def unlink(self, path: str) -> None:
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_unlink(self._ctx, path.encode()), f"unlink {path}")
 
     def rename(self, old: str, new: str) -> None:
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_rename(self._ctx, old.encode(), new.encode()), "rename")
 
     def chmod(self, path: str, mode: int) -> None:
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_chmod(self._ctx, path.encode(), mode), "chmod")
 
     def utimes(self, path: str, atime_ns: int, mtime_ns: int) -> None:
@@ -369,14 +381,14 @@ class NfsClient:
             _Timeval(atime_ns // 10**9, atime_ns % 10**9 // 1000),
             _Timeval(mtime_ns // 10**9, mtime_ns % 10**9 // 1000),
         )
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_utimes(self._ctx, path.encode(), times), "utimes")
 
     def listdir(self, path: str) -> list[tuple[str, int, int]]:
         """(name, inode, mode type bits) of each entry, "." and ".." included."""
         directory = ctypes.c_void_p()
         entries = []
-        with self._mutex:
+        with self._live():
             self._check(
                 _lib.nfs_opendir(self._ctx, path.encode(), ctypes.byref(directory)), "opendir"
             )
@@ -391,7 +403,7 @@ class NfsClient:
     def set_lock(self, handle: int, kind: int, start: int, length: int) -> None:
         """One non-blocking LOCK or LOCKU; EAGAIN when another client holds a conflicting lock."""
         request = _Flock(kind, os.SEEK_SET, 0, start, length or TO_END_OF_FILE)
-        with self._mutex:
+        with self._live():
             self._check(_lib.nfs_fcntl(self._ctx, handle, _F_SETLK, ctypes.byref(request)), "lock")
 
     def close_context(self) -> None:
