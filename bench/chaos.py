@@ -23,6 +23,12 @@ the ensemble, so they run one at a time.
 
     python bench/chaos.py --coordination zookeeper --trials 100 --seed 1
 
+``--server ganesha`` runs the trials on a real NFSv4 server instead (issue 29,
+tests/harness/chaos_real_nfs.py): nfs-ganesha in a network namespace per trial,
+libnfs hosts behind links a trial cuts, and the real server's faults (link
+cuts, a frozen client, a host crash, a server restart, a slow server). It
+also needs network namespaces and `.ci/setup dev`'s Debian packages.
+
 A trial spends most of its time waiting (for leases to expire, for a group to
 serve again), about half a core on average, so ``--jobs 2`` runs two trials at
 once in their own worker processes and halves the wall time on two cores. The
@@ -49,7 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness import zookeeper_chaos
 from tests.harness.chaos import FAULTS, Totals, TrialResult, run_trial
+from tests.harness.chaos_real_nfs import REAL_FAULTS, run_real_trial
 from tests.harness.emulated_hosts import fuse_unavailable_reason
+from tests.harness.ganesha.server import real_nfs_unavailable_reason
 from tests.harness.zookeeper import running_ensemble
 from tests.harness.zookeeper import unavailable_reason as zookeeper_unavailable_reason
 
@@ -66,10 +74,15 @@ def _worker_init() -> None:
 
 
 def _trial_in_worker(
-    seed: int, workdir: Path, keep_logs: Path | None = None, fault: str | None = None
+    seed: int,
+    workdir: Path,
+    keep_logs: Path | None = None,
+    fault: str | None = None,
+    server: str = "emulated",
 ) -> TrialResult:
     try:
-        result = run_trial(seed, workdir, fault)
+        trial = run_real_trial if server == "ganesha" else run_trial
+        result = trial(seed, workdir, fault)
         if result.violations and keep_logs is not None:
             # The nodes' and the emulated hosts' logs: a timing-dependent failure may not
             # come back when its seed is replayed.
@@ -119,6 +132,7 @@ def _run_trials(args: argparse.Namespace, workdir: Path, totals: Totals, started
                     workdir / f"trial-{number}",
                     args.keep_logs,
                     args.fault,
+                    args.server,
                 )
                 running[future] = number
             if not running:
@@ -158,8 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         help="copy the logs of every trial with a violation into DIR/seed-N",
     )
     parser.add_argument(
+        "--server",
+        choices=["emulated", "ganesha"],
+        default="emulated",
+        help="the NFS emulator on FUSE, or a real NFSv4 server (nfs-ganesha, libnfs hosts)",
+    )
+    parser.add_argument(
         "--fault",
-        choices=sorted({*FAULTS, *zookeeper_chaos.FAULTS}),
+        choices=sorted({*FAULTS, *REAL_FAULTS, *zookeeper_chaos.FAULTS}),
         default=None,
         help="inject only this kind of fault (default: each drawn at random)",
     )
@@ -172,16 +192,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.trials < 0:
         parser.error("--jobs must be at least 1 and --trials at least 0")
-    faults = zookeeper_chaos.FAULTS if args.coordination == "zookeeper" else FAULTS
+    if args.coordination == "zookeeper" and args.server != "emulated":
+        parser.error("--coordination zookeeper keeps the share local: no --server with it")
+    if args.coordination == "zookeeper":
+        faults, of = zookeeper_chaos.FAULTS, f"--coordination {args.coordination}"
+    else:
+        faults = REAL_FAULTS if args.server == "ganesha" else FAULTS
+        of = f"--server {args.server}"
     if args.fault is not None and args.fault not in faults:
-        parser.error(f"--fault {args.fault!r} is not a fault of --coordination {args.coordination}")
+        parser.error(f"--fault {args.fault!r} is not a fault of {of}")
     if args.coordination == "zookeeper" and args.jobs != 1:
         parser.error("--coordination zookeeper runs one trial at a time (they share the ensemble)")
-    reason = (
-        zookeeper_unavailable_reason()
-        if args.coordination == "zookeeper"
-        else fuse_unavailable_reason()
-    )
+    if args.coordination == "zookeeper":
+        reason = zookeeper_unavailable_reason()
+    else:
+        reason = fuse_unavailable_reason() or (
+            real_nfs_unavailable_reason() if args.server == "ganesha" else None
+        )
     if reason:
         print(f"cannot run: {reason}")
         return 2
@@ -208,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     budget = f" --max-minutes {args.max_minutes:g}" if args.max_minutes is not None else ""
     jobs = f" --jobs {args.jobs}" if args.jobs > 1 else ""
     coordination = " --coordination zookeeper" if args.coordination == "zookeeper" else ""
+    server = f" --server {args.server}" if args.server != "emulated" else ""
     only = f" --fault {args.fault!r}" if args.fault else ""
     print(
-        f"command: bench/chaos.py{coordination} --trials {args.trials} --seed {args.seed}"
+        f"command: bench/chaos.py{coordination}{server} --trials {args.trials} --seed {args.seed}"
         f"{budget}{jobs}{only}"
     )
     print(f"trials run: {totals.trials} in {elapsed_min:.1f} min")
@@ -236,7 +264,11 @@ def _run_trials_here(
             return
         try:
             result = _trial_in_worker(
-                args.seed + number, workdir / f"trial-{number}", args.keep_logs, args.fault
+                args.seed + number,
+                workdir / f"trial-{number}",
+                args.keep_logs,
+                args.fault,
+                args.server,
             )
         except KeyboardInterrupt:
             print("interrupted: the unfinished trial is not counted")

@@ -162,6 +162,23 @@ def check_mount_options(mount: MountEntry, profile: Profile) -> tuple[Finding, .
 
 
 def check_path(path: Path) -> tuple[Finding, ...]:
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        pass  # said below
+    except OSError as exc:
+        # A share that does not answer (a cut link, a dead server on a soft mount)
+        # is a finding, not a crash of the doctor (found on the real NFSv4 tier).
+        return (
+            Finding(
+                Severity.REFUSED,
+                str(path),
+                f"does not answer: {exc.strerror}",
+                codes.PATH_UNUSABLE,
+                "every node reads and locks the share all the time",
+                "check the file server and the network to it, then run the doctor again",
+            ),
+        )
     if not path.exists():
         return (
             Finding(

@@ -11,6 +11,8 @@ import pytest
 from primacy.share.zookeeper import ZooKeeperShare
 from tests.broker.nodes import Masters
 from tests.harness.emulated_hosts import EmulatedHosts, fuse_unavailable_reason
+from tests.harness.ganesha.host import RealNfsHosts
+from tests.harness.ganesha.server import GaneshaServer, real_nfs_unavailable_reason
 from tests.harness.group import Group
 from tests.harness.zookeeper import Ensemble, running_ensemble
 from tests.harness.zookeeper import unavailable_reason as zookeeper_unavailable_reason
@@ -93,6 +95,24 @@ def emulated_hosts(tmp_path: Path) -> Iterator[EmulatedHosts]:
         yield hosts
     finally:
         hosts.close()
+
+
+@pytest.fixture
+def real_nfs(tmp_path: Path) -> Iterator[RealNfsHosts]:
+    """``real_nfs(n)`` starts n hosts on a real NFSv4 server (tests/harness/ganesha): nfs-ganesha
+    in its own network namespace, lease 4 s, graceless; each host a libnfs client behind a
+    link it can cut. ``real_nfs.server`` restarts it. Everything is stopped by pid at the end.
+    Skips, saying why, only without root, /dev/fuse, network namespaces or the packages."""
+    reason = real_nfs_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    server = GaneshaServer.start(tmp_path / "nfsreal")
+    hosts = RealNfsHosts(tmp_path / "nfsreal", server)
+    try:
+        yield hosts
+    finally:
+        hosts.close()
+        server.close()
 
 
 @pytest.fixture

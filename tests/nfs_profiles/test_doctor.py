@@ -13,6 +13,7 @@ from pyfakefs.fake_filesystem import FakeFilesystem
 from primacy import nfs_profiles
 from primacy.locker.probe import check_share
 from primacy.nfs_profiles import codes
+from primacy.nfs_profiles import doctor as doctor_module
 from primacy.nfs_profiles.doctor import Diagnosis, Severity, check_for_run, diagnose, render_text
 from primacy.share.posix_lock import LockMethod
 from tests.harness.cli import primacy
@@ -182,6 +183,30 @@ def test_the_last_of_stacked_mounts_wins(fs: FakeFilesystem) -> None:
     diagnosis = doctor_on(fs, samples.NFS3 + samples.NFS4_RECOMMENDED)
     assert diagnosis.mount is not None and diagnosis.mount.fs_type == "nfs4"
     assert diagnosis.severity is Severity.OK
+
+
+def test_a_share_that_does_not_answer_is_refused_and_not_touched(
+    fs: FakeFilesystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cut link on a soft mount: stat fails with EIO (seen on the real NFSv4 tier,
+    # tests/fault/test_real_nfs.py, where the doctor used to die with a traceback).
+    fs.add_real_directory(PROFILE_DIR)
+    fs.create_file("/proc/self/mountinfo", contents=samples.BASE + samples.NFS4_RECOMMENDED)
+    create_share(fs, SHARE, perm_bits=0o770)
+    real_stat = doctor_module.os.stat
+
+    def failing_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path) == SHARE:
+            raise OSError(5, "Input/output error")
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(doctor_module.os, "stat", failing_stat)
+    probed: list[Path] = []
+    diagnosis = diagnose(
+        Path(SHARE), lock_probe=lambda share, method: probed.append(share), fsync_round_trip=True
+    )
+    assert problems(diagnosis) == {(codes.PATH_UNUSABLE, SHARE)}
+    assert probed == []
 
 
 def test_missing_path_is_refused_and_not_touched(fs: FakeFilesystem) -> None:

@@ -16,6 +16,7 @@ From a shell: ``echo heal | socat - ABSTRACT-CONNECT:nfsemu-1f2e3d4c5b6a``, or
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -37,7 +38,9 @@ _MAX_LINE_BYTES = 4096
 
 
 def _address(name: str) -> str:
-    return "\0" + name
+    # A path is a socket file: abstract names belong to a network namespace,
+    # and the real-NFS tier's daemons run in their hosts' own namespaces.
+    return name if name.startswith("/") else "\0" + name
 
 
 def send(name: str, command: str, timeout_s: float = 5.0) -> dict[str, Any]:
@@ -61,6 +64,8 @@ class ControlServer:
     def __init__(self, name: str, handle: Callable[[str], dict[str, Any]]) -> None:
         self._handle = handle
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if name.startswith("/") and os.path.exists(name):
+            os.unlink(name)  # left by this host's previous daemon (killed: a host crash)
         self._sock.bind(_address(name))
         self._sock.listen(16)
         # A daemon thread: the process ends when FUSE's loop returns, and
