@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 from tests.harness.ganesha.server import GaneshaServer, Link
 from tests.harness.group import Group, NodeProcess
 from tests.harness.nfsemu import control
-from tests.harness.nfsemu.host import is_mounted
+from tests.harness.nfsemu.host import is_mounted, wait_until_mounted
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 _MOUNT_WAIT_S = 20.0
@@ -89,18 +88,10 @@ class RealNfsHost:
         return host
 
     def _wait_until_mounted(self) -> None:
-        deadline = time.monotonic() + _MOUNT_WAIT_S
-        while not (is_mounted(self.mountpoint) and self._answers()):
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"the nfsreal daemon for {self.mountpoint} exited with "
-                    f"{self.process.returncode}:\n{self.log()[-3000:]}"
-                )
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.mountpoint} not mounted after {_MOUNT_WAIT_S} s")
-            time.sleep(0.05)
+        wait_until_mounted(self, "nfsreal", _MOUNT_WAIT_S)
 
-    def _answers(self) -> bool:
+    def answers(self) -> bool:
+        """Whether the daemon answers on its control socket."""
         try:
             self.status()
         except OSError:

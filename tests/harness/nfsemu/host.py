@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from tests.harness.nfsemu import control
 
@@ -40,6 +40,32 @@ def is_mounted(mountpoint: Path) -> bool:
 
 
 @dataclass
+class MountedHost(Protocol):
+    """A host's FUSE daemon, as ``wait_until_mounted`` sees it (the emulator's or the real
+    NFS tier's)."""
+
+    mountpoint: Path
+    process: subprocess.Popen[bytes]
+
+    def answers(self) -> bool: ...
+
+    def log(self) -> str: ...
+
+
+def wait_until_mounted(host: MountedHost, daemon: str, timeout_s: float = _MOUNT_WAIT_S) -> None:
+    """Until the host's share is mounted and its daemon answers; its log if it exits first."""
+    deadline = time.monotonic() + timeout_s
+    while not (is_mounted(host.mountpoint) and host.answers()):
+        if host.process.poll() is not None:
+            raise RuntimeError(
+                f"the {daemon} daemon for {host.mountpoint} exited with "
+                f"{host.process.returncode}:\n{host.log()[-3000:]}"
+            )
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{host.mountpoint} not mounted after {timeout_s} s")
+        time.sleep(0.02)
+
+
 class EmulatedHost:
     """One host's view of the share: a FUSE mount served by its own daemon process."""
 
@@ -108,18 +134,10 @@ class EmulatedHost:
         return host
 
     def _wait_until_mounted(self) -> None:
-        deadline = time.monotonic() + _MOUNT_WAIT_S
-        while not (is_mounted(self.mountpoint) and self._answers()):
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"the nfsemu daemon for {self.mountpoint} exited with "
-                    f"{self.process.returncode}:\n{self.log()}"
-                )
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.mountpoint} not mounted after {_MOUNT_WAIT_S} s")
-            time.sleep(0.02)
+        wait_until_mounted(self, "nfsemu")
 
-    def _answers(self) -> bool:
+    def answers(self) -> bool:
+        """Whether the daemon answers on its control socket."""
         try:
             self.status()
         except OSError:
