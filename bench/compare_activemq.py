@@ -495,9 +495,10 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f}; command: {' '.join(sys.argv)}"
     )
     load_at_start = os.getloadavg()
+    commit = _commit()  # what runs is what was checked out at the start
     results = run(args)
     if args.json is not None:
-        write_json(args.json, results, now, load_at_start)
+        write_json(args.json, results, now, commit, load_at_start)
         say(f"samples written to {args.json}")
     print()
     print(render_table(results))

@@ -167,10 +167,8 @@ def main() -> None:
                 f"{number(summary.maximum * 1000)} ms (n={summary.n})"
             )
         )
-        print(
-            f"| {row.group} | `{row.options}` | {shown} "
-            f"| {row.lost} of {number(row.acknowledged)} |"
-        )
+        options = row.options if row.options.startswith("(") else f"`{row.options}`"
+        print(f"| {row.group} | {options} | {shown} | {row.lost} of {number(row.acknowledged)} |")
     print(f"\nActiveMQ under primacy: two brokers at once in {two_at_once} samples (every 10 ms)")
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
