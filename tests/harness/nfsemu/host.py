@@ -39,7 +39,6 @@ def is_mounted(mountpoint: Path) -> bool:
     return False
 
 
-@dataclass
 class MountedHost(Protocol):
     """A host's FUSE daemon, as ``wait_until_mounted`` sees it (the emulator's or the real
     NFS tier's)."""
@@ -66,6 +65,7 @@ def wait_until_mounted(host: MountedHost, daemon: str, timeout_s: float = _MOUNT
         time.sleep(0.02)
 
 
+@dataclass
 class EmulatedHost:
     """One host's view of the share: a FUSE mount served by its own daemon process."""
 
