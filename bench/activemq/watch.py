@@ -104,7 +104,9 @@ class StoreWatch(BrokerWatch):
     def __init__(self, amq: ActiveMQUnderPrimacy) -> None:
         super().__init__(amq.bases, amq.stomp_ports)
         self._warm = amq.warm
-        self._store = str(amq.group.share / "activemq")
+        # Each node's own path to the store (emulated hosts mount one directory each).
+        self._stores = {node_id: str(share / "activemq") for node_id, share in amq.shares.items()}
+        self.seen_in_store: set[str] = set()  # every node whose JVM was ever seen inside
         self.store_overlaps: list[tuple[str, ...]] = []
         self.store_samples = 0
 
@@ -121,7 +123,7 @@ class StoreWatch(BrokerWatch):
             except OSError:  # it has just ended
                 continue
             links = [_link(f"/proc/{pid}/fd/{fd}") for fd in fds]
-            if any(link.startswith(self._store) for link in links):
+            if any(link.startswith(self._stores[node_id]) for link in links):
                 found.append(node_id)
         return found
 
@@ -132,6 +134,7 @@ class StoreWatch(BrokerWatch):
         if not self._warm and len(running) > 1:
             self.overlaps.append(tuple(sorted(running)))
         inside = self.in_store(running)
+        self.seen_in_store.update(inside)
         self.store_samples += 1
         if len(inside) > 1:
             self.store_overlaps.append(tuple(sorted(inside)))

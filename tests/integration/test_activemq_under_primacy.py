@@ -21,7 +21,7 @@ import stomp.exception
 
 from bench.activemq.config import missing_activemq
 from bench.activemq.under_primacy import HAPROXY, NODES, ActiveMQUnderPrimacy
-from bench.activemq.watch import BrokerWatch
+from bench.activemq.watch import BrokerWatch, StoreWatch
 from primacy.cli.localgroup import http_status
 from tests.broker.stomppy import StompPy
 from tests.harness.emulated_hosts import EmulatedHosts
@@ -144,9 +144,13 @@ def test_activemq_under_primacy_never_runs_twice_and_keeps_what_it_receipted(
 
 
 @pytest.mark.fuse
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_a_cut_share_kills_the_masters_activemq_before_the_other_serves(
-    emulated_hosts: EmulatedHosts, tmp_path: Path
+    emulated_hosts: EmulatedHosts, tmp_path: Path, warm: bool
 ) -> None:
+    """Cold, the other node starts its JVM once it serves; warm, its loaded standby passes
+    its gate (the recipe of "A warm standby behind a gate"), and a node whose share is cut
+    never opens one: no lease check passes there."""
     _skip_without_activemq_or_haproxy()
     # Each node on its own emulated NFS host: the server gives a cut host's locks (primacy's
     # and ActiveMQ's backstop locker's) to others once its lease has run out.
@@ -160,9 +164,10 @@ def test_a_cut_share_kills_the_masters_activemq_before_the_other_serves(
         "--lock-keep-alive-period-ms",
         "1000",
         shares={node_id: host.share for node_id, host in hosts.items()},
+        warm=warm,
     )
     try:
-        with BrokerWatch(amq.bases, amq.stomp_ports) as watch:
+        with StoreWatch(amq) as watch:
             amq.start()
             first = amq.wait_for_a_master()
             second = amq.group.nodes[next(n for n in NODES if n != first.node_id)]
@@ -188,4 +193,6 @@ def test_a_cut_share_kills_the_masters_activemq_before_the_other_serves(
             host.heal()  # nothing may stay blocked on the mount while the nodes are killed
         amq.close()
     _assert_one_broker_and_nothing_lost(watch, receipted, consumed, 40)
+    assert watch.store_overlaps == [], f"two JVMs in the store: {watch.store_overlaps[:5]}"
+    assert watch.seen_in_store == set(NODES)  # the watch saw each master's JVM inside
     assert "PRIMACY-1106" in first.log()  # its guardian killed it
