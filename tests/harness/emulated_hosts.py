@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
 from tests.harness.group import Group, NodeProcess
 from tests.harness.nfsemu import EmulatedHost
@@ -18,8 +19,22 @@ def fuse_unavailable_reason() -> str | None:
     return None
 
 
-class EmulatedHosts:
-    """Starts emulated hosts sharing ``backing``, and supervisor nodes on their mounts.
+class FuseHost(Protocol):
+    """A host whose share is a FUSE mount: the emulator's or the real NFS tier's."""
+
+    @property
+    def share(self) -> Path: ...
+
+    def fail_all(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+HostT = TypeVar("HostT", bound=FuseHost)
+
+
+class HostsWithNodes(Generic[HostT]):
+    """Hosts on one server, and supervisor nodes on their mounts.
 
     Owns everything it starts and tears it down in the only safe order: fail
     every pending operation on every mount (a process blocked in a hung FUSE
@@ -29,28 +44,11 @@ class EmulatedHosts:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.backing = root / "server"
-        self.backing.mkdir(parents=True, exist_ok=True)
-        self.hosts: list[EmulatedHost] = []
+        self.hosts: list[HostT] = []
         self._groups: list[Group] = []
 
-    def __call__(self, count: int, lease_s: float = 1.0) -> list[EmulatedHost]:
-        """Start ``count`` more hosts, each with its own mount of the shared backing directory."""
-        started = []
-        for _ in range(count):
-            name = chr(ord("a") + len(self.hosts))
-            host = EmulatedHost.start(
-                self.backing,
-                self.root / "hosts" / name,
-                lease_s,
-                log_path=self.root / f"nfsemu-{name}.log",
-            )
-            self.hosts.append(host)
-            started.append(host)
-        return started
-
     def start_node(
-        self, host: EmulatedHost, node_id: str, *extra: str, env: dict[str, str] | None = None
+        self, host: HostT, node_id: str, *extra: str, env: dict[str, str] | None = None
     ) -> NodeProcess:
         """Start a supervisor on ``host``: its share is the host's mount point."""
         logs = self.root / "logs"
@@ -66,3 +64,27 @@ class EmulatedHosts:
             group.close()
         for host in self.hosts:
             host.stop()
+
+
+class EmulatedHosts(HostsWithNodes[EmulatedHost]):
+    """Emulated hosts sharing ``backing``, and supervisor nodes on their mounts."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.backing = root / "server"
+        self.backing.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, count: int, lease_s: float = 1.0) -> list[EmulatedHost]:
+        """Start ``count`` more hosts, each with its own mount of the shared backing directory."""
+        started = []
+        for _ in range(count):
+            name = chr(ord("a") + len(self.hosts))
+            host = EmulatedHost.start(
+                self.backing,
+                self.root / "hosts" / name,
+                lease_s,
+                log_path=self.root / f"nfsemu-{name}.log",
+            )
+            self.hosts.append(host)
+            started.append(host)
+        return started

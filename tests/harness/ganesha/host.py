@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.harness.emulated_hosts import HostsWithNodes
 from tests.harness.ganesha.server import GaneshaServer, Link
-from tests.harness.group import Group, NodeProcess
 from tests.harness.nfsemu import control
 from tests.harness.nfsemu.host import is_mounted, wait_until_mounted
 
@@ -187,15 +187,13 @@ def _spawn(command: list[str], log_path: Path) -> subprocess.Popen[bytes]:
         )
 
 
-class RealNfsHosts:
+class RealNfsHosts(HostsWithNodes[RealNfsHost]):
     """Hosts on one ganesha server, and supervisor nodes on their mounts (cf. ``EmulatedHosts``)."""
 
     def __init__(self, root: Path, server: GaneshaServer, timeout_ms: int = 2000) -> None:
-        self.root = root
+        super().__init__(root)
         self.server = server
         self.timeout_ms = timeout_ms
-        self.hosts: list[RealNfsHost] = []
-        self._groups: list[Group] = []
 
     @property
     def backing(self) -> Path:
@@ -216,20 +214,3 @@ class RealNfsHosts:
             self.hosts.append(host)
             started.append(host)
         return started
-
-    def start_node(
-        self, host: RealNfsHost, node_id: str, *extra: str, env: dict[str, str] | None = None
-    ) -> NodeProcess:
-        logs = self.root / "logs"
-        logs.mkdir(exist_ok=True)
-        group = Group(share=host.share, log_dir=logs)
-        self._groups.append(group)
-        return group.start(node_id, *extra, env=env)
-
-    def close(self) -> None:
-        for host in self.hosts:
-            host.fail_all()
-        for group in self._groups:
-            group.close()
-        for host in self.hosts:
-            host.stop()
