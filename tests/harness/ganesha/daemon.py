@@ -19,10 +19,9 @@ import logging
 import sys
 from typing import Any
 
-from mfusepy import FUSE
-
 from tests.harness.ganesha.client import NfsHostClient, ServerLink
 from tests.harness.nfsemu.control import ControlServer
+from tests.harness.nfsemu.daemon import mount_uncached
 
 log = logging.getLogger("nfsreal")
 
@@ -63,21 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ControlServer(args.control, command).start()
     log.info("serving %s:%s on %s", args.server, args.export, args.mountpoint)
     try:
-        FUSE(
-            operations,
-            args.mountpoint,
-            raw_fi=True,
-            foreground=True,
-            debug=args.debug,
-            fsname=f"{args.server}:{args.export}",
-            subtype="nfsreal",
-            allow_other=True,
-            # lookupcache=none and noac: every lookup and stat reaches the server.
-            attr_timeout=0,
-            entry_timeout=0,
-            negative_timeout=0,
-            use_ino=True,
-            direct_io=True,
+        mount_uncached(
+            operations, args.mountpoint, f"{args.server}:{args.export}", "nfsreal", args.debug
         )
     finally:
         operations.close()

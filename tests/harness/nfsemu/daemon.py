@@ -29,6 +29,29 @@ from tests.harness.nfsemu.passthrough import PassthroughClient
 log = logging.getLogger("nfsemu")
 
 
+def mount_uncached(
+    operations: Any, mountpoint: str, fsname: str, subtype: str, debug: bool
+) -> None:
+    """Serve ``operations`` on ``mountpoint`` in the foreground until unmounted, mounted as
+    primacy's NFS profile mounts a share: every lookup and stat reaches the daemon, like
+    lookupcache=none and noac on NFS (without it a replaced file stays hidden)."""
+    FUSE(
+        operations,
+        mountpoint,
+        raw_fi=True,
+        foreground=True,
+        debug=debug,
+        fsname=fsname,
+        subtype=subtype,
+        allow_other=True,
+        attr_timeout=0,
+        entry_timeout=0,
+        negative_timeout=0,
+        use_ino=True,
+        direct_io=True,
+    )
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="nfsemu", description=__doc__.splitlines()[0])
     parser.add_argument("--backing", required=True, help="the shared directory (the server)")
@@ -88,22 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ControlServer(args.control, daemon.command).start()
     log.info("serving %s on %s (lease %.3f s)", args.backing, args.mountpoint, args.lease_s)
     try:
-        FUSE(
-            daemon.operations,
-            args.mountpoint,
-            raw_fi=True,
-            foreground=True,
-            debug=args.debug,
-            fsname=f"nfsemu:{args.backing}",
-            subtype="nfsemu",
-            allow_other=True,
-            # Every lookup and stat reaches the daemon, like lookupcache=none
-            # and noac on NFS; without it a replaced file stays hidden.
-            attr_timeout=0,
-            entry_timeout=0,
-            negative_timeout=0,
-            use_ino=True,
-            direct_io=True,
+        mount_uncached(
+            daemon.operations, args.mountpoint, f"nfsemu:{args.backing}", "nfsemu", args.debug
         )
     finally:
         daemon.network.stop()
