@@ -44,14 +44,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import logging
 import os
 import platform
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -92,6 +90,7 @@ from bench.activemq.figures import (
     render_table,
     render_targets,
 )
+from bench.activemq.run_file import checked_out_commit, write_run
 from bench.activemq.under_primacy import HAPROXY, ActiveMQUnderPrimacy
 from bench.activemq.watch import StoreWatch
 from bench.activemq.workload import (
@@ -382,42 +381,6 @@ def run(args: argparse.Namespace) -> Results:
     return results
 
 
-def _commit() -> str:
-    """The commit the run measured, marked ``-dirty`` when the tree had changes."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"{head}-dirty" if dirty else head
-
-
-def write_json(
-    path: Path, results: Results, started: str, load_at_start: tuple[float, ...]
-) -> None:
-    document = {
-        "started": started,
-        "command": " ".join(sys.argv),
-        "commit": _commit(),
-        "python": platform.python_version(),
-        "cores": os.cpu_count(),
-        "load_average": {"start": load_at_start[0], "end": os.getloadavg()[0]},
-        **results.to_json(),
-    }
-    path.write_text(json.dumps(document, indent=1) + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -495,10 +458,10 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f}; command: {' '.join(sys.argv)}"
     )
     load_at_start = os.getloadavg()
-    commit = _commit()  # what runs is what was checked out at the start
+    commit = checked_out_commit()  # what runs is what was checked out at the start
     results = run(args)
     if args.json is not None:
-        write_json(args.json, results, now, commit, load_at_start)
+        write_run(args.json, results, now, commit, load_at_start)
         say(f"samples written to {args.json}")
     print()
     print(render_table(results))

@@ -23,13 +23,11 @@ new run's pictures differ from the last only where the figures do.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -64,6 +62,7 @@ from bench.activemq.figures import (
     render_table,
     render_targets,
 )
+from bench.activemq.run_file import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 FAILOVER_SVG = "failover.svg"
@@ -127,35 +126,6 @@ THROUGHPUT_PANELS = (
     ("STOMP over TLS", (TPUT_1_TLS, TPUT_8_TLS)),
 )
 PRODUCERS = ("1 producer", "8 producers")
-
-
-@dataclass(frozen=True)
-class Run:
-    """What compare_activemq.py --json wrote: the samples and how they were made."""
-
-    results: Results
-    started: str
-    command: str
-    commit: str
-    python: str
-    cores: int
-    load_start: float
-    load_end: float
-
-    @classmethod
-    def read(cls, path: Path) -> Run:
-        document: dict[str, Any] = json.loads(path.read_text())
-        load = document["load_average"]
-        return cls(
-            Results.from_json(document),
-            str(document["started"]),
-            str(document["command"]),
-            str(document["commit"]),
-            str(document["python"]),
-            int(document["cores"]),
-            float(load["start"]),
-            float(load["end"]),
-        )
 
 
 def _style() -> None:

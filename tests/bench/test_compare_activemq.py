@@ -40,6 +40,7 @@ from bench.activemq.figures import (
     render_table,
     stock_failover_ratio,
 )
+from bench.activemq.run_file import Run, write_run
 
 pytestmark = pytest.mark.slow
 
@@ -168,3 +169,16 @@ def test_a_run_written_as_json_reads_back_to_the_same_table() -> None:
     again = Results.from_json(json.loads(json.dumps(figures.to_json())))
     assert again == figures
     assert render_table(again) == render_table(figures)
+
+
+def test_a_run_file_written_by_the_benchmark_reads_back_for_the_pictures(tmp_path: Path) -> None:
+    figures = results(0.35, 50 * 2**20)
+    path = tmp_path / "run.json"
+    write_run(path, figures, "2026-11-26 12:00 UTC", "abc1234", (1.5, 1.0, 0.5))
+    run = Run.read(path)
+    assert (run.results, run.started, run.commit, run.load_start) == (
+        figures,
+        "2026-11-26 12:00 UTC",
+        "abc1234",
+        1.5,
+    )
