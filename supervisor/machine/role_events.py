@@ -40,6 +40,15 @@ class Priority(enum.IntEnum):
     HIGH = 2
     HIGHEST = 3
 
+    @classmethod
+    def of_entry(cls, text: str) -> Priority:
+        """A registry entry's priority: entries are untrusted, and one this node cannot read
+        never makes its node a candidate."""
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            return cls.NEVER
+
 
 # A new master outlasts an old claim by its keepalive plus this much for clock-rate drift.
 TAKEOVER_DRIFT_MARGIN = 0.10

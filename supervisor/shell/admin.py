@@ -19,7 +19,7 @@ from primacy.api.snapshot import StatusSnapshot
 from primacy.broker.admission import Budget, Networks
 from primacy.broker.tls import ServerTls
 from primacy.share.port import SharePort
-from primacy.share.records import SWITCHOVER_TIMEOUT_S, PauseMarker, Switchover
+from primacy.share.records import SWITCHOVER_TIMEOUT_S, NodeEntry, PauseMarker, Switchover
 from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.machine import roles
@@ -56,7 +56,10 @@ class NodeAdmin:
             )
         if current.paused:
             raise AdminRefused("the group is paused; resume it before a switchover")
-        target = self._choose_target(current, to)
+        # The group as the share lists it now, not as the last registry refresh read it: right
+        # after a takeover the snapshot may not list a slave that registered a moment ago.
+        entries: list[NodeEntry] = self._run_on_share(self._port.node_entries)
+        target = self._choose_target(entries, to)
         assert current.epoch is not None
         request = Switchover(
             self._node_id, target, current.epoch, time.time() + SWITCHOVER_TIMEOUT_S
@@ -92,11 +95,15 @@ class NodeAdmin:
         )
         self._post(roles.PriorityChanged(Priority[priority.upper()]))
 
-    def _choose_target(self, current: StatusSnapshot, wanted: str | None) -> str:
+    def _choose_target(self, entries: list[NodeEntry], wanted: str | None) -> str:
+        now = time.time()
         candidates = [
             m
-            for m in current.cluster
-            if m.node_id != self._node_id and m.live and m.role == "slave" and m.priority != "never"
+            for m in entries
+            if m.node_id != self._node_id
+            and m.is_live(now)
+            and m.role == "slave"
+            and Priority.of_entry(m.priority) != Priority.NEVER
         ]
         if wanted is not None:
             if wanted == self._node_id:
@@ -109,7 +116,7 @@ class NodeAdmin:
             return wanted
         if not candidates:
             raise AdminRefused("no live slave can take over (all gone, or priority never)")
-        best = max(candidates, key=lambda m: (Priority[m.priority.upper()], _reverse(m.node_id)))
+        best = max(candidates, key=lambda m: (Priority.of_entry(m.priority), _reverse(m.node_id)))
         return best.node_id
 
 

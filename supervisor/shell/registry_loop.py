@@ -113,16 +113,9 @@ class RegistryLoop:
             RegistryRead(
                 cluster=tuple(ClusterMember(**asdict(e), live=e.is_live(now)) for e in entries),
                 best_other_priority=max(
-                    (_priority_of(other) for other in others), default=Priority.NEVER
+                    (Priority.of_entry(other.priority) for other in others), default=Priority.NEVER
                 ),
                 paused=paused,
                 broker_stats=self._broker_stats(),
             )
         )
-
-
-def _priority_of(entry: NodeEntry) -> Priority:
-    try:
-        return Priority[entry.priority.upper()]
-    except KeyError:
-        return Priority.NEVER

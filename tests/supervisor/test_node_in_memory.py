@@ -7,6 +7,7 @@ scenarios with real processes, signals and filesystems are in tests/integration.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,3 +121,54 @@ def test_an_admin_pause_holds_the_group_and_every_node_reports_it(
             15,
             f"{node.node_id} to report the pause",
         )
+
+
+def test_a_switchover_sees_a_slave_that_registered_after_the_masters_last_registry_read(
+    memory_group: MemoryGroup,
+) -> None:
+    # The master's /cluster is as old as its last registry refresh (a minute here): a slave
+    # that registered since is still a candidate, because the switchover reads the share.
+    a = memory_group.start("a", admin_token="secret-token", registry_refresh_ms=60_000)
+    assert memory_group.wait_for_master() is a
+    b = memory_group.start("b")
+    wait_until(
+        lambda: (
+            b.role() == "slave"
+            and "b" in memory_group.share.nodes
+            and memory_group.share.nodes["b"].role == "slave"
+        ),
+        15,
+        "b to register as a slave",
+    )
+    assert [m.node_id for m in a.node.snapshot().cluster] == ["a"]
+    answer = httpx.post(
+        f"http://127.0.0.1:{a.port}/switchover",
+        headers={"Authorization": "Bearer secret-token"},
+        timeout=5,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["to"] == "b"
+    wait_until(b.is_master, 15, "b to take over")
+
+
+def test_a_switchover_passes_over_a_registry_entry_with_a_priority_nobody_knows(
+    memory_group: MemoryGroup,
+) -> None:
+    a = memory_group.start("a", admin_token="secret-token")
+    assert memory_group.wait_for_master() is a
+    memory_group.start("b")
+    wait_until(
+        lambda: "b" in memory_group.share.nodes and memory_group.share.nodes["b"].role == "slave",
+        15,
+        "b to register as a slave",
+    )
+    # Someone who can write the share plants an entry; the registry is untrusted input.
+    planted = dataclasses.replace(memory_group.share.nodes["b"], node_id="z", priority="ultra")
+    memory_group.share.nodes["z"] = planted
+    answer = httpx.post(
+        f"http://127.0.0.1:{a.port}/switchover",
+        headers={"Authorization": "Bearer secret-token"},
+        timeout=5,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["to"] == "b"
