@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.harness.checker import assert_ok, check
@@ -41,6 +42,7 @@ NFS4_PROFILE = (
     "1000",
 )
 _ACKS_PER_PHASE = 10
+SLOW_REPLY_MS = 50
 _PHASE_TIMEOUT_S = 40.0
 
 
@@ -135,14 +137,22 @@ def test_master_host_crash_fails_over_once_the_server_expires_its_lease(
 def test_slow_server_stretches_the_lease_check_but_breaks_nothing(
     real_nfs: RealNfsHosts,
 ) -> None:
-    # Every call of the master's host answered 150 ms late: a lease check (stat, LOCK,
-    # a lookup) takes about half a second of the 2 s keepalive, commits slow down.
+    # Every call of the master's host answered 50 ms late. A lease check makes seven calls
+    # (0.35 s, from about 3 ms); with two producers' commits on the same mount it took
+    # 0.4-0.8 s at 60 ms, 40 % of the 2 s keepalive. (At 150 ms it took 1.9-2.1 s: past
+    # the keepalive, where a master must demote, and did.)
     group = EmulatedGroup(real_nfs, 2, extra=NFS4_PROFILE)
     master = group.nodes["n1"]
     with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
         acknowledged_more(traffic, "before the slowdown")
-        group.host_of(master).slow_replies(150)
+        group.host_of(master).slow_replies(SLOW_REPLY_MS)
+        wait_until(
+            lambda: _lease_check_s(master.port) >= 7 * SLOW_REPLY_MS / 1000,
+            30,
+            "a lease check stretched by the slow server",
+        )
         acknowledged_more(traffic, "from the slow server")
+        assert master.is_master()
         group.host_of(master).clear_faults()
         group.wait_until_serving_again(timeout_s=60)
         acknowledged_more(traffic, "after the slowdown")
@@ -168,6 +178,11 @@ def test_doctor_on_the_tiers_mount_times_real_round_trips_and_refuses_a_cut_shar
     finally:
         host.heal()
     assert cut["exit_code"] == 2, cut
+
+
+def _lease_check_s(http_port: int) -> float:
+    status = httpx.get(f"http://127.0.0.1:{http_port}/status", timeout=5).json()
+    return float(status["last_keepalive_duration_s"] or 0.0)
 
 
 def _doctor(share: Path) -> dict[str, Any]:
