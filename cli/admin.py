@@ -175,11 +175,11 @@ def cmd_switchover(args: argparse.Namespace) -> int:
     try:
         token = _token(args.token_file)
         master_url = _named_master(args.url)
-        members: list[dict[str, Any]] = _request(master_url, "GET", "/cluster")["members"]
         body = {"to": args.to} if args.to else {}
         started = time.monotonic()
+        # The answer names the target's address as the share listed it when the master chose
+        # (its /cluster may be older: a slave that registered a moment ago is not in it yet).
         answer = _request(master_url, "POST", "/switchover", token, body)
-        target = next(m for m in members if m["node_id"] == answer["to"])
         print(
             f"switchover from {printable(answer['from'])} to {printable(answer['to'])} "
             f"(epoch {printable(answer['epoch'])}) ..."
@@ -187,7 +187,7 @@ def cmd_switchover(args: argparse.Namespace) -> int:
         deadline = started + args.wait_s
         while time.monotonic() < deadline:
             # An unauthenticated GET: the registry's address is good enough to watch.
-            if _is_master(f"http://{target['http']}"):
+            if _is_master(f"http://{answer['to_http']}"):
                 print(
                     f"{printable(answer['to'])} is serving as master after "
                     f"{time.monotonic() - started:.2f} s"

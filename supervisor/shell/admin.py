@@ -60,6 +60,7 @@ class NodeAdmin:
         # after a takeover the snapshot may not list a slave that registered a moment ago.
         entries: list[NodeEntry] = self._run_on_share(self._port.node_entries)
         target = self._choose_target(entries, to)
+        target_http = next(e.http for e in entries if e.node_id == target)
         assert current.epoch is not None
         request = Switchover(
             self._node_id, target, current.epoch, time.time() + SWITCHOVER_TIMEOUT_S
@@ -73,7 +74,7 @@ class NodeAdmin:
             current.epoch,
         )
         self._post(roles.StepDownRequested(f"switchover to {target}"))
-        return {"from": self._node_id, "to": target, "epoch": current.epoch}
+        return {"from": self._node_id, "to": target, "to_http": target_http, "epoch": current.epoch}
 
     def pause(self) -> None:
         marker = PauseMarker(self._node_id, time.time())

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.harness.cli import primacy
 from tests.harness.group import MasterPoller, wait_until
 from tests.harness.memory_group import MemoryGroup
 
@@ -148,7 +149,28 @@ def test_a_switchover_sees_a_slave_that_registered_after_the_masters_last_regist
     )
     assert answer.status_code == 200, answer.text
     assert answer.json()["to"] == "b"
+    assert answer.json()["to_http"] == f"127.0.0.1:{b.port}"
     wait_until(b.is_master, 15, "b to take over")
+
+
+def test_the_switchover_command_watches_a_target_the_masters_cluster_view_lacks(
+    memory_group: MemoryGroup, tmp_path: Path
+) -> None:
+    a = memory_group.start("a", admin_token="secret-token", registry_refresh_ms=60_000)
+    assert memory_group.wait_for_master() is a
+    b = memory_group.start("b")
+    wait_until(
+        lambda: "b" in memory_group.share.nodes and memory_group.share.nodes["b"].role == "slave",
+        15,
+        "b to register as a slave",
+    )
+    token = tmp_path / "admin.token"
+    token.write_text("secret-token")
+    token.chmod(0o600)
+    done = primacy("switchover", "--url", f"http://127.0.0.1:{a.port}", "--token-file", str(token))
+    assert done.returncode == 0, done.stderr
+    assert "b is serving as master after" in done.stdout
+    assert b.is_master()
 
 
 def test_a_switchover_passes_over_a_registry_entry_with_a_priority_nobody_knows(
