@@ -17,11 +17,11 @@ checked against. Under the group's path (``zookeeper_path``):
 - ``epochs/N``: the record of epoch N (``EpochRecord``), rewritten in place.
 - ``nodes/<node-id>``, ``paused``, ``switchover``: the registry and markers.
 
-``epoch_exists`` is the lease check's question ("was N+1 claimed?"). It is
-answered by a quorum operation, a transaction of one version check on the
-counter, which ZooKeeper orders with every claim: a plain read may be served
-by a server that is behind the leader, and ``sync`` is not a quorum operation
-(a deposed leader may still answer one), so neither would be proof
+``epoch_exists`` is the lease check's question ("was N+1 claimed?"). Every
+answer rests on a quorum operation, a transaction of one version check on the
+counter that succeeded, which ZooKeeper orders with every claim: a plain read
+may be served by a server that is behind the leader, and ``sync`` is not a
+quorum operation (a deposed leader may still answer one), so neither is proof
 (docs/safety.md, "Coordination on ZooKeeper").
 
 Every request waits ``request_timeout_s`` at most; a request that fails or
@@ -303,21 +303,29 @@ class ZooKeeperShare:
             # Another node claimed it first: the next number.
 
     def epoch_exists(self, epoch: int) -> bool:
-        if epoch < 1:
-            return False
+        if epoch < 1 or epoch - 1 > MAX_ZOOKEEPER_EPOCH:
+            return False  # the counter's version is a 32-bit integer: no claim goes past it
         self._ensure_tree()
-        if epoch - 1 <= MAX_ZOOKEEPER_EPOCH:
-            # The lease check: a quorum operation, ordered with every claim.
+        deadline = time.monotonic() + self.request_timeout_s
+        guess = epoch - 1  # the lease check's case: its own epoch is the latest claim
+        while True:
+            # A quorum operation, ordered with every claim: its success proves the counter
+            # was at ``guess`` then. A failure proves only "not ``guess``", and the plain read
+            # that gives the next guess may be served by a server that is behind, so no
+            # answer rests on a read: each is confirmed by a check that succeeded.
             transaction = self.client.transaction()
-            transaction.check(self._znode("epoch"), epoch - 1)
+            transaction.check(self._znode("epoch"), guess)
             (result,) = self._wait(transaction.commit_async())
             if not isinstance(result, Exception):
-                return False  # epoch - 1 is the latest claim
+                return epoch <= guess
             if not isinstance(result, BadVersionError):
                 raise OSError(errno.EIO, f"checking epoch {epoch} failed: {result!r}")
-        # Not the latest: the counter only grows, so read it after the check committed.
-        _, stat = self._counter()
-        return bool(epoch <= stat.version)
+            if time.monotonic() >= deadline:
+                raise OSError(
+                    errno.ETIMEDOUT, f"the epoch counter kept changing while checking {epoch}"
+                )
+            _, stat = self._counter()
+            guess = int(stat.version)
 
     def _counter(self) -> tuple[bytes, Any]:
         counter = self._znode("epoch")

@@ -65,3 +65,28 @@ def test_a_counter_changed_by_anything_but_a_claim_stops_claims(handles: Handles
     port.client.set(f"{port.path}/epoch", b"7")  # an operator's edit: version and data part
     with pytest.raises(OSError, match="changed by something other than a claim"):
         port.claim_epoch(EpochRecord.claim("a", None, 250, False))
+
+
+def test_a_later_epoch_is_never_denied_on_a_read_that_lags(handles: Handles) -> None:
+    # A follower may answer a plain read from a copy behind the leader. Such a read cannot be
+    # made on demand in a healthy ensemble, so the port's own reads of the counter are made
+    # to lag here (they answer the counter as it was before the rival's claim): the lease
+    # check must still learn of the later epoch, or fail, never pass.
+    mine, rival = handles(), handles()
+    assert isinstance(mine, ZooKeeperShare)
+    epoch = mine.claim_epoch(EpochRecord.claim("old", None, 250, False))
+    stale = mine.client.get(f"{mine.path}/epoch")
+    assert rival.claim_epoch(EpochRecord.claim("new", None, 250, False)) == epoch + 1
+    lagging_reads = [stale, stale, stale]
+    real_get = mine.client.get_async
+
+    def get_async(path: str, *args: object) -> object:
+        if path.endswith("/epoch") and lagging_reads:
+            answer = mine.client.handler.async_result()
+            answer.set(lagging_reads.pop())
+            return answer
+        return real_get(path, *args)
+
+    mine.client.get_async = get_async
+    assert mine.epoch_exists(epoch + 1)
+    assert not lagging_reads  # it did read the lagging copy, and did not trust it
