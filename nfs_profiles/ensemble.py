@@ -23,7 +23,7 @@ def granted_session_timeout_s(
     from kazoo.client import KazooClient  # type: ignore[import-untyped]
     from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
 
-    from primacy.share.zookeeper import watch_granted_timeout
+    from primacy.share.zookeeper_watch import watch_granted_timeout
 
     client = KazooClient(hosts=server, timeout=asked_s, connection_retry=None)
     granted = watch_granted_timeout(client)

@@ -60,10 +60,12 @@ class HostsWithNodes(Generic[HostT]):
     def close(self) -> None:
         for host in self.hosts:
             host.fail_all()
-        for group in self._groups:
-            group.close()
-        for host in self.hosts:
-            host.stop()
+        try:
+            for group in self._groups:
+                group.close()
+        finally:  # a node that would not die must not also leave every mount behind
+            for host in self.hosts:
+                host.stop()
 
 
 class EmulatedHosts(HostsWithNodes[EmulatedHost]):

@@ -24,7 +24,7 @@ from typing import Any
 from tests.harness.emulated_hosts import HostsWithNodes
 from tests.harness.ganesha.server import GaneshaServer, Link
 from tests.harness.nfsemu import control
-from tests.harness.nfsemu.host import is_mounted, wait_until_mounted
+from tests.harness.nfsemu.host import unmount_lazily, wait_until_mounted
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 _MOUNT_WAIT_S = 20.0
@@ -152,13 +152,7 @@ class RealNfsHost:
     def stop(self) -> None:
         """Unmount and kill the daemon by pid. Idempotent."""
         self.fail_all()
-        if is_mounted(self.mountpoint):
-            subprocess.run(
-                ["fusermount3", "-u", "-z", str(self.mountpoint)],
-                capture_output=True,
-                timeout=10,
-                check=False,
-            )
+        unmount_lazily(self.mountpoint)
         if self.process.poll() is None:
             try:
                 self.process.wait(timeout=_EXIT_WAIT_S)

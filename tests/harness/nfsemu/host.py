@@ -39,6 +39,18 @@ def is_mounted(mountpoint: Path) -> bool:
     return False
 
 
+def unmount_lazily(mountpoint: Path) -> None:
+    if is_mounted(mountpoint):
+        # Lazy: processes may still have files open on the mount (a hung supervisor);
+        # they get errors once the daemon is gone.
+        subprocess.run(
+            ["fusermount3", "-u", "-z", str(mountpoint)],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+
+
 class MountedHost(Protocol):
     """A host's FUSE daemon, as ``wait_until_mounted`` sees it (the emulator's or the real
     NFS tier's)."""
@@ -125,7 +137,13 @@ class EmulatedHost:
                 cwd=_REPO_ROOT,
                 env=env,
             )
-        host = cls(backing, mountpoint, lease_s, name, process, log_path)
+        try:
+            host = cls(backing, mountpoint, lease_s, name, process, log_path)
+        except BaseException:  # nothing to call stop() on: undo what it would by hand
+            process.kill()
+            process.wait()
+            unmount_lazily(mountpoint)
+            raise
         try:
             host._wait_until_mounted()
         except BaseException:
@@ -196,15 +214,7 @@ class EmulatedHost:
     def stop(self) -> None:
         """Fail all pending operations, unmount, and kill the daemon by pid. Idempotent."""
         self.fail_all()
-        if is_mounted(self.mountpoint):
-            # Lazy: processes may still have files open on the mount (a hung
-            # supervisor); they get errors once the daemon is gone.
-            subprocess.run(
-                ["fusermount3", "-u", "-z", str(self.mountpoint)],
-                capture_output=True,
-                timeout=10,
-                check=False,
-            )
+        unmount_lazily(self.mountpoint)
         try:
             self.process.wait(timeout=_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
