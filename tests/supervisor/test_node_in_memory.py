@@ -11,13 +11,14 @@ import dataclasses
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.harness.cli import primacy
 from tests.harness.group import MasterPoller, wait_until
-from tests.harness.memory_group import MemoryGroup
+from tests.harness.memory_group import InProcessNode, MemoryGroup
 
 
 @pytest.fixture
@@ -124,30 +125,42 @@ def test_an_admin_pause_holds_the_group_and_every_node_reports_it(
         )
 
 
-def test_a_switchover_sees_a_slave_that_registered_after_the_masters_last_registry_read(
-    memory_group: MemoryGroup,
-) -> None:
-    # The master's /cluster is as old as its last registry refresh (a minute here): a slave
-    # that registered since is still a candidate, because the switchover reads the share.
-    a = memory_group.start("a", admin_token="secret-token", registry_refresh_ms=60_000)
+def _master_and_registered_slave(
+    memory_group: MemoryGroup, **master_keys: Any
+) -> tuple[InProcessNode, InProcessNode]:
+    """Master ``a`` (admin token ``secret-token``), then slave ``b`` once the share lists it."""
+    a = memory_group.start("a", admin_token="secret-token", **master_keys)
     assert memory_group.wait_for_master() is a
     b = memory_group.start("b")
     wait_until(
         lambda: (
             b.role() == "slave"
-            and "b" in memory_group.share.nodes
-            and memory_group.share.nodes["b"].role == "slave"
+            and getattr(memory_group.share.nodes.get("b"), "role", None) == "slave"
         ),
         15,
         "b to register as a slave",
     )
-    assert [m.node_id for m in a.node.snapshot().cluster] == ["a"]
+    return a, b
+
+
+def _switchover(master: InProcessNode) -> httpx.Response:
     answer = httpx.post(
-        f"http://127.0.0.1:{a.port}/switchover",
+        f"http://127.0.0.1:{master.port}/switchover",
         headers={"Authorization": "Bearer secret-token"},
         timeout=5,
     )
     assert answer.status_code == 200, answer.text
+    return answer
+
+
+def test_a_switchover_sees_a_slave_that_registered_after_the_masters_last_registry_read(
+    memory_group: MemoryGroup,
+) -> None:
+    # The master's /cluster is as old as its last registry refresh (a minute here): a slave
+    # that registered since is still a candidate, because the switchover reads the share.
+    a, b = _master_and_registered_slave(memory_group, registry_refresh_ms=60_000)
+    assert [m.node_id for m in a.node.snapshot().cluster] == ["a"]
+    answer = _switchover(a)
     assert answer.json()["to"] == "b"
     assert answer.json()["to_http"] == f"127.0.0.1:{b.port}"
     wait_until(b.is_master, 15, "b to take over")
@@ -156,14 +169,7 @@ def test_a_switchover_sees_a_slave_that_registered_after_the_masters_last_regist
 def test_the_switchover_command_watches_a_target_the_masters_cluster_view_lacks(
     memory_group: MemoryGroup, tmp_path: Path
 ) -> None:
-    a = memory_group.start("a", admin_token="secret-token", registry_refresh_ms=60_000)
-    assert memory_group.wait_for_master() is a
-    b = memory_group.start("b")
-    wait_until(
-        lambda: "b" in memory_group.share.nodes and memory_group.share.nodes["b"].role == "slave",
-        15,
-        "b to register as a slave",
-    )
+    a, b = _master_and_registered_slave(memory_group, registry_refresh_ms=60_000)
     token = tmp_path / "admin.token"
     token.write_text("secret-token")
     token.chmod(0o600)
@@ -176,21 +182,9 @@ def test_the_switchover_command_watches_a_target_the_masters_cluster_view_lacks(
 def test_a_switchover_passes_over_a_registry_entry_with_a_priority_nobody_knows(
     memory_group: MemoryGroup,
 ) -> None:
-    a = memory_group.start("a", admin_token="secret-token")
-    assert memory_group.wait_for_master() is a
-    memory_group.start("b")
-    wait_until(
-        lambda: "b" in memory_group.share.nodes and memory_group.share.nodes["b"].role == "slave",
-        15,
-        "b to register as a slave",
-    )
+    a, _ = _master_and_registered_slave(memory_group)
     # Someone who can write the share plants an entry; the registry is untrusted input.
     planted = dataclasses.replace(memory_group.share.nodes["b"], node_id="z", priority="ultra")
     memory_group.share.nodes["z"] = planted
-    answer = httpx.post(
-        f"http://127.0.0.1:{a.port}/switchover",
-        headers={"Authorization": "Bearer secret-token"},
-        timeout=5,
-    )
-    assert answer.status_code == 200, answer.text
+    answer = _switchover(a)
     assert answer.json()["to"] == "b"
