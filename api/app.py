@@ -120,6 +120,13 @@ def _add_admin_routes(app: FastAPI, admin: AdminActions) -> None:
             result = action() or {}
         except AdminRefused as exc:
             return JSONResponse({"error": str(exc)}, status_code=409)
+        except OSError as exc:  # the share failed, or did not answer in time (TimeoutError)
+            # A write that timed out may still land when the share answers: say so.
+            error = (
+                f"the share did not answer ({exc or type(exc).__name__}); a late answer may "
+                "still apply the request: check GET /status before asking again"
+            )
+            return JSONResponse({"error": error}, status_code=503)
         return JSONResponse({"ok": True, **result})
 
     @app.post("/switchover", include_in_schema=False)

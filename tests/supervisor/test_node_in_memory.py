@@ -188,3 +188,18 @@ def test_a_switchover_passes_over_a_registry_entry_with_a_priority_nobody_knows(
     memory_group.share.nodes["z"] = planted
     answer = _switchover(a)
     assert answer.json()["to"] == "b"
+
+
+def test_an_admin_request_on_a_failing_share_is_refused_with_503(
+    memory_group: MemoryGroup,
+) -> None:
+    a, _ = _master_and_registered_slave(memory_group)
+    with memory_group.share.failing():
+        answer = httpx.post(
+            f"http://127.0.0.1:{a.port}/pause",
+            headers={"Authorization": "Bearer secret-token"},
+            timeout=5,
+        )
+    assert answer.status_code == 503, answer.text
+    assert "the share did not answer" in answer.json()["error"]
+    assert memory_group.share.paused is None
