@@ -208,7 +208,12 @@ def count_losses(results: Results, key: str, group: HaGroup, senders: list[Failo
     for sender in senders:
         sender.pause()
         receipted += sender.receipted_ids()
-    delivered = drain(group.master_address(), FAILOVER_QUEUE, idle_s=3.0)
+    delivered = drain(
+        group.master_address,
+        FAILOVER_QUEUE,
+        idle_s=3.0,
+        on_reconnect=lambda to: say(f"  {key}: the drain's connection dropped; again to {to}"),
+    )
     results.losses[key] = Loss.count(receipted, delivered)
     say(f"  {key}: lost / duplicated {results.losses[key].show()}")
 

@@ -14,6 +14,7 @@ import multiprocessing
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import stomp
@@ -129,19 +130,25 @@ def throughput(
 
 
 def drain(
-    address: Address,
+    address: Address | Callable[[], Address],
     queue: str,
     idle_s: float = 2.0,
     limit_s: float = 300.0,
     tls_ca: str | None = None,
+    on_reconnect: Callable[[Address], None] | None = None,
 ) -> Counter[str]:
     """Consume everything in ``queue``; returns deliveries per ``bench_id``.
 
-    Stops once nothing arrived for ``idle_s`` (or after ``limit_s``).
+    Stops once nothing arrived for ``idle_s`` on an open connection (or after ``limit_s``).
+    ``address`` may be a function giving the master's address now: a connection the broker
+    drops (a failover during the drain) is then opened again there, and the messages the
+    failover interrupted are drained, not counted lost.
     """
+    resolve = address if callable(address) else (lambda: address)
     delivered: Counter[str] = Counter()
     lock = threading.Lock()
     last = [time.monotonic()]
+    dropped = threading.Event()
 
     class Listener(stomp.ConnectionListener):  # type: ignore[misc]
         def on_message(self, frame: Any) -> None:
@@ -149,15 +156,35 @@ def drain(
                 delivered[frame.headers.get(ID_HEADER, "?")] += 1
                 last[0] = time.monotonic()
 
-    connection = connection_to(address, tls_ca)
-    connection.set_listener("drain", Listener())
-    connection.connect(wait=True)
-    connection.subscribe(queue, id="drain", ack="auto", headers={"activemq.prefetchSize": "1000"})
+        def on_disconnected(self) -> None:
+            dropped.set()
+
+    def subscribed(to: Address) -> Any:
+        connection = connection_to(to, tls_ca)
+        connection.set_listener("drain", Listener())
+        connection.connect(wait=True)
+        connection.subscribe(
+            queue, id="drain", ack="auto", headers={"activemq.prefetchSize": "1000"}
+        )
+        return connection
+
+    connection = subscribed(resolve())
     started = time.monotonic()
     try:
         while time.monotonic() - last[0] < idle_s and time.monotonic() - started < limit_s:
+            if dropped.is_set():
+                dropped.clear()
+                to = resolve()
+                if on_reconnect is not None:
+                    on_reconnect(to)
+                try:
+                    connection = subscribed(to)
+                except (OSError, stomp.exception.StompException):
+                    dropped.set()  # not serving yet: try again
+                last[0] = time.monotonic()
             time.sleep(0.1)
     finally:
+        dropped.set()  # our own disconnect
         connection.disconnect()
     return delivered
 
