@@ -184,7 +184,6 @@ def drain(
                 last[0] = time.monotonic()
             time.sleep(0.1)
     finally:
-        dropped.set()  # our own disconnect
         connection.disconnect()
     return delivered
 

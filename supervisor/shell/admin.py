@@ -59,8 +59,8 @@ class NodeAdmin:
         # The group as the share lists it now, not as the last registry refresh read it: right
         # after a takeover the snapshot may not list a slave that registered a moment ago.
         entries: list[NodeEntry] = self._run_on_share(self._port.node_entries)
-        target = self._choose_target(entries, to)
-        target_http = next(e.http for e in entries if e.node_id == target)
+        chosen = self._choose_target(entries, to)
+        target = chosen.node_id
         assert current.epoch is not None
         request = Switchover(
             self._node_id, target, current.epoch, time.time() + SWITCHOVER_TIMEOUT_S
@@ -74,7 +74,7 @@ class NodeAdmin:
             current.epoch,
         )
         self._post(roles.StepDownRequested(f"switchover to {target}"))
-        return {"from": self._node_id, "to": target, "to_http": target_http, "epoch": current.epoch}
+        return {"from": self._node_id, "to": target, "to_http": chosen.http, "epoch": current.epoch}
 
     def pause(self) -> None:
         marker = PauseMarker(self._node_id, time.time())
@@ -96,7 +96,7 @@ class NodeAdmin:
         )
         self._post(roles.PriorityChanged(Priority[priority.upper()]))
 
-    def _choose_target(self, entries: list[NodeEntry], wanted: str | None) -> str:
+    def _choose_target(self, entries: list[NodeEntry], wanted: str | None) -> NodeEntry:
         now = time.time()
         candidates = [
             m
@@ -109,16 +109,16 @@ class NodeAdmin:
         if wanted is not None:
             if wanted == self._node_id:
                 raise AdminRefused(f"node {wanted} is already the master")
-            if not any(m.node_id == wanted for m in candidates):
+            named = [m for m in candidates if m.node_id == wanted]
+            if not named:
                 raise AdminRefused(
                     f"node {wanted} is not a live slave that may become master; GET /cluster "
                     "lists the candidates"
                 )
-            return wanted
+            return named[0]
         if not candidates:
             raise AdminRefused("no live slave can take over (all gone, or priority never)")
-        best = max(candidates, key=lambda m: (Priority.of_entry(m.priority), _reverse(m.node_id)))
-        return best.node_id
+        return max(candidates, key=lambda m: (Priority.of_entry(m.priority), _reverse(m.node_id)))
 
 
 def _reverse(text: str) -> tuple[int, ...]:
