@@ -81,8 +81,13 @@ class NodeProcess:
         return self.status("/master") == 200
 
     def signal(self, sig: int) -> None:
+        """Send ``sig``; a SIGKILL returns once the process is gone. A killed process's
+        descriptors close before it can be reaped, so its guardian (and a test watching its
+        children) can see it dead while ``alive()`` still says otherwise."""
         if self.process.poll() is None:
             os.kill(self.pid, sig)
+            if sig == signal.SIGKILL:
+                self.process.wait(30)
 
     def alive(self) -> bool:
         return self.process.poll() is None
