@@ -12,16 +12,23 @@ one fault, repeated ``--runs`` times:
 - **cut**: the master's link is dropped (nft). Reported: when the old master stopped
   answering 200 (it demotes on its own), and when the other node served.
 
+Each lease and fault runs once per ``--stall-takeover-ms`` value: the profile's
+(6000: a slave replaces the lock file of a master whose registry entry stopped
+changing) and 0 (the lock only, as ActiveMQ's shared-file master/slave: the new
+master waits for the server to expire the dead client's lease), side by side.
+
 Times are from the fault, in seconds, min / median / max. Needs root, /dev/fuse,
 network namespaces and `.ci/setup dev`'s Debian packages.
 
     python bench/real_nfs_failover.py --leases 4 10 --runs 3
+    python bench/real_nfs_failover.py --leases 60 --faults crash --stall-takeover-ms 6000 0
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import platform
 import re
 import shutil
@@ -34,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from primacy.nfs_profiles.profiles import load_profile
 from tests.harness.chaos_real_nfs import NFS4_PROFILE
 from tests.harness.emulated_group import EmulatedGroup
 from tests.harness.ganesha.host import RealNfsHosts
@@ -51,14 +59,14 @@ def _first_claim_after(log: str, after_unix: float) -> float | None:
     return None
 
 
-def one_run(root: Path, lease_s: int, fault: str) -> dict[str, float]:
+def one_run(root: Path, lease_s: int, fault: str, stall_ms: int) -> dict[str, float]:
     server = GaneshaServer.start(root, lease_s=lease_s)
     hosts = RealNfsHosts(root, server)
     try:
-        group = EmulatedGroup(hosts, 2, extra=NFS4_PROFILE)
+        group = EmulatedGroup(hosts, 2, extra=(*NFS4_PROFILE, "--stall-takeover-ms", str(stall_ms)))
         old, new = group.nodes["n1"], group.nodes["n2"]
         host = group.host_of(old)
-        time.sleep(lease_s)  # a master in its steady state: renewals and checks under way
+        time.sleep(min(lease_s, 15))  # a master in its steady state: renewals and checks
         started, started_unix = time.monotonic(), time.time()
         if fault == "crash":
             host.crash()
@@ -89,6 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--leases", type=int, nargs="+", default=[4, 10])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--faults", nargs="+", choices=("crash", "cut"), default=["crash", "cut"])
+    parser.add_argument(
+        "--stall-takeover-ms",
+        type=int,
+        nargs="+",
+        default=[load_profile("nfs4").timings.stall_takeover_ms],
+        help="one run set per value; 0: the lock only (default: the nfs4 profile's)",
+    )
     args = parser.parse_args(argv)
     reason = real_nfs_unavailable_reason()
     if reason:
@@ -97,16 +113,16 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="primacy-real-nfs-failover-"))
     try:
         for lease_s in args.leases:
-            for fault in ("crash", "cut"):
+            for fault, stall_ms in itertools.product(args.faults, args.stall_takeover_ms):
                 samples: dict[str, list[float]] = {}
                 for run in range(args.runs):
-                    root = workdir / f"lease{lease_s}-{fault}-{run}"
+                    root = workdir / f"lease{lease_s}-{fault}-{stall_ms}-{run}"
                     root.mkdir()
-                    for name, value in one_run(root, lease_s, fault).items():
+                    for name, value in one_run(root, lease_s, fault, stall_ms).items():
                         samples.setdefault(name, []).append(value)
                 for name, values in samples.items():
                     print(
-                        f"lease {lease_s:>3} s  {fault:<5}  {name:<24} "
+                        f"lease {lease_s:>3} s  {fault:<5}  stall {stall_ms:>5} ms  {name:<24} "
                         f"min {min(values):6.2f}  median {statistics.median(values):6.2f}  "
                         f"max {max(values):6.2f}  (n={len(values)})",
                         flush=True,

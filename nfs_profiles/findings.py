@@ -99,6 +99,7 @@ class Diagnosis:
                 "lock_acquire_sleep_interval_ms": timings.lock_acquire_sleep_interval_ms,
                 "lock_keep_alive_period_ms": timings.lock_keep_alive_period_ms,
                 "watchdog_s": timings.watchdog_s,
+                "stall_takeover_ms": timings.stall_takeover_ms,
                 "mount_options": self.profile.mount_options,
             }
         return {
@@ -126,6 +127,11 @@ def render_text(diagnosis: Diagnosis) -> str:
             f"lock_acquire_sleep_interval_ms = {timings.lock_acquire_sleep_interval_ms}, "
             f"lock_keep_alive_period_ms = {timings.lock_keep_alive_period_ms}, "
             f"watchdog_s = {timings.watchdog_s}"
+            + (
+                f", stall_takeover_ms = {timings.stall_takeover_ms}"
+                if timings.stall_takeover_ms
+                else ""
+            )
         )
     lines.append("")
     for finding in diagnosis.findings:

@@ -116,6 +116,7 @@ class ProfileTimings:
     lock_keep_alive_period_ms: int
     watchdog_s: int
     why: str
+    stall_takeover_ms: int = 0
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,15 @@ class MemoryShareHandle:
         if was_owner:
             self.share._master_left()
 
+    def replace_lock(self) -> bool:
+        """As a fresh lock file renamed over the old one: no owner, no holder record."""
+        with self.share._mutex:
+            self.share.check()
+            self.share._owner = None
+            self.share.holder = None
+            self._held = False
+        return True
+
     # ---- epochs ------------------------------------------------------------
 
     def claim_epoch(self, record: EpochRecord) -> int:

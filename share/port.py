@@ -12,6 +12,8 @@ runs the same tests against each):
 - the lock is exclusive across every handle of one share, and a handle's loss
   of it (a lock file deleted or replaced, an expired NFS lease) is seen by its
   next ``check_lock``;
+- ``replace_lock`` (where offered) takes the lock from its holder: the holder's
+  next ``check_lock`` raises ``LockLost``, and the lock can be taken again;
 - ``claim_epoch`` is atomic: two handles never get the same number, even when
   both believe they hold the lock; epochs are claimed without gaps;
 - ``epoch_exists`` answers from the authority itself (on NFS, a single-name
@@ -67,6 +69,14 @@ class SharePort(Protocol):
 
     def drop_lock(self) -> None:
         """Let the lock go without touching the record (the lease is already lost)."""
+
+    def replace_lock(self) -> bool:
+        """Free the lock from a holder that stalled, without its help: on a file share, a fresh
+        lock file renamed over the old one (the dead holder's lock stays on the unlinked file
+        and binds nobody), so the next ``try_lock`` of any handle can take it and the holder's
+        next ``check_lock`` fails. False where the share has no such step (ZooKeeper: a dead
+        holder's session expires on its own). Safe for the same reason a lock file deleted
+        behind a master's back is: the epoch fences the old holder (docs/safety.md)."""
 
     # ---- epochs ------------------------------------------------------------
 

@@ -66,6 +66,10 @@ class PosixShare:
     def drop_lock(self) -> None:
         self.lock.close()
 
+    def replace_lock(self) -> bool:
+        self.lock.replace_file()
+        return True
+
     # ---- epochs ------------------------------------------------------------
 
     def claim_epoch(self, record: EpochRecord) -> int:

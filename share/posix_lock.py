@@ -17,6 +17,7 @@ from pathlib import Path
 import portalocker
 from portalocker.portalocker import FlockLocker, LockfLocker
 
+from primacy.share import safe_io
 from primacy.share.layout import FILE_MODE
 from primacy.share.port import LockLost
 from primacy.share.records import MAX_HOLDER_BYTES, HolderInfo
@@ -133,6 +134,24 @@ class ShareLock:
         """Drop the lock (if held) by closing the one descriptor."""
         self._held = False
         self._close()
+
+    def replace_file(self) -> None:
+        """Rename a fresh, empty lock file over the current one (``SharePort.replace_lock``).
+
+        Never through the held descriptor's file: a new name, created exclusively
+        beside the lock file (a planted entry under it is removed, never followed),
+        synced, renamed over, and the rename made durable. Our own descriptor of
+        the old file is closed, so the next ``try_acquire`` opens the new one.
+        """
+        self.close()
+        fresh = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")
+        fd = safe_io.create_new_file(fresh, os.O_RDWR, FILE_MODE, share_root=True)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        safe_io.replace_within(fresh, self.path, share_root=True)
+        safe_io.fsync_directory(self.path.parent, share_root=True)
 
     def _open_current_file(self) -> None:
         if self._fd is not None and self._fd_is_current_file():

@@ -262,6 +262,11 @@ class ZooKeeperShare:
         finally:
             self.drop_lock()
 
+    def replace_lock(self) -> bool:
+        """Not offered: a stalled holder's lock goes when its session expires (the session
+        timeout is the lease a crash waits out, and it is the operator's to choose)."""
+        return False
+
     def drop_lock(self) -> None:
         session, self._lock_session = self._lock_session, None
         if session is None or self._session_id() != session:

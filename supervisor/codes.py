@@ -36,6 +36,7 @@ GROUP_PAUSED = "PRIMACY-1021"
 GROUP_RESUMED = "PRIMACY-1022"
 PRIORITY_SET = "PRIMACY-1023"
 GROUP_PAUSE_SEEN = "PRIMACY-1024"
+STALLED_LOCK_REPLACED = "PRIMACY-1025"
 THREAD_DIED = "PRIMACY-1097"
 ROLE_LOOP_FAILED = "PRIMACY-1098"
 LOCK_JOB_FAILED = "PRIMACY-1099"
@@ -81,6 +82,10 @@ TITLES = {
     GROUP_RESUMED: "group resumed (admin)",
     PRIORITY_SET: "priority set until restart (admin)",
     GROUP_PAUSE_SEEN: "the node sees the group paused or resumed",
+    STALLED_LOCK_REPLACED: (
+        "the lock's holder stalled (its registry entry unchanged for stall_takeover_ms while "
+        "the lock was refused): this slave replaced the lock file to take over"
+    ),
     THREAD_DIED: "a thread of the node died; the node stops with exit code 1",
     ROLE_LOOP_FAILED: "the role loop failed; the node stops with exit code 1",
     LOCK_JOB_FAILED: "a lock I/O job raised; its failure event reached the role loop",

@@ -40,6 +40,9 @@ from primacy.supervisor.machine.role_events import TAKEOVER_DRIFT_MARGIN, Priori
 # starts. Data safety does not rest on that wait (epoch fencing does); the wait
 # is what keeps load balancers from ever seeing two masters.
 DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS = 100
+# A master's registry entry may be late by a refresh or two (a slow share); a stall is
+# judged over at least this many refresh periods.
+STALL_REFRESHES = 3
 DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS = 250
 # systemd's watchdog, unless watchdog_s says otherwise (NodeConfig.watchdog_timeout_s).
 WATCHDOG_KEEPALIVES = 15
@@ -167,6 +170,15 @@ class NodeKeys(BaseModel):
         ge=100,
         le=60_000,
     )
+    stall_takeover_ms: Int = key(
+        0,
+        "a slave refused the lock replaces the lock file once the holder's registry entry has "
+        "not changed for this long (a crashed NFSv4 client's lock otherwise lasts the server's "
+        "lease); 0: never. At least three registry refreshes",
+        metavar="MS",
+        ge=0,
+        le=3_600_000,
+    )
     force_unsupported_share: Bool = key(
         False, "start even on a share `primacy doctor` refuses (logged loudly; you own the risk)"
     )
@@ -264,6 +276,22 @@ class NodeConfig(BrokerKeys, CoordinationKeys, ExecKeys, JournalKeys, NodeKeys):
                 raise ValueError(f"{side}_tls_cert and {side}_tls_key go together: give both")
             if ca is not None and cert is None:
                 raise ValueError(f"{side}_tls_ca needs {side}_tls_cert and {side}_tls_key")
+        return self
+
+    @model_validator(mode="after")
+    def _stall_outlasts_registry_refreshes(self) -> NodeConfig:
+        if 0 < self.stall_takeover_ms < STALL_REFRESHES * self.registry_refresh_ms:
+            raise ValueError(
+                f"stall_takeover_ms ({self.stall_takeover_ms}) must be 0 or at least "
+                f"{STALL_REFRESHES} registry refreshes ({STALL_REFRESHES} x registry_refresh_ms = "
+                f"{STALL_REFRESHES * self.registry_refresh_ms}): a master refreshes its entry "
+                "every registry_refresh_ms, and one late refresh must not cost a failover"
+            )
+        if self.stall_takeover_ms and self.coordination == "zookeeper":
+            raise ValueError(
+                "stall_takeover_ms is for a lock on the share; on ZooKeeper a stalled master's "
+                "lock goes when its session expires (zookeeper_session_timeout_ms)"
+            )
         return self
 
     @model_validator(mode="after")

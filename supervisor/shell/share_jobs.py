@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from primacy.locker import stall
 from primacy.locker.lease import Lease, LeaseLost
+from primacy.locker.stall import StallWatch
 from primacy.share.port import SharePort
 from primacy.share.records import HolderInfo, RoleChange
 from primacy.store.errors import JournalError, JournalFenced
@@ -46,6 +48,9 @@ class ShareJobs:
         self.port = port
         self.lease = Lease(port, config.node_id)
         self._clock = clock
+        self._stall = (
+            StallWatch(config.stall_takeover_ms / 1000, clock) if config.stall_takeover_ms else None
+        )
         self._observe_commit = observe_commit
 
     def job_for(
@@ -81,7 +86,10 @@ class ShareJobs:
 
     def try_lock(self) -> roles.LockResult:
         try:
-            acquired = self.lease.try_acquire() and not self._switchover_holds_us_back()
+            acquired = self.lease.try_acquire()
+            if not acquired and self._holder_stalled():
+                acquired = self.lease.try_acquire()
+            acquired = acquired and not self._switchover_holds_us_back()
         except OSError as exc:
             log.warning(
                 "%s node %s cannot try the lock: %s", codes.LOCK_ATTEMPT_FAILED, self.node_id, exc
@@ -98,6 +106,32 @@ class ShareJobs:
         """
         self.lease.abandon()
         return roles.LockResult(False, None, error=f"the lock attempt failed: {error!r}")
+
+    def _holder_stalled(self) -> bool:
+        """After a refused attempt: if the holder's registry entry has not changed for
+        ``stall_takeover_ms``, replace the lock file so the next attempt can take it
+        (``locker/stall.py`` says why that is safe and when it is right)."""
+        if self._stall is None:
+            return False
+        holder = self._holder()
+        seen = stall.sighting(holder, self.port.node_entries())
+        if not self._stall.stalled(seen) or holder is None:
+            return False
+        unchanged_s = self._stall.unchanged_for_s()
+        if not self.port.replace_lock():
+            self._stall = None  # this share has no such step: never ask again
+            return False
+        self._stall.reset()
+        log.warning(
+            "%s node %s replaced the lock file: its holder %s (epoch %s) has not refreshed its "
+            "registry entry for %.1f s",
+            codes.STALLED_LOCK_REPLACED,
+            self.node_id,
+            holder.node_id,
+            holder.epoch,
+            unchanged_s,
+        )
+        return True
 
     def _switchover_holds_us_back(self) -> bool:
         """After taking the lock: if a switchover names another node, give the lock back.

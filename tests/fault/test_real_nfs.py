@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.harness.chaos_real_nfs import NFS4_PROFILE
 from tests.harness.checker import assert_ok, check
 from tests.harness.emulated_group import DEMOTED, EmulatedGroup, epoch_of
 from tests.harness.ganesha.host import RealNfsHosts
@@ -32,15 +33,6 @@ from tests.harness.traffic import Traffic
 
 pytestmark = [pytest.mark.nfs, pytest.mark.fuse, pytest.mark.slow]
 
-# The nfs4 profile's timings (nfs_profiles/nfs4.toml), lock method included.
-NFS4_PROFILE = (
-    "--lock-method",
-    "posix",
-    "--lock-keep-alive-period-ms",
-    "2000",
-    "--lock-acquire-sleep-interval-ms",
-    "1000",
-)
 _ACKS_PER_PHASE = 10
 SLOW_REPLY_MS = 50
 _PHASE_TIMEOUT_S = 40.0
@@ -132,6 +124,32 @@ def test_master_host_crash_fails_over_once_the_server_expires_its_lease(
         acknowledged_more(traffic, "from the new master")
     assert_ok(check(traffic, group.backing, poller))
     assert new.node_id == "n2"
+
+
+def test_master_host_crash_fails_over_in_a_few_keepalives_not_a_lease(
+    real_nfs: RealNfsHosts, record_property: pytest.RecordProperty
+) -> None:
+    # ganesha's default lease (60 s): the server frees a dead client's lock 40 to 60 s
+    # after its last renewal. The slave sees the master's registry entry stop changing
+    # and, after the profile's stall_takeover_ms, replaces the lock file: a new master
+    # serves while the server still holds the dead client's lock on the old file.
+    real_nfs.server.restart(lease_s=60)
+    lease_s = real_nfs.server.lease_s
+    group = EmulatedGroup(real_nfs, 2, extra=NFS4_PROFILE)
+    old = group.nodes["n1"]
+    with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
+        acknowledged_more(traffic, "before the crash")
+        group.host_of(old).crash()
+        crashed_at = time.monotonic()
+        old.signal(signal.SIGKILL)
+        # Sooner than the server could free the lock (two thirds of a lease after the
+        # last renewal): only the replaced lock file explains a master by then.
+        new = group.wait_for_master(timeout_s=lease_s * 2 / 3 - 5, exclude={old.node_id})
+        record_property("crash_to_new_master_s", round(time.monotonic() - crashed_at, 2))
+        acknowledged_more(traffic, "from the new master")
+    assert_ok(check(traffic, group.backing, poller))
+    assert new.node_id == "n2"
+    assert "PRIMACY-1025 node n2 replaced the lock file: its holder n1" in new.log()
 
 
 def test_slow_server_stretches_the_lease_check_but_breaks_nothing(

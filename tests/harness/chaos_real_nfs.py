@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from primacy.nfs_profiles.profiles import load_profile
 from tests.harness.chaos import TrialResult, trial_loopback_address
 from tests.harness.checker import check
 from tests.harness.emulated_group import EmulatedGroup
@@ -24,15 +25,25 @@ from tests.harness.ganesha.server import GaneshaServer
 from tests.harness.group import MasterPoller
 from tests.harness.traffic import Traffic
 
-# The nfs4 profile's timings (nfs_profiles/nfs4.toml), as in tests/fault/test_real_nfs.py.
-NFS4_PROFILE = (
-    "--lock-method",
-    "posix",
-    "--lock-keep-alive-period-ms",
-    "2000",
-    "--lock-acquire-sleep-interval-ms",
-    "1000",
-)
+
+def nfs4_profile_arguments() -> tuple[str, ...]:
+    """The nfs4 profile's lock method and timings (nfs_profiles/nfs4.toml) as node flags: what
+    an operator following ``primacy doctor`` runs, read from the profile itself."""
+    profile = load_profile("nfs4")
+    timings = profile.timings
+    return (
+        "--lock-method",
+        profile.lock_method,
+        "--lock-keep-alive-period-ms",
+        str(timings.lock_keep_alive_period_ms),
+        "--lock-acquire-sleep-interval-ms",
+        str(timings.lock_acquire_sleep_interval_ms),
+        "--stall-takeover-ms",
+        str(timings.stall_takeover_ms),
+    )
+
+
+NFS4_PROFILE = nfs4_profile_arguments()
 _RECOVERY_S = 90.0  # a lease, a takeover and a loaded machine
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from primacy.share.layout import LOCK_FILE_NAME
 from tests.harness.checker import assert_ok, check
-from tests.harness.group import Group, wait_until
+from tests.harness.group import Group, MasterPoller, wait_until
 from tests.harness.traffic import StompGroup, Traffic
 
 pytestmark = pytest.mark.slow
@@ -61,3 +61,28 @@ def test_a_frozen_master_whose_lock_was_replaced_loses_nothing_when_it_resumes(
         time.sleep(0.5)
     assert_ok(check(traffic, share))
     assert len(traffic.acknowledged) > 50
+
+
+def test_a_frozen_master_is_replaced_by_the_slave_that_sees_it_stall(
+    group: Group, share: Path
+) -> None:
+    # The frozen process keeps its lock (flock), as a crashed NFSv4 client's lock outlives
+    # it on the server: the slave sees the master's registry entry stop changing and
+    # replaces the lock file itself (stall_takeover_ms), then takes over as usual.
+    stall = ("--stall-takeover-ms", "1500", "--registry-refresh-ms", "300")
+    stomp = StompGroup(group.start, 2, *stall)
+    old = group.wait_for_master(timeout_s=30)
+    with MasterPoller(stomp.nodes.values()) as poller, Traffic(stomp.url, producers=2) as traffic:
+        assert traffic.wait_for_acknowledged(20, 30)
+        old.signal(signal.SIGSTOP)
+        try:
+            new = group.wait_for_master(timeout_s=30, exclude={old.node_id})
+            assert traffic.wait_for_acknowledged(20, 30), "the new master acknowledged nothing"
+        finally:
+            old.signal(signal.SIGCONT)
+        wait_until(lambda: "PRIMACY-1003" in old.log(), 15, "the old master to demote")
+        assert traffic.wait_for_acknowledged(20, 30)
+    assert f"PRIMACY-1025 node {new.node_id} replaced the lock file: its holder {old.node_id}" in (
+        new.log()
+    )
+    assert_ok(check(traffic, share, poller))

@@ -61,6 +61,29 @@ def test_a_lock_lost_behind_its_holders_back_is_seen_at_the_next_check(
     other.drop_lock()
 
 
+@TWO_LOCKERS
+def test_a_stalled_holders_lock_is_replaced_where_the_share_offers_it(handles: Handles) -> None:
+    holder, slave = handles(), handles()
+    assert holder.try_lock()
+    holder.write_holder(HolderInfo.for_this_process("n1", 1))
+    assert not slave.try_lock()
+    if isinstance(holder, ZooKeeperShare):  # a stalled session's lock goes when it expires
+        assert slave.replace_lock() is False
+        assert not slave.try_lock()
+        holder.check_lock()
+        holder.drop_lock()
+        return
+    assert slave.replace_lock() is True
+    assert slave.read_holder() is None  # a fresh lock file: no record of the old holder
+    assert slave.try_lock()
+    with pytest.raises(LockLost):
+        holder.check_lock()
+    slave.check_lock()
+    holder.drop_lock()
+    slave.check_lock()  # the old holder letting go of the old file frees nothing of ours
+    slave.drop_lock()
+
+
 def test_claims_get_distinct_contiguous_epochs_with_their_records(handles: Handles) -> None:
     ports = [handles() for _ in range(4)]
     epochs = [_claim(port, f"n{i}") for i, port in enumerate(ports)]

@@ -78,6 +78,8 @@ def test_unknown_key_is_refused_by_name(tmp_path: Path) -> None:
         ("dedupe_window_messages", 1.5, "dedupe_window_messages"),
         ("exec_max_restarts", -1, "exec_max_restarts"),
         ("registry_refresh_ms", 10, "registry_refresh_ms"),
+        ("stall_takeover_ms", 2999, "stall_takeover_ms .* at least 3 registry refreshes"),
+        ("stall_takeover_ms", -1, "stall_takeover_ms"),
     ],
 )
 def test_bad_values_are_refused_by_name(
@@ -137,3 +139,11 @@ def test_a_message_size_above_the_default_batch_still_makes_a_valid_store(tmp_pa
     store = config.store_config()
     assert store.max_message_size == 64 * MIB
     assert store.max_batch_bytes >= 64 * MIB + 4096
+
+
+def test_a_stall_takeover_is_for_a_lock_on_the_share(tmp_path: Path) -> None:
+    settings = {"node_id": "a", "share": tmp_path, "stall_takeover_ms": 6000}
+    assert load_config(None, settings).stall_takeover_ms == 6000
+    zookeeper = {"coordination": "zookeeper", "zookeeper_hosts": "127.0.0.1:2181"}
+    with pytest.raises(ConfigError, match="session expires"):
+        load_config(None, settings | zookeeper)

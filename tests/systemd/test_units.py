@@ -148,6 +148,7 @@ def test_example_group_config_loads_and_fits_the_nfs4_profile() -> None:
     assert config.lock_method == nfs4.lock_method
     assert config.lock_acquire_sleep_interval_ms == nfs4.timings.lock_acquire_sleep_interval_ms
     assert config.lock_keep_alive_period_ms == nfs4.timings.lock_keep_alive_period_ms
+    assert config.stall_takeover_ms == nfs4.timings.stall_takeover_ms > 0
     assert str(config.share) == "/srv/primacy/GROUP"
     assert config.watchdog_timeout_s == nfs4.timings.watchdog_s
 

@@ -237,11 +237,14 @@ class GaneshaServer:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=10)
 
-    def restart(self, grace_s: int | None = None) -> None:
-        """Kill the server and start it again; ``grace_s`` 0 starts it graceless."""
+    def restart(self, grace_s: int | None = None, lease_s: int | None = None) -> None:
+        """Kill the server and start it again; ``grace_s`` 0 starts it graceless. A new
+        ``lease_s`` is for a server no host has mounted yet (hosts renew by the old one)."""
         self.kill()
         if grace_s is not None:
             self.grace_s = grace_s
+        if lease_s is not None:
+            self.lease_s = lease_s
         self._start_process()
 
     def log(self) -> str:
