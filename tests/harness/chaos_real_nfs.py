@@ -72,13 +72,24 @@ def _freeze_client(group: EmulatedGroup, rng: random.Random, lease_s: int) -> No
         host.thaw()
 
 
-def _stop_supervisor(group: EmulatedGroup, rng: random.Random, lease_s: int) -> None:
-    node = group.nodes[_master(group)]
-    node.signal(signal.SIGSTOP)
-    try:
-        time.sleep(rng.uniform(0.5, 1.5) * lease_s)
-    finally:
-        node.signal(signal.SIGCONT)
+def _stop_supervisor(
+    hold_s: tuple[float, float],
+) -> Callable[[EmulatedGroup, random.Random, int], None]:
+    """The master's supervisor stopped while its host renews its lock; past the profile's
+    stall_takeover_ms a slave replaces the lock file, and the resumed master is fenced."""
+
+    def inject(group: EmulatedGroup, rng: random.Random, lease_s: int) -> None:
+        node = group.nodes[_master(group)]
+        node.signal(signal.SIGSTOP)
+        try:
+            time.sleep(rng.uniform(*hold_s))
+        finally:
+            node.signal(signal.SIGCONT)
+
+    return inject
+
+
+_STALL_S = load_profile("nfs4").timings.stall_takeover_ms / 1000
 
 
 def _crash_host(group: EmulatedGroup, rng: random.Random, lease_s: int) -> None:
@@ -110,7 +121,8 @@ REAL_FAULTS: dict[str, Callable[[EmulatedGroup, random.Random, int], None]] = {
     "link cut past the lease": _cut((1.3, 2.0)),
     "short link cut": _cut((0.05, 0.3)),
     "client frozen past the lease": _freeze_client,
-    "supervisor SIGSTOP": _stop_supervisor,
+    "supervisor SIGSTOP": _stop_supervisor((2.0, 6.0)),
+    "supervisor SIGSTOP past the stall": _stop_supervisor((_STALL_S + 2, _STALL_S + 6)),
     "host crash, then rejoin": _crash_host,
     "server restart (graceless)": _restart_server,
     "slow server": _slow_server,
