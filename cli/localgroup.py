@@ -6,6 +6,7 @@ Status endpoints listen on loopback ports found free below the kernel's ephemera
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import random
@@ -14,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +89,15 @@ class NodeProcess:
             os.kill(self.pid, sig)
             if sig == signal.SIGKILL:
                 self.process.wait(30)
+
+    @contextlib.contextmanager
+    def stopped(self) -> Iterator[None]:
+        """SIGSTOP for the ``with`` block, SIGCONT after it, however it ends."""
+        self.signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.signal(signal.SIGCONT)
 
     def alive(self) -> bool:
         return self.process.poll() is None

@@ -79,12 +79,8 @@ def _stop_supervisor(
     stall_takeover_ms a slave replaces the lock file, and the resumed master is fenced."""
 
     def inject(group: EmulatedGroup, rng: random.Random, lease_s: int) -> None:
-        node = group.nodes[_master(group)]
-        node.signal(signal.SIGSTOP)
-        try:
+        with group.nodes[_master(group)].stopped():
             time.sleep(rng.uniform(*hold_s))
-        finally:
-            node.signal(signal.SIGCONT)
 
     return inject
 

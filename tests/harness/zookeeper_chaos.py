@@ -15,7 +15,6 @@ so trials run one at a time: a quorum lost is lost for every group on it.
 from __future__ import annotations
 
 import random
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,12 +34,8 @@ Fault = Callable[[ZooKeeperGroup, Ensemble, random.Random], None]
 
 def _freeze(hold_s: tuple[float, float]) -> Fault:
     def inject(group: ZooKeeperGroup, ensemble: Ensemble, rng: random.Random) -> None:
-        master = group.wait_until_serving_again(_RECOVERY_S)
-        master.signal(signal.SIGSTOP)
-        try:
+        with group.wait_until_serving_again(_RECOVERY_S).stopped():
             time.sleep(rng.uniform(*hold_s))
-        finally:
-            master.signal(signal.SIGCONT)
 
     return inject
 
