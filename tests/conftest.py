@@ -20,14 +20,20 @@ from tests.share.ports import KINDS, Handles, handles_for, kind_params, zookeepe
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest files first: with ``--dist loadfile`` (pyproject.toml) the two workers take
-    files in this order, and a long one taken last is the tail of the whole run. The Spark
-    files come first, then every file with a real-process (``slow``) test, then the rest,
-    which fill in the end."""
+    """Each file one unit of work, and every Spark test in one: with ``--dist loadgroup``
+    (pyproject.toml) a unit runs on one worker, so a module's nodes start once and one
+    worker, not both, pays for a Spark session (a JVM) and the shared CLI replay.
+
+    The longest units first: the workers take them in this order, and a long one taken
+    last is the tail of the whole run. The Spark unit comes first, then every file with a
+    real-process (``slow``) test, then the rest, which fill in the end."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(
         key=lambda item: (item.get_closest_marker("spark") is None, item.path not in slow_files)
     )
+    for item in items:
+        unit = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(unit))
 
 
 @pytest.fixture
