@@ -54,7 +54,15 @@ def _status(node: NodeProcess) -> dict[str, Any]:
 
 
 def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
-    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return [p for p in processes if _runs(p)]
+
+
+def _runs(process: psutil.Process) -> bool:
+    """Running and not a zombie; a process reaped between the two questions is gone."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _kill(processes: list[psutil.Process]) -> None:
