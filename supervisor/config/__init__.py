@@ -40,13 +40,13 @@ from primacy.supervisor.machine.role_events import TAKEOVER_DRIFT_MARGIN, Priori
 # starts. Data safety does not rest on that wait (epoch fencing does); the wait
 # is what keeps load balancers from ever seeing two masters.
 DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS = 100
-# A master's registry entry may be late by a refresh or two (a slow share); a stall is
-# judged over at least this many refresh periods.
-STALL_REFRESHES = 3
 DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS = 250
 # systemd's watchdog, unless watchdog_s says otherwise (NodeConfig.watchdog_timeout_s).
 WATCHDOG_KEEPALIVES = 15
 WATCHDOG_MIN_S = 10.0
+# A master's registry entry may be late by a refresh or two (a slow share); a stall is
+# judged over at least this many refresh periods.
+STALL_REFRESHES = 3
 # Each try after a failed start claims an epoch (and opens a journal segment): a shorter
 # hold-off turns a node that cannot serve into a stream of them.
 MIN_CRASH_LOOP_HOLD_OFF_MS = 1000

@@ -17,9 +17,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from primacy.locker import stall
 from primacy.locker.lease import Lease, LeaseLost
-from primacy.locker.stall import StallWatch
+from primacy.locker.stall import StallWatch, sighting
 from primacy.share.port import SharePort
 from primacy.share.records import HolderInfo, RoleChange
 from primacy.store.errors import JournalError, JournalFenced
@@ -114,7 +113,7 @@ class ShareJobs:
         if self._stall is None:
             return False
         holder = self._holder()
-        seen = stall.sighting(holder, self.port.node_entries())
+        seen = sighting(holder, self.port.node_entries())
         if not self._stall.stalled(seen) or holder is None:
             return False
         unchanged_s = self._stall.unchanged_for_s()

@@ -1,0 +1,135 @@
+"""The comparison's failover phases: kill -9 of each group's master, then (issue 28) of an
+exec group's guardian and broker JVM, each timed to the first RECEIPT after it, and the
+failover queues drained against what was receipted (``bench/compare_activemq.py``)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from bench.activemq.brokers import HaGroup
+from bench.activemq.figures import (
+    AMQ_DEFAULTS,
+    FAILOVER,
+    FAILOVER_GUARDIAN,
+    FAILOVER_JVM,
+    FAILOVER_STOCK,
+    PRIMACY,
+    Loss,
+    Results,
+)
+from bench.activemq.progress import say, slug
+from bench.activemq.under_primacy import ActiveMQUnderPrimacy
+from bench.activemq.workload import FailoverSender, OurClient, StockStompClient, drain
+
+FAILOVER_QUEUE = "/queue/failover"
+RECEIPTS_BEFORE_KILL = 20  # the kill lands in a steady stream of sends, not at its start
+RECEIPTS_AFTER_FAILOVER = 10
+KILL_PHASE_JITTER_S = 0.05  # kills land at a random point of a send/receipt cycle
+FAILOVER_TIMEOUT_S = 90.0
+
+
+def one_failover(group: HaGroup, sender: FailoverSender) -> float:
+    """kill -9 of ``group``'s master -> first RECEIPT from its successor, in seconds."""
+    sender.resume()
+    sender.wait_receipts(RECEIPTS_BEFORE_KILL)
+    time.sleep(random.uniform(0, KILL_PHASE_JITTER_S))
+    generation = sender.generation
+    killed_at = group.kill_master()
+    took = sender.first_receipt_after(killed_at, generation, FAILOVER_TIMEOUT_S)
+    sender.wait_receipts(RECEIPTS_AFTER_FAILOVER)
+    sender.pause()  # idle while the other groups are measured
+    group.restore()
+    return took
+
+
+def count_losses(results: Results, key: str, group: HaGroup, senders: list[FailoverSender]) -> None:
+    """Pause ``senders`` and drain the group's failover queue: what they had receipted and
+    never came out, or came out twice, recorded under ``key``."""
+    receipted: list[str] = []
+    for sender in senders:
+        sender.pause()
+        receipted += sender.receipted_ids()
+    delivered = drain(
+        group.master_address,
+        FAILOVER_QUEUE,
+        idle_s=3.0,
+        on_reconnect=lambda to: say(f"  {key}: the drain's connection dropped; again to {to}"),
+    )
+    results.losses[key] = Loss.count(receipted, delivered)
+    say(f"  {key}: lost / duplicated {results.losses[key].show()}")
+
+
+def failover_phase(
+    results: Results, groups: dict[str, HaGroup], kills: int, default_kills: int
+) -> None:
+    senders = {
+        label: FailoverSender(
+            OurClient(group.stomp_addresses()), FAILOVER_QUEUE, f"f-{slug(label)}"
+        )
+        for label, group in groups.items()
+    }
+    # primacy's failover as stock stomp.py sees it too (issue 17), kill for kill.
+    stock = FailoverSender(
+        StockStompClient(groups[PRIMACY].stomp_addresses()), FAILOVER_QUEUE, "f-stock"
+    )
+    try:
+        for index in range(max(kills, default_kills)):
+            for label, group in groups.items():
+                if index >= (default_kills if label == AMQ_DEFAULTS else kills):
+                    continue
+                took = one_failover(group, senders[label])
+                results.add(FAILOVER, label, took)
+                say(f"  kill {index + 1}, {label}: first RECEIPT after {took * 1000:.0f} ms")
+                if label == PRIMACY:
+                    took = one_failover(group, stock)
+                    results.add(FAILOVER_STOCK, label, took)
+                    say(f"  kill {index + 1}, {label}, stock stomp.py: {took * 1000:.0f} ms")
+        for label, group in groups.items():
+            sender = senders.pop(label)
+            count_losses(results, label, group, [sender, stock] if label == PRIMACY else [sender])
+            sender.close()
+    finally:
+        stock.close()
+        for sender in senders.values():
+            sender.close()
+
+
+# HAProxy as the warm standby's recipe sets it (docs/operator-guide.md, "A warm standby behind
+# a gate"): a failover that takes well under a second is not to wait for HAProxy.
+WARM_CHECKS = "inter 100ms fall 1 rise 1"
+WARM_CONNECT_TIMEOUT = "100ms"
+HOLD_OFF_S = 10.5  # crash_loop_hold_off_ms's default, and a margin
+
+
+def victim_phase(results: Results, groups: dict[str, ActiveMQUnderPrimacy], kills: int) -> None:
+    """Issue 28: failover from a kill of the master's guardian, then of its broker JVM."""
+    senders = {
+        label: FailoverSender(
+            OurClient(group.stomp_addresses()), FAILOVER_QUEUE, f"v-{slug(label)}"
+        )
+        for label, group in groups.items()
+    }
+    last_kill = dict.fromkeys(groups, float("-inf"))
+    try:
+        for victim, metric in (("guardian", FAILOVER_GUARDIAN), ("jvm", FAILOVER_JVM)):
+            for index in range(kills):
+                for label, group in groups.items():
+                    group.victim = victim
+                    if group.warm:
+                        # A warm node gives the lock up at its broker's first exit and then
+                        # holds off crash_loop_hold_off_ms (10 s): a kill sooner than that
+                        # would find the only standby holding off, and measure the hold-off.
+                        time.sleep(max(0.0, last_kill[label] + HOLD_OFF_S - time.monotonic()))
+                    last_kill[label] = time.monotonic()
+                    took = one_failover(group, senders[label])
+                    results.add(metric, label, took)
+                    say(f"  kill {index + 1} of the {victim}, {label}: {took * 1000:.0f} ms")
+        for label, group in groups.items():
+            group.victim = "supervisor"
+            sender = senders.pop(label)
+            count_losses(results, f"{label}, guardian and JVM kills", group, [sender])
+            sender.close()
+    finally:
+        for sender in senders.values():
+            sender.close()
