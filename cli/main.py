@@ -182,7 +182,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        from primacy.supervisor.shell.status import package_version
+        from primacy.supervisor.version import package_version
 
         print(f"primacy {package_version()}")
         parser.exit()

@@ -47,7 +47,8 @@ from primacy.supervisor.shell.node_events import (
 from primacy.supervisor.shell.registry_loop import RegistryLoop
 from primacy.supervisor.shell.serving import Serving
 from primacy.supervisor.shell.share_jobs import ShareJobs, lease_lost
-from primacy.supervisor.shell.status import NodeState, build_snapshot, package_version
+from primacy.supervisor.shell.status import NodeState, build_snapshot
+from primacy.supervisor.version import package_version
 
 log = logging.getLogger("primacy.node")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from primacy.api.snapshot import (
@@ -132,10 +131,3 @@ def broker_figures(stats: dict[str, Any] | None) -> BrokerFigures | None:
     if stats is None:
         return None
     return BrokerFigures(**stats)
-
-
-def package_version() -> str:
-    try:
-        return version("primacy")
-    except PackageNotFoundError:
-        return "0+unknown"

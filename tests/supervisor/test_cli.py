@@ -391,6 +391,7 @@ def test_the_command_line_loads_none_of_the_replays_or_the_nodes_libraries(share
     port.publish_node(NodeEntry("a", "host", 1, "127.0.0.1:1", "normal", "master", 1, time.time()))
     commands = [
         ["--help"],
+        ["--version"],
         ["status", "--share", str(share)],
         ["journal", "--help"],
         ["users", "--help"],
