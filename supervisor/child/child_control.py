@@ -17,7 +17,9 @@ served nothing. Once the gate is open the child is a master's, as in the cold mo
 from __future__ import annotations
 
 import logging
+import os
 import queue
+import select
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -30,7 +32,11 @@ from primacy.supervisor.machine import roles
 from primacy.supervisor.shell.node_events import ChildReady
 
 log = logging.getLogger("primacy.children")
+# The thread wakes at once for a command or the guardian's exit; it polls for the rest: a
+# standby's restart time, and a readiness check, which it tries every _READY_POLL_S so that
+# a promoted warm standby is reported ready (and /master answers 200) soon after it listens.
 _POLL_S = 0.1
+_READY_POLL_S = 0.02
 # Exit codes the node counts like a child's own: a command that cannot be run (as a shell
 # says it), and a child not ready within exec_ready_timeout_s (as timeout(1) says it).
 NOT_STARTED = 127
@@ -84,6 +90,11 @@ class ChildControl:
         self._check: ReadyCheck | None = None  # the running child's, until it passes
         self._ready_by = 0.0
         self._commands: queue.Queue[_Start | _StandBy | _Open | _Stop | _Quit] = queue.Queue()
+        # A byte per command, so the thread can wait on commands and the guardian's exit at once.
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._wake_lock = threading.Lock()  # no byte is written once the pipe is closed
         # The running child's gate: None for none (cold), False closed, True open.
         self._gate_open: bool | None = None
         self._standby: Mapping[str, str] | None = None  # a standby's environment, while wanted
@@ -97,17 +108,17 @@ class ChildControl:
         """Start the child under a guardian that kills it at ``claim_until`` unless confirmed;
         the guardian starts later, on this thread, and gets the newest claim then."""
         self._child.confirm_claim(claim_until)
-        self._commands.put(_Start(dict(environment)))
+        self._send(_Start(dict(environment)))
 
     def stand_by(self, environment: Mapping[str, str]) -> None:
         """Keep a child running behind a closed gate (started now unless one is)."""
-        self._commands.put(_StandBy(dict(environment)))
+        self._send(_StandBy(dict(environment)))
 
     def open(self, environment: Mapping[str, str], epoch: int, claim_until: float) -> None:
         """Open the standby's gate for ``epoch`` (a child is started behind a gate and opened
         at once if none is standing by); the claim is ``start``'s."""
         self._child.confirm_claim(claim_until)
-        self._commands.put(_Open(dict(environment), epoch))
+        self._send(_Open(dict(environment), epoch))
 
     def confirm_claim(self, until: float) -> None:
         """From the role loop: the claim now lasts until ``until`` (``time.monotonic``)."""
@@ -115,20 +126,56 @@ class ChildControl:
 
     def stop(self, *, graceful: bool, then: Callable[[], None] = lambda: None) -> None:
         """Stop the child's tree (SIGTERM and grace, or SIGKILL at once), then call ``then``."""
-        self._commands.put(_Stop(graceful, then))
+        self._send(_Stop(graceful, then))
 
     def close(self, timeout_s: float) -> bool:
         """Stop the tree gracefully and end the thread; False if it did not end in time."""
-        self._commands.put(_Quit())
+        self._send(_Quit())
         self._thread.join(timeout_s)
         return not self._thread.is_alive()
 
+    def _send(self, command: _Start | _StandBy | _Open | _Stop | _Quit) -> None:
+        self._commands.put(command)
+        with self._wake_lock:
+            if self._wake_write >= 0:
+                try:
+                    os.write(self._wake_write, b"\0")
+                except BlockingIOError:
+                    pass  # the pipe is full of wake-ups already: the thread will look
+
+    def _next_command(self) -> _Start | _StandBy | _Open | _Stop | _Quit | None:
+        """The next command, waiting at most a poll for one, or for the guardian to exit."""
+        try:
+            return self._commands.get_nowait()
+        except queue.Empty:
+            pass
+        watched = [self._wake_read]
+        if self._child.exit_fd is not None:
+            watched.append(self._child.exit_fd)
+        checking = self._check is not None and self._gate_open is not False
+        select.select(watched, [], [], _READY_POLL_S if checking else _POLL_S)
+        try:
+            while os.read(self._wake_read, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        try:
+            return self._commands.get_nowait()
+        except queue.Empty:
+            return None
+
     def _run(self) -> None:
+        try:
+            self._serve_commands()
+        finally:
+            with self._wake_lock:
+                os.close(self._wake_read)
+                os.close(self._wake_write)
+                self._wake_read = self._wake_write = -1
+
+    def _serve_commands(self) -> None:
         while True:
-            try:
-                command = self._commands.get(timeout=_POLL_S)
-            except queue.Empty:
-                command = None
+            command = self._next_command()
             match command:
                 case _Start(environment=environment):
                     self._start(environment)

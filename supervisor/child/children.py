@@ -48,12 +48,19 @@ class ChildProcess:
         self.stop_grace_s = stop_grace_s
         self._process: subprocess.Popen[bytes] | None = None  # the guardian
         self._control: int | None = None  # the write end of the guardian's control pipe
+        self._exit_fd: int | None = None  # readable once the guardian has exited
         self._control_lock = threading.Lock()
         self._claim_until = float("-inf")  # the newest claim confirmed, for the next guardian
 
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
+
+    @property
+    def exit_fd(self) -> int | None:
+        """A descriptor that turns readable when the guardian exits (None: none is running, or
+        the kernel has no pidfd), to wait on rather than poll; closed once it is reaped."""
+        return self._exit_fd
 
     def start(self, environment: Mapping[str, str], *, gated: bool = False) -> None:
         """Start the command under its guardian, with ``environment`` added to ours; the
@@ -88,6 +95,7 @@ class ChildProcess:
         finally:
             os.close(read_end)
         os.set_blocking(write_end, False)
+        self._exit_fd = exit_fd(self._process.pid)  # not reaped yet: the pid is still its own
         with self._control_lock:
             self._control = write_end
             if self._claim_until != claim_until:  # confirmed while the guardian was started
@@ -187,7 +195,20 @@ class ChildProcess:
             if self._control is not None:
                 os.close(self._control)
                 self._control = None
+        if self._exit_fd is not None:
+            os.close(self._exit_fd)
+            self._exit_fd = None
         self._process = None
+
+
+def exit_fd(pid: int) -> int | None:
+    """A pidfd of ``pid``, a child of ours not yet reaped: readable once it exits, so a
+    waiter hears of the exit at once instead of at its next poll. None where the kernel
+    (before 5.3) or a sandbox refuses it: callers poll then, as they do anyway."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
 
 
 def descendants() -> list[psutil.Process]:

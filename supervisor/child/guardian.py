@@ -46,7 +46,12 @@ from collections.abc import Sequence
 import psutil
 
 from primacy.supervisor import codes
-from primacy.supervisor.child.children import become_subreaper, descendants, reap_exited
+from primacy.supervisor.child.children import (
+    become_subreaper,
+    descendants,
+    exit_fd,
+    reap_exited,
+)
 from primacy.supervisor.child.gate import GATE_FD_VARIABLE
 
 # Exit code when the guardian killed the tree because the claim lapsed or the supervisor died.
@@ -128,6 +133,16 @@ class Guardian:
         return self._guard(self._child)
 
     def _guard(self, child: subprocess.Popen[bytes]) -> int:
+        # Woken by the child's exit as by the supervisor's pipe: a warm standby takes over
+        # as soon as this node hears its broker died, not a poll later.
+        exited = exit_fd(child.pid)
+        try:
+            return self._guard_until_the_end(child, exited)
+        finally:
+            if exited is not None:
+                os.close(exited)
+
+    def _guard_until_the_end(self, child: subprocess.Popen[bytes], exited: int | None) -> int:
         while True:
             why = self._why_the_tree_must_die()
             if why is not None:
@@ -141,7 +156,8 @@ class Guardian:
                 return _exit_code(child)
             claim_until = self.claim_until if self._opened else float("inf")
             wake = min(claim_until, self._stop_by or float("inf"), now + _POLL_S)
-            self._readable(max(0.0, wake - now))  # read at the top of the loop
+            watched = [self.control_fd] if exited is None else [self.control_fd, exited]
+            select.select(watched, [], [], max(0.0, wake - now))  # read at the top of the loop
 
     def _why_the_tree_must_die(self) -> str | None:
         """Why no child may run now, or None.
