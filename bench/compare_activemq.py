@@ -255,7 +255,14 @@ def run(args: argparse.Namespace) -> Results:
         say("stopping every process started (by pid)")
         for group in reversed(started):
             group.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if results.lost_ids:
+            # The nodes' logs, the brokers' and KahaDB's files: what tells a loss from a bug
+            # of the benchmark's own.
+            for key, ids in results.lost_ids.items():
+                (workdir / f"lost-{slug(key)}.txt").write_text("".join(f"{i}\n" for i in ids))
+            say(f"receipted messages were lost: the run's files are kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     return results
 
 

@@ -135,6 +135,8 @@ class Results:
     samples: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     losses: dict[str, Loss] = field(default_factory=dict)
     sampling: dict[str, Sampling] = field(default_factory=dict)
+    # The ids of receipted messages no drain found, by loss key (kept with the run's files).
+    lost_ids: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, metric: Metric, group: str, value: float) -> None:
         self.samples.setdefault((metric.key, group), []).append(value)
