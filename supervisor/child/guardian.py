@@ -56,6 +56,8 @@ from primacy.supervisor.child.gate import GATE_FD_VARIABLE
 
 # Exit code when the guardian killed the tree because the claim lapsed or the supervisor died.
 CLAIM_LAPSED = 125
+# The child's exit and the supervisor's pipe wake the guardian at once (exit_fd); the poll
+# is for a kernel without pidfds, and a bound on any wait.
 _POLL_S = 0.05
 # setpriv is part of util-linux, which every Debian system has: the child gets SIGKILL
 # the moment the guardian dies, with no Python between fork and exec.
