@@ -102,6 +102,11 @@ class StoreConfig(JournalKeys):
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
     background_sync_interval_s: float = 0.05
     checkpoint_interval_records: int = 200_000
+    # After a burst: a checkpoint once the writer has been idle this long, if at least
+    # checkpoint_idle_min_records came since the last one, so a takeover right after a busy
+    # spell replays a short tail (0: never).
+    checkpoint_idle_s: float = 1.0
+    checkpoint_idle_min_records: int = 10_000
     checkpoints_kept: int = Field(default=2, ge=1)
 
     @model_validator(mode="after")

@@ -143,6 +143,10 @@ class GroupCommitWriter:
         self._jobs: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
         self._closing = False
         self._dirty = False
+        # A job run once the writer has been idle for a while after a commit (``when_idle``).
+        self._idle_job: Callable[[], None] | None = None
+        self._idle_after_s = 0.0
+        self._idle_due: float | None = None  # monotonic time; None: no commit since the last
         self._last_sync_s = time.monotonic()
         self._condition = threading.Condition()
         self._thread = threading.Thread(
@@ -173,6 +177,12 @@ class GroupCommitWriter:
         and after waiters are failed. It must be quick and must not raise."""
         with self._condition:
             self._completion_listeners = (*self._completion_listeners, listener)
+
+    def when_idle(self, after_s: float, job: Callable[[], None]) -> None:
+        """Run ``job`` on the writer thread once no record has come for ``after_s`` since the
+        last commit (again after the next commit). Set before records are submitted; the job
+        must not raise."""
+        self._idle_after_s, self._idle_job = after_s, job
 
     def call(self, job: Callable[[], Any]) -> Future[Any]:
         """Run ``job`` on the writer thread between batches (checkpoints, retention)."""
@@ -216,12 +226,11 @@ class GroupCommitWriter:
         """Commit one batch and run pending jobs; False once closed and drained."""
         with self._condition:
             while not self._queue and not self._jobs and not self._closing:
-                if self._dirty:
-                    timeout = self.background_sync_interval_s
-                    if not self._condition.wait(timeout):
-                        break
-                else:
+                wait_s = self._idle_wait_s()
+                if wait_s is None:
                     self._condition.wait()
+                elif wait_s <= 0 or not self._condition.wait(wait_s):
+                    break
             batch = self._take_batch()
             jobs = list(self._jobs)
             self._jobs.clear()
@@ -235,7 +244,20 @@ class GroupCommitWriter:
                 future.set_result(job())
             except Exception as exc:
                 future.set_exception(exc)
+        idle_due = self._idle_due if self._idle_job is not None and not batch else None
+        if idle_due is not None and time.monotonic() >= idle_due and self.failure is None:
+            self._idle_due = None
+            assert self._idle_job is not None
+            self._idle_job()
         return not stop and self.failure is None
+
+    def _idle_wait_s(self) -> float | None:
+        """How long an idle writer may sleep: until a background sync or the idle job is
+        due; None for as long as nothing arrives."""
+        waits = [self.background_sync_interval_s] if self._dirty else []
+        if self._idle_job is not None and self._idle_due is not None:
+            waits.append(self._idle_due - time.monotonic())
+        return min(waits) if waits else None
 
     def _take_batch(self) -> list[QueuedRecord]:
         batch: list[QueuedRecord] = []
@@ -273,6 +295,8 @@ class GroupCommitWriter:
             self._fail(JournalFenced(f"this node lost mastership of the journal ({exc})"), batch)
             return False
         self.batches_written += 1
+        if self._idle_job is not None:
+            self._idle_due = time.monotonic() + self._idle_after_s
         self.records_written += len(batch)
         self.bytes_written += len(data)
         self.on_commit(batch, self.segment.name, offset, len(data), time.monotonic() - started_s)
