@@ -31,18 +31,21 @@ FAILOVER_TIMEOUT_S = 90.0
 REDRAIN_AFTER_S = 10.0
 
 
-def one_failover(group: HaGroup, sender: FailoverSender) -> float:
-    """kill -9 of ``group``'s master -> first RECEIPT from its successor, in seconds."""
+def one_failover(
+    group: HaGroup, sender: FailoverSender, not_before: float = 0.0
+) -> tuple[float, float]:
+    """kill -9 of ``group``'s master -> first RECEIPT from its successor: when the kill came
+    (``time.monotonic``, no sooner than ``not_before``) and how long it took, in seconds."""
     sender.resume()
     sender.wait_receipts(RECEIPTS_BEFORE_KILL)
-    time.sleep(random.uniform(0, KILL_PHASE_JITTER_S))
+    time.sleep(max(random.uniform(0, KILL_PHASE_JITTER_S), not_before - time.monotonic()))
     generation = sender.generation
     killed_at = group.kill_master()
     took = sender.first_receipt_after(killed_at, generation, FAILOVER_TIMEOUT_S)
     sender.wait_receipts(RECEIPTS_AFTER_FAILOVER)
     sender.pause()  # idle while the other groups are measured
     group.restore()
-    return took
+    return killed_at, took
 
 
 def count_losses(results: Results, key: str, group: HaGroup, senders: list[FailoverSender]) -> None:
@@ -95,11 +98,11 @@ def failover_phase(
             for label, group in groups.items():
                 if index >= (default_kills if label == AMQ_DEFAULTS else kills):
                     continue
-                took = one_failover(group, senders[label])
+                _, took = one_failover(group, senders[label])
                 results.add(FAILOVER, label, took)
                 say(f"  kill {index + 1}, {label}: first RECEIPT after {took * 1000:.0f} ms")
                 if label == PRIMACY:
-                    took = one_failover(group, stock)
+                    _, took = one_failover(group, stock)
                     results.add(FAILOVER_STOCK, label, took)
                     say(f"  kill {index + 1}, {label}, stock stomp.py: {took * 1000:.0f} ms")
         for label, group in groups.items():
@@ -133,13 +136,11 @@ def victim_phase(results: Results, groups: dict[str, ActiveMQUnderPrimacy], kill
             for index in range(kills):
                 for label, group in groups.items():
                     group.victim = victim
-                    if group.warm:
-                        # A warm node gives the lock up at its broker's first exit and then
-                        # holds off crash_loop_hold_off_ms (10 s): a kill sooner than that
-                        # would find the only standby holding off, and measure the hold-off.
-                        time.sleep(max(0.0, last_kill[label] + HOLD_OFF_S - time.monotonic()))
-                    last_kill[label] = time.monotonic()
-                    took = one_failover(group, senders[label])
+                    # A warm node gives the lock up at its broker's first exit and then holds
+                    # off crash_loop_hold_off_ms (10 s) from then: a kill sooner than that
+                    # would find the only standby holding off, and measure the hold-off.
+                    spaced = last_kill[label] + HOLD_OFF_S if group.warm else 0.0
+                    last_kill[label], took = one_failover(group, senders[label], spaced)
                     results.add(metric, label, took)
                     say(f"  kill {index + 1} of the {victim}, {label}: {took * 1000:.0f} ms")
         for label, group in groups.items():
