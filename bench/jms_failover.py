@@ -73,9 +73,9 @@ def measure(
             row.outages.append(after.at - killed_at)
             say(f"  {label}, {row.options}, kill {index + 1}: {row.outages[-1] * 1000:.0f} ms")
             restore()
-        client.close()
+        client.stop()
         sent = client.sent
-        received = set(client.receive())
+        received = set(client.receive(expected=len(sent)))
         row.acknowledged, row.lost = len(sent), len(set(sent) - received)
         say(f"  {label}, {row.options}: lost {row.lost} of {number(row.acknowledged)}")
     finally:

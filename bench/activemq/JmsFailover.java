@@ -5,9 +5,11 @@
  *                returns once the broker acknowledged it), prints "sent mI BROKER" after each
  *                (BROKER: the name of the broker the connection is on, which a failover
  *                changes) and pauses MS milliseconds (so that a failover falls amid the sends);
- *   receive URL  prints "got BODY" for every message until none comes for 10 s.
+ *   receive URL [N]  prints "got BODY" for every message until none comes for 10 s, or (with
+ *                N) until "m0".."m<N-1>" have all come.
  * Compiled at run time against the jars of Debian's activemq package.
  */
+import java.util.BitSet;
 import javax.jms.Connection;
 import javax.jms.DeliveryMode;
 import javax.jms.Message;
@@ -36,11 +38,18 @@ public class JmsFailover {
                 Thread.sleep(Long.parseLong(args[3]));
             }
         } else {
+            int expected = args.length > 2 ? Integer.parseInt(args[2]) : -1;
+            BitSet seen = new BitSet();
             MessageConsumer consumer = session.createConsumer(queue);
             Message message;
-            while ((message = consumer.receive(10000)) != null) {
-                System.out.println("got " + ((TextMessage) message).getText());
+            while (seen.cardinality() != expected && (message = consumer.receive(10000)) != null) {
+                String body = ((TextMessage) message).getText();
+                System.out.println("got " + body);
                 System.out.flush();
+                int index = body.startsWith("m") ? Integer.parseInt(body.substring(1)) : -1;
+                if (index >= 0 && index < expected) {
+                    seen.set(index);
+                }
             }
         }
         connection.close();
