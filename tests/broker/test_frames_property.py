@@ -79,9 +79,11 @@ def test_short_fuzz_run_of_mangled_frames() -> None:
 
 
 @pytest.mark.slow
-def test_fuzz_run_of_a_million_frames() -> None:
-    result = fuzz(1_000_000, seed=2)
-    assert result.cases == 1_000_000
+def test_fuzz_run_of_two_hundred_thousand_frames() -> None:
+    # The million-frame run is bench/stomp_fuzz.py's (docs/benchmarks.md): 47 s of the test
+    # command's CPU for five times these cases of the same generator.
+    result = fuzz(200_000, seed=2)
+    assert result.cases == 200_000
 
 
 one_line = values.filter(lambda text: not any(c in text for c in "\r\n:\\"))
