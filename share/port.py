@@ -19,6 +19,9 @@ runs the same tests against each):
 - ``epoch_exists`` answers from the authority itself (on NFS, a single-name
   lookup the client must send to the server), never from a cache: the lease
   check's safety rests on it; ``latest_epoch_hint`` may be stale;
+- the holder record, the registry and the markers read back what any handle wrote
+  before the read began (ZooKeeper, whose plain reads may come from a follower behind
+  the leader, syncs first);
 - records read back are typed (``share/records.py``) and hostile content yields
   ``None``, never an exception; I/O failures raise ``OSError``.
 """

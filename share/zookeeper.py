@@ -186,6 +186,14 @@ class ZooKeeperShare:
             return None
         return bytes(data)
 
+    def _caught_up(self) -> None:
+        """Make the server this session reads from catch up with the leader (ZooKeeper's
+        ``sync``): a plain read may come from a follower behind it, and the registry, the
+        markers and the holder record are written through other nodes' sessions. A pause
+        another node wrote a moment ago must read as paused here."""
+        self._ensure_tree()
+        self._wait(self.client.sync_async(self._znode()))
+
     def _write(self, value: bytes, *names: str) -> None:
         """Set a znode's data, creating it if needed."""
         self._ensure_tree()
@@ -246,6 +254,7 @@ class ZooKeeperShare:
         self._write(holder.to_bytes(), "holder")
 
     def read_holder(self) -> HolderInfo | None:
+        self._caught_up()
         data = self._read("holder")
         return None if data is None else HolderInfo.from_bytes(data)
 
@@ -375,7 +384,7 @@ class ZooKeeperShare:
         self._write(json.dumps(entry.to_json(), sort_keys=True).encode(), "nodes", entry.node_id)
 
     def node_entries(self) -> list[NodeEntry]:
-        self._ensure_tree()
+        self._caught_up()
         found = []
         for name in sorted(self._wait(self.client.get_children_async(self._znode("nodes")))):
             raw = _json_object(self._read("nodes", name))
@@ -391,7 +400,7 @@ class ZooKeeperShare:
         self._delete("paused")
 
     def is_paused(self) -> bool:
-        self._ensure_tree()
+        self._caught_up()
         return self._wait(self.client.exists_async(self._znode("paused"))) is not None
 
     def request_switchover(self, switchover: Switchover) -> None:
@@ -399,6 +408,7 @@ class ZooKeeperShare:
 
     def read_switchover(self) -> Switchover | None:
         try:
+            self._caught_up()
             raw = _json_object(self._read("switchover"))
         except OSError:
             return None
