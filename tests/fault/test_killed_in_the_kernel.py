@@ -41,8 +41,15 @@ def test_a_process_killed_in_a_hung_share_call_can_run_nothing(
         reader.send_signal(signal.SIGKILL)
         wait_until(lambda: not may_run_its_own_code(reader.pid), 10, "the kill to land")
         # The daemon holds the request, so the kernel waits for its answer, killed or not.
-        wait_until(lambda: process.status() == psutil.STATUS_DISK_SLEEP, 10, "the last wait")
-        assert _waits_on_fuse(reader.pid)
+        # Both waited for together: a fresh clone once saw the task in D and, a moment later,
+        # a wchan other than the FUSE wait (a task woken on its wait queue runs for a moment
+        # before it sleeps again; which wake-up it was is not known).
+        wait_until(
+            lambda: process.status() == psutil.STATUS_DISK_SLEEP and _waits_on_fuse(reader.pid),
+            10,
+            "the last wait, on the FUSE daemon's answer",
+        )
+        assert not may_run_its_own_code(reader.pid)
         assert "never-answered" in command_line(reader.pid)
     finally:
         host.heal()
