@@ -12,8 +12,10 @@ import os
 import random
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +24,9 @@ from pathlib import Path
 # Below the ephemeral range (Linux's default starts at 32768), how many ports to draw from.
 _PORTS_BELOW_EPHEMERAL = 12_000
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+# A port handed out is skipped by every other caller on this machine for this long: the
+# server it is for may bind it only much later (a slave binds STOMP when promoted).
+_RESERVED_FOR_S = 900.0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -32,7 +37,9 @@ def free_port(host: str = "127.0.0.1") -> int:
     every outgoing connection (and to ``bind(0)``), so a port it picked could be taken
     by some client's connection before the server starts and binds it (a node failing
     with "Address already in use"). Below the range only another caller of this
-    function can take it, and a random draw among thousands makes that rare."""
+    function can take it, and each port handed out is reserved for a quarter of an hour
+    (``_reserve``): two test workers once drew the same port, one for a slave that binds
+    STOMP only when promoted, and the other bound it first."""
     try:
         first_ephemeral = int(_EPHEMERAL_RANGE.read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -46,10 +53,36 @@ def free_port(host: str = "127.0.0.1") -> int:
                 sock.bind((host, port))
             except OSError:
                 continue  # in use: draw again
+        if _reserve(port):
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # all taken: the kernel's
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _reserve(port: int) -> bool:
+    """Claim ``port`` for ``_RESERVED_FOR_S`` among the callers of ``free_port`` on this
+    machine (a file per port, created exclusively, in a directory of this user's own);
+    False if another caller holds it. Where no claim can be written, the draw alone decides."""
+    directory = Path(tempfile.gettempdir()) / f"primacy-free-ports-{os.getuid()}"
+    try:
+        directory.mkdir(mode=0o700, exist_ok=True)
+        info = directory.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return True  # not ours (planted in a shared /tmp): no reservations
+        claim = directory / str(port)
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - claim.lstat().st_mtime < _RESERVED_FOR_S:
+                return False
+            # A stale claim: whoever renames it away first may claim the port again.
+            os.rename(claim, directory / f"{port}.stale.{os.getpid()}")
+            os.unlink(directory / f"{port}.stale.{os.getpid()}")
+        os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+        return True
+    except FileExistsError:
+        return False  # another caller claimed it just now
+    except OSError:
+        return True
 
 
 def http_status(port: int, path: str, timeout_s: float = 1.0) -> int | None:
