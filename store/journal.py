@@ -378,13 +378,9 @@ class JournalStore:
     def _checkpoint_when_idle(self) -> None:
         """A burst is over: checkpoint, so a takeover need not replay it (it replays what
         came since the last checkpoint: up to checkpoint_interval_records, 0.3 s and more).
-        The same checkpoint as every one, the segment synced first."""
-        if self._records_since_checkpoint < self.config.checkpoint_idle_min_records:
-            return
-        try:
-            self._write_checkpoint()
-        except Exception as exc:
-            _log_checkpoint_error(exc)
+        Queued like the interval's checkpoint, on this thread's next turn."""
+        if self._records_since_checkpoint >= self.config.checkpoint_idle_min_records:
+            self._require_writer().call(self._write_checkpoint).add_done_callback(_log_failure)
 
     def _write_checkpoint(self) -> Path:
         self._records_since_checkpoint = 0
@@ -445,10 +441,5 @@ def _log_failure(future: Future[Path]) -> None:
     """Log a failed checkpoint (waiting for it to finish first); not raised: the next one may
     succeed, and recovery without it only reads more."""
     error = future.exception()
-    if error is not None:
-        _log_checkpoint_error(error)
-
-
-def _log_checkpoint_error(error: BaseException) -> None:
-    if not isinstance(error, JournalError):  # a journal error is the writer's, logged there
+    if error is not None and not isinstance(error, JournalError):
         messages.LOG.error("writing a checkpoint failed: %s", error)

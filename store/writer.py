@@ -244,8 +244,9 @@ class GroupCommitWriter:
                 future.set_result(job())
             except Exception as exc:
                 future.set_exception(exc)
-        idle_due = self._idle_due if self._idle_job is not None and not batch else None
-        if idle_due is not None and time.monotonic() >= idle_due and self.failure is None:
+        due = self._idle_due  # set by a commit, and only when there is an idle job
+        quiet = not batch and not self._closing and self.failure is None
+        if due is not None and quiet and time.monotonic() >= due:
             self._idle_due = None
             assert self._idle_job is not None
             self._idle_job()
@@ -255,7 +256,7 @@ class GroupCommitWriter:
         """How long an idle writer may sleep: until a background sync or the idle job is
         due; None for as long as nothing arrives."""
         waits = [self.background_sync_interval_s] if self._dirty else []
-        if self._idle_job is not None and self._idle_due is not None:
+        if self._idle_due is not None:
             waits.append(self._idle_due - time.monotonic())
         return min(waits) if waits else None
 
