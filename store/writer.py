@@ -304,10 +304,12 @@ class GroupCommitWriter:
         for queued in batch:
             if not queued.future.done():
                 queued.future.set_result(queued.sequence)
-        self._tell_completion_listeners()
+        self.tell_completion_listeners()
         return True
 
-    def _tell_completion_listeners(self) -> None:
+    def tell_completion_listeners(self) -> None:
+        """Run the completion listeners: after each batch, here, and from the thread that
+        completed futures outside a batch (the takeover checkpoint's)."""
         for listener in self._completion_listeners:
             try:
                 listener()
@@ -337,4 +339,4 @@ class GroupCommitWriter:
                 queued.future.set_exception(error)
         for _, future in jobs:
             future.set_exception(error)
-        self._tell_completion_listeners()
+        self.tell_completion_listeners()
