@@ -19,6 +19,7 @@ from tests.harness.zookeeper import unavailable_reason as zookeeper_unavailable_
 from tests.share.ports import KINDS, Handles, handles_for, kind_params, zookeeper_handles
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each file one unit of work, and every Spark test in one: with ``--dist loadgroup``
     (pyproject.toml) a unit runs on one worker, so a module's nodes start once and one
