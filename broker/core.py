@@ -157,8 +157,9 @@ class Broker:
             original = self._in_flight_sends.get(key)
             if original is not None:
                 return original  # receipt the resend when the first copy is durable
-            # At once, but not before a new master's takeover checkpoint is durable.
-            return self._watch(self.store.acknowledgeable(), lambda ok: None)
+            done: asyncio.Future[int] = self.loop.create_future()
+            done.set_result(0)
+            return done
         if record is None:
             record = self.encode_send(destination, message_id, headers, body)
         try:

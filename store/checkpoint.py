@@ -12,7 +12,6 @@ import json
 import os
 import re
 import struct
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,11 +115,6 @@ class Checkpoint:
 
 def _refuse(text: str) -> float:
     raise ValueError(f"{text[:40]} is not an integer: checkpoints hold integers only")
-
-
-def complete_positions(valid_ends: Mapping[str, int]) -> dict[str, SegmentPosition]:
-    """Each segment covered up to its valid end, none to be read further (what recovery found)."""
-    return {name: SegmentPosition(name, end, complete=True) for name, end in valid_ends.items()}
 
 
 def checkpoint_name(last_sequence: int, epoch: int) -> str:

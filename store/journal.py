@@ -18,28 +18,27 @@ from pathlib import Path
 from typing import Any
 
 from primacy.share.layout import CHECKPOINTS_DIR_NAME
-from primacy.share.safe_io import real_directory
+from primacy.share.safe_io import fsync_directory, real_directory, remove
 from primacy.store import format as fmt
 from primacy.store import messages, payloads
 from primacy.store.checkpoint import (
     Checkpoint,
     SegmentPosition,
-    complete_positions,
     prune_checkpoints,
     write_checkpoint,
 )
 from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.errors import JournalError, MessageTooLarge, StaleEpoch
 from primacy.store.recovery import RecoveryResult, recover
-from primacy.store.retention import retire_segments
+from primacy.store.retention import SegmentFacts, segments_to_remove
 from primacy.store.segments import (
+    SegmentRef,
     check_batch_at,
     has_own_header,
     list_segments,
     open_segment,
 )
 from primacy.store.state import PendingMessage
-from primacy.store.takeover import TakeoverCheckpoint, recovered_checkpoint
 from primacy.store.unclaimed import EpochClaimed, set_aside_unclaimed
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
@@ -82,14 +81,15 @@ class JournalStore:
         self._state_lock = threading.Lock()
         # SENDs submitted and not yet in ``_state``: a resend of one is a duplicate too.
         self._unapplied_sends: set[tuple[str, str]] = set()
-        self._positions = complete_positions(recovery.valid_ends)
+        self._positions: dict[str, SegmentPosition] = {
+            name: SegmentPosition(name, end, complete=True)
+            for name, end in recovery.valid_ends.items()
+        }
         self._records_since_checkpoint = 0
         self._segment = SegmentFile(
             config.journal_dir, epoch, config.node_id, config.segment_max_bytes
         )
         self._writer: GroupCommitWriter | None = None
-        # The takeover checkpoint, while a client's futures must wait for it (takeover.py).
-        self._takeover: TakeoverCheckpoint | None = None
         # Called on the writer thread after each batch: (records, bytes, seconds to write,
         # sync and check). Must be quick and must not raise.
         self.commit_observer: Callable[[int, int, float], None] | None = None
@@ -162,11 +162,12 @@ class JournalStore:
         )
         if recovery.report.segments_read > CHECKPOINT_AFTER_SEGMENTS_READ:
             # Every takeover adds a segment; without this, a journal of few records over
-            # many epochs is never checkpointed and each takeover reads every segment. It
-            # keeps the fence twice before any client is told anything (takeover.py).
-            store._takeover = TakeoverCheckpoint(
-                store._write_takeover_checkpoint, store._writer.tell_completion_listeners
-            )
+            # many epochs is never checkpointed and each takeover reads every segment.
+            # Waited for, so the fence is kept twice (its batch may be damaged later)
+            # before this master serves. Hidden behind the takeover wait where there is
+            # one; after a master whose process ended, it is part of the failover
+            # (docs/safety.md, "A fence is kept twice before anyone relies on it").
+            _log_failure(store.checkpoint())
         return store
 
     # ------------------------------------------------------------ appending
@@ -245,7 +246,7 @@ class JournalStore:
             # Under the lock, so no commit can apply it between the submit and the add.
             submitted = self._require_writer().submit(record, destination, message_id)
             self._unapplied_sends.add((destination, message_id))
-        return self._after_takeover_checkpoint(submitted)
+        return submitted
 
     def append_ack(self, destination: str, message_id: str) -> Future[int]:
         """Journal that a consumer acknowledged the message: it is no longer pending."""
@@ -255,9 +256,7 @@ class JournalStore:
             _bounded(destination, fmt.MAX_DESTINATION_BYTES, "destination"),
             _bounded(message_id, fmt.MAX_MESSAGE_ID_BYTES, "message id"),
         )
-        return self._after_takeover_checkpoint(
-            self._require_writer().submit(record, destination, message_id)
-        )
+        return self._require_writer().submit(record, destination, message_id)
 
     def append_delivery(self, destination: str, message_id: str) -> Future[int]:
         """Journal that a message was handed to a consumer, for the replay's delivery figures.
@@ -280,17 +279,6 @@ class JournalStore:
             raise MessageTooLarge("the control event is larger than max_message_size")
         record = fmt.EncodedRecord(fmt.RecordType.CONTROL, time.time_ns(), payload=payload)
         return self._require_writer().submit(record, "", "", durable=True)
-
-    def acknowledgeable(self) -> Future[int]:
-        """A future that completes (with 0) once a client may be told something the journal
-        holds already (a resend's RECEIPT): at once, but right after a takeover."""
-        done: Future[int] = Future()
-        done.set_result(0)
-        return self._after_takeover_checkpoint(done)
-
-    def _after_takeover_checkpoint(self, future: Future[int]) -> Future[int]:
-        takeover = self._takeover
-        return future if takeover is None else takeover.gate(future)
 
     def checkpoint(self) -> Future[Path]:
         """Write a checkpoint (then apply retention) on the writer thread, between batches."""
@@ -346,8 +334,6 @@ class JournalStore:
         """Write what is queued, sync, stop the writer thread. Safe to call twice."""
         if self._writer is not None:
             self._writer.close()
-        if self._takeover is not None:
-            self._takeover.wait()
 
     def __enter__(self) -> JournalStore:
         return self
@@ -396,21 +382,7 @@ class JournalStore:
         if self._records_since_checkpoint >= self.config.checkpoint_idle_min_records:
             self._require_writer().call(self._write_checkpoint).add_done_callback(_log_failure)
 
-    def _write_takeover_checkpoint(self) -> Path:
-        """Off the writer thread (takeover.py); retention then runs on it, as after any other."""
-        checkpoint = recovered_checkpoint(self.epoch, self.recovery)
-        directory = self.config.journal_dir / CHECKPOINTS_DIR_NAME
-        path = write_checkpoint(directory, checkpoint)
-        prune_checkpoints(directory, self.config.checkpoints_kept)
-        try:
-            self._require_writer().call(lambda: self._apply_retention(checkpoint))
-        except JournalError:
-            pass  # closed or failed meanwhile: the next master applies it
-        return path
-
     def _write_checkpoint(self) -> Path:
-        if self._takeover is not None:
-            self._takeover.wait()  # one checkpoint writer at a time (and pruner)
         self._records_since_checkpoint = 0
         self._segment.sync()  # the checkpoint must never cover bytes the disk does not have
         directory = self.config.journal_dir / CHECKPOINTS_DIR_NAME
@@ -423,17 +395,39 @@ class JournalStore:
         self._apply_retention(checkpoint)
         return path
 
-    def _apply_retention(self, checkpoint: Checkpoint) -> None:
-        removed = retire_segments(
-            self.config,
-            checkpoint.positions,
-            self._state.pending_by_segment,
+    def _apply_retention(self, checkpoint: Checkpoint) -> list[SegmentRef]:
+        facts = []
+        for segment in list_segments(self.config.journal_dir):
+            try:
+                info = segment.path.stat()
+            except FileNotFoundError:
+                continue
+            position = checkpoint.positions.get(segment.name)
+            facts.append(
+                SegmentFacts(
+                    segment,
+                    info.st_size,
+                    info.st_mtime,
+                    covered_by_checkpoint=position is not None and position.complete,
+                    pending_messages=self._state.pending_by_segment.get(segment.name, 0),
+                )
+            )
+        removed = segments_to_remove(
+            facts,
+            now_unix_s=time.time(),
+            max_age_s=self.config.retention_max_age_s,
+            max_bytes=self.config.retention_max_bytes,
             current_segment=self._segment.name,
         )
         for segment in removed:
+            remove(segment.path)
             # A position of a segment that is gone is never read again (recovery looks up
             # the segments it finds): kept, it would grow every checkpoint with uptime.
             self._positions.pop(segment.name, None)
+            messages.log(logging.INFO, messages.SEGMENT_RETIRED, segment.name)
+        if removed:
+            fsync_directory(self.config.journal_dir)
+        return removed
 
 
 def _bounded(text: str, limit: int, what: str) -> bytes:

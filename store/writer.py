@@ -304,12 +304,10 @@ class GroupCommitWriter:
         for queued in batch:
             if not queued.future.done():
                 queued.future.set_result(queued.sequence)
-        self.tell_completion_listeners()
+        self._tell_completion_listeners()
         return True
 
-    def tell_completion_listeners(self) -> None:
-        """Run the completion listeners: after each batch, here, and from the thread that
-        completed futures outside a batch (the takeover checkpoint's)."""
+    def _tell_completion_listeners(self) -> None:
         for listener in self._completion_listeners:
             try:
                 listener()
@@ -339,4 +337,4 @@ class GroupCommitWriter:
                 queued.future.set_exception(error)
         for _, future in jobs:
             future.set_exception(error)
-        self.tell_completion_listeners()
+        self._tell_completion_listeners()
