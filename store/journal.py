@@ -28,7 +28,12 @@ from primacy.store.checkpoint import (
     write_checkpoint,
 )
 from primacy.store.config import StoreConfig, SyncPolicy
-from primacy.store.errors import JournalError, MessageTooLarge, StaleEpoch
+from primacy.store.errors import (
+    JournalError,
+    JournalWriteFailed,
+    MessageTooLarge,
+    StaleEpoch,
+)
 from primacy.store.recovery import RecoveryResult, recover
 from primacy.store.retention import SegmentFacts, segments_to_remove
 from primacy.store.segments import (
@@ -167,7 +172,18 @@ class JournalStore:
             # before this master serves. Hidden behind the takeover wait where there is
             # one; after a master whose process ended, it is part of the failover
             # (docs/safety.md, "A fence is kept twice before anyone relies on it").
-            _log_failure(store.checkpoint())
+            # One that fails stops the open: serving with the fence kept once is the hole
+            # that rule closes (the node reports the journal failed and does not serve).
+            try:
+                store.checkpoint().result()
+            except BaseException as exc:
+                store.close()
+                if isinstance(exc, OSError):
+                    raise JournalWriteFailed(
+                        f"the takeover checkpoint was not written ({exc}); "
+                        "without it this epoch's fence would be kept once only"
+                    ) from exc
+                raise
         return store
 
     # ------------------------------------------------------------ appending

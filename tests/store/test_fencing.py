@@ -6,6 +6,7 @@ over; its fencing check is the real ``Lease.revalidate`` on a real share.
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -18,8 +19,9 @@ from primacy.share.layout import LOCK_FILE_NAME
 from primacy.share.posix import PosixShare
 from primacy.share.records import EpochRecord
 from primacy.store import format as fmt
+from primacy.store import journal as journal_module
 from primacy.store.config import StoreConfig
-from primacy.store.errors import JournalError
+from primacy.store.errors import JournalError, JournalWriteFailed
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import read_first_batch_fence, recover
 from primacy.store.segments import SegmentRef, list_segments
@@ -210,6 +212,30 @@ def test_a_fence_whose_batch_is_damaged_later_still_holds(share: Path) -> None:
     assert {m for q in result.state.pending.values() for m in q} == {"kept"}
     assert result.report.fenced_records == 1
     store_b.close()
+
+
+def test_a_new_master_whose_takeover_checkpoint_fails_does_not_open_the_journal(
+    share: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = PosixShare(share)
+    epoch_a = registry.claim_epoch(EpochRecord(0, node_id="node-a"))
+    with JournalStore.open(config(share, "a"), epoch=epoch_a, fencing_check=lambda: None) as a:
+        a.append_send("q", "kept", b"1").result(timeout=5)
+
+    def full_share(*_: object) -> Path:  # the checkpoint is megabytes, the fence batch bytes
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(journal_module, "write_checkpoint", full_share)
+    epoch_b = registry.claim_epoch(EpochRecord(0, node_id="node-b"))
+    writers_before = set(threading.enumerate())
+    with pytest.raises(JournalWriteFailed, match="takeover checkpoint was not written"):
+        JournalStore.open(config(share, "b"), epoch=epoch_b, fencing_check=lambda: None)
+    started = set(threading.enumerate()) - writers_before
+    assert not [t for t in started if t.name == "primacy-journal-writer"]  # closed again
+    monkeypatch.undo()
+    epoch_c = registry.claim_epoch(EpochRecord(0, node_id="node-c"))
+    with JournalStore.open(config(share, "c"), epoch=epoch_c, fencing_check=lambda: None) as c:
+        assert c.is_duplicate("q", "kept")  # nothing was lost meanwhile
 
 
 SMALL_SEGMENT_BYTES = 4096  # the smallest the store allows, so a few messages rotate it
