@@ -24,18 +24,19 @@ def _send_async(producer: StompPy, destination: str, message_id: str, receipt: s
 
 
 def test_a_send_to_a_full_destination_waits_until_an_ack_makes_room(masters: Masters) -> None:
-    # Heart-beats every 100 ms, a client cut off after 200 ms of silence: a wait far longer
-    # than that must not cost the producer its connection.
+    # Heart-beats every 300 ms, a client cut off after 600 ms of silence (stomp.py gives up
+    # on the broker after 450 ms): a wait far longer than that must not cost the producer
+    # its connection. (At 100 ms a loaded CI machine let a beat come 255 ms late.)
     config = BrokerConfig(
-        max_destination_messages=2, heart_beat_send_ms=100, heart_beat_receive_ms=100
+        max_destination_messages=2, heart_beat_send_ms=300, heart_beat_receive_ms=300
     )
     master = masters.start(config)
-    producer = StompPy(master.address, heartbeats=(100, 100))
+    producer = StompPy(master.address, heartbeats=(300, 300))
     _fill(producer, "/queue/a", 2)
     _send_async(producer, "/queue/a", "waits", "r-waits")
     _send_async(producer, "/queue/b", "behind", "r-behind")  # held behind it, in order
     eventually(lambda: master.service.stats()["sends_waiting"] == 1, "the SEND to wait")
-    time.sleep(1.0)  # five heart-beat grace periods
+    time.sleep(1.5)  # five heart-beat periods
     assert producer.connection.is_connected() and not producer.listener.errors
     assert "r-waits" not in producer.listener.receipts
     assert "r-behind" not in producer.listener.receipts
