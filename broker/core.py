@@ -99,7 +99,6 @@ class Broker:
             if config.stomp_tls_cert is not None and config.stomp_tls_key is not None
             else None
         )
-        state = store.recovery.state
         self.bodies = BodyLoader(store, loop, self.schedule_dispatch)
         # A failover may have delivered these already: consumers see them as redelivered.
         recovered = [
@@ -110,14 +109,13 @@ class Broker:
                 journal_location=pending,
                 redelivered=True,
             )
-            for messages in state.pending.values()
-            for pending in messages.values()
+            for pending in store.recovered_pending
         ]
         for message in recovered:
             self.book.add(message)
             self.backlog.added(message.destination)
         self.bodies.recovered(recovered)
-        self._order = itertools.count(state.last_sequence + 1)
+        self._order = itertools.count(store.recovered_last_sequence + 1)
 
     # ---- sending -------------------------------------------------------------
 

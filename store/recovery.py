@@ -87,6 +87,8 @@ class RecoveryReport:
 class RecoveryResult:
     """The recovered state plus what a writer needs to continue after it."""
 
+    # What the records say; once a JournalStore opens on it, its live state (the writer
+    # applies each commit to it), not a snapshot.
     state: JournalState
     report: RecoveryReport
     fences: FenceTable

@@ -174,21 +174,6 @@ class JournalState:
         state._trim_window()
         return state
 
-    def copy(self, dedupe_window_messages: int) -> JournalState:
-        """An independent copy, its window trimmed to ``dedupe_window_messages``.
-
-        Dictionary copies, not a JSON round trip: a new master copies what it recovered,
-        and for a full window the round trip cost 0.2 s of its takeover.
-        """
-        state = JournalState(dedupe_window_messages)
-        state.last_sequence = self.last_sequence
-        # PendingMessage is frozen: the copies may share them.
-        state.pending = {destination: dict(queue) for destination, queue in self.pending.items()}
-        state.pending_by_segment = self.pending_by_segment.copy()
-        state.seen_messages = self.seen_messages.copy()
-        state._trim_window()
-        return state
-
     def _trim_window(self) -> None:
         while len(self.seen_messages) > self.dedupe_window_messages:
             self.seen_messages.popitem(last=False)

@@ -154,3 +154,24 @@ def test_checkpoints_record_each_rotated_segment_as_complete_at_its_length(
         }
         assert positions == expected_positions()
         assert sum(complete for _, complete in positions.values()) >= 4 * (first // 40 + 1)
+
+
+def test_a_new_master_hands_the_broker_what_was_pending_at_the_takeover(
+    open_store: Callable[..., JournalStore],
+) -> None:
+    first = open_store()
+    sequences = [first.append_send("q", f"m{i}", b"x").result(timeout=10) for i in range(4)]
+    first.append_ack("q", "m0").result(timeout=10)
+    first.close()
+    successor = open_store(epoch=2)
+    taken_over = [(m.message_id, m.sequence) for m in successor.recovered_pending]
+    assert taken_over == [("m1", sequences[1]), ("m2", sequences[2]), ("m3", sequences[3])]
+    assert successor.recovered_last_sequence == sequences[-1] + 1  # the ACK
+    # The store goes on from there with one state (not a copy of the recovered one): what
+    # it writes now changes what it answers, and not what it handed over.
+    successor.append_ack("q", "m1").result(timeout=10)
+    successor.append_send("q", "m4", b"x").result(timeout=10)
+    assert successor.stats().pending_messages == 3
+    assert successor.location_of("q", "m1") is None and successor.location_of("q", "m4")
+    assert [m.message_id for m in successor.recovered_pending] == ["m1", "m2", "m3"]
+    successor.close()
