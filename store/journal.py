@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.share.layout import CHECKPOINTS_DIR_NAME
-from primacy.share.safe_io import fsync_directory, real_directory, remove
+from primacy.share.safe_io import real_directory
 from primacy.store import format as fmt
 from primacy.store import messages, payloads
 from primacy.store.checkpoint import (
@@ -35,9 +35,8 @@ from primacy.store.errors import (
     StaleEpoch,
 )
 from primacy.store.recovery import RecoveryResult, recover
-from primacy.store.retention import SegmentFacts, segments_to_remove
+from primacy.store.retention import retire_segments
 from primacy.store.segments import (
-    SegmentRef,
     check_batch_at,
     has_own_header,
     list_segments,
@@ -158,39 +157,22 @@ class JournalStore:
         )
         if config.checkpoint_idle_s > 0:
             store._writer.when_idle(config.checkpoint_idle_s, store._checkpoint_when_idle)
-        try:
+        try:  # whatever fails, the writer is stopped again before the error goes up
             # Nothing else is queued yet, so the fence is alone in the first batch.
             record = fmt.EncodedRecord(
                 fmt.RecordType.FENCE, time.time_ns(), payload=payloads.encode_fence(fence)
             )
             store._writer.submit(record, "", "", durable=True).result()
+            messages.log(
+                logging.INFO,
+                messages.FENCE_WRITTEN,
+                f"epoch {epoch} fenced {len(fence)} earlier segment(s) in {store._segment.name}",
+            )
+            if recovery.report.segments_read > CHECKPOINT_AFTER_SEGMENTS_READ:
+                store._write_takeover_checkpoint()
         except BaseException:
             store.close()
             raise
-        messages.log(
-            logging.INFO,
-            messages.FENCE_WRITTEN,
-            f"epoch {epoch} fenced {len(fence)} earlier segment(s) in {store._segment.name}",
-        )
-        if recovery.report.segments_read > CHECKPOINT_AFTER_SEGMENTS_READ:
-            # Every takeover adds a segment; without this, a journal of few records over
-            # many epochs is never checkpointed and each takeover reads every segment.
-            # Waited for, so the fence is kept twice (its batch may be damaged later)
-            # before this master serves. Hidden behind the takeover wait where there is
-            # one; after a master whose process ended, it is part of the failover
-            # (docs/safety.md, "A fence is kept twice before anyone relies on it").
-            # One that fails stops the open: serving with the fence kept once is the hole
-            # that rule closes (the node reports the journal failed and does not serve).
-            try:
-                store.checkpoint().result()
-            except BaseException as exc:
-                store.close()
-                if isinstance(exc, OSError):
-                    raise JournalWriteFailed(
-                        f"the takeover checkpoint was not written ({exc}); "
-                        "without it this epoch's fence would be kept once only"
-                    ) from exc
-                raise
         return store
 
     # ------------------------------------------------------------ appending
@@ -405,6 +387,22 @@ class JournalStore:
         if self._records_since_checkpoint >= self.config.checkpoint_idle_min_records:
             self._require_writer().call(self._write_checkpoint).add_done_callback(_log_failure)
 
+    def _write_takeover_checkpoint(self) -> None:
+        """Every takeover adds a segment; without this, a journal of few records over many
+        epochs is never checkpointed and each takeover reads every segment. Waited for, so
+        the fence is kept twice (its batch may be damaged later) before this master serves;
+        one that fails stops the open, since serving with the fence kept once is the hole
+        that rule closes (docs/safety.md, "A fence is kept twice before anyone relies on
+        it"). Hidden behind the takeover wait where there is one; after a master whose
+        process ended, it is part of the failover."""
+        try:
+            self.checkpoint().result()
+        except OSError as exc:
+            raise JournalWriteFailed(
+                f"the takeover checkpoint was not written ({exc}); "
+                "without it this epoch's fence would be kept once only"
+            ) from exc
+
     def _write_checkpoint(self) -> Path:
         self._records_since_checkpoint = 0
         self._segment.sync()  # the checkpoint must never cover bytes the disk does not have
@@ -418,39 +416,17 @@ class JournalStore:
         self._apply_retention(checkpoint)
         return path
 
-    def _apply_retention(self, checkpoint: Checkpoint) -> list[SegmentRef]:
-        facts = []
-        for segment in list_segments(self.config.journal_dir):
-            try:
-                info = segment.path.stat()
-            except FileNotFoundError:
-                continue
-            position = checkpoint.positions.get(segment.name)
-            facts.append(
-                SegmentFacts(
-                    segment,
-                    info.st_size,
-                    info.st_mtime,
-                    covered_by_checkpoint=position is not None and position.complete,
-                    pending_messages=self._state.pending_by_segment.get(segment.name, 0),
-                )
-            )
-        removed = segments_to_remove(
-            facts,
-            now_unix_s=time.time(),
-            max_age_s=self.config.retention_max_age_s,
-            max_bytes=self.config.retention_max_bytes,
+    def _apply_retention(self, checkpoint: Checkpoint) -> None:
+        removed = retire_segments(
+            self.config,
+            checkpoint.positions,
+            self._state.pending_by_segment,
             current_segment=self._segment.name,
         )
         for segment in removed:
-            remove(segment.path)
             # A position of a segment that is gone is never read again (recovery looks up
             # the segments it finds): kept, it would grow every checkpoint with uptime.
             self._positions.pop(segment.name, None)
-            messages.log(logging.INFO, messages.SEGMENT_RETIRED, segment.name)
-        if removed:
-            fsync_directory(self.config.journal_dir)
-        return removed
 
 
 def _bounded(text: str, limit: int, what: str) -> bytes:

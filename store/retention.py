@@ -8,9 +8,16 @@ while an older segment it limits remains.
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from primacy.store.segments import SegmentRef
+from primacy.share.safe_io import fsync_directory, remove
+from primacy.store import messages
+from primacy.store.checkpoint import SegmentPosition
+from primacy.store.config import StoreConfig
+from primacy.store.segments import SegmentRef, list_segments
 
 
 @dataclass(frozen=True)
@@ -48,3 +55,43 @@ def segments_to_remove(
         chosen.append(fact.segment)
         total -= fact.size_bytes
     return chosen
+
+
+def retire_segments(
+    config: StoreConfig,
+    positions: Mapping[str, SegmentPosition],
+    pending_by_segment: Mapping[str, int],
+    *,
+    current_segment: str,
+) -> list[SegmentRef]:
+    """Remove the segments retention lets go, given the newest checkpoint's positions and
+    the pending messages per segment; returns them."""
+    facts = []
+    for segment in list_segments(config.journal_dir):
+        try:
+            info = segment.path.stat()
+        except FileNotFoundError:
+            continue
+        position = positions.get(segment.name)
+        facts.append(
+            SegmentFacts(
+                segment,
+                info.st_size,
+                info.st_mtime,
+                covered_by_checkpoint=position is not None and position.complete,
+                pending_messages=pending_by_segment.get(segment.name, 0),
+            )
+        )
+    removed = segments_to_remove(
+        facts,
+        now_unix_s=time.time(),
+        max_age_s=config.retention_max_age_s,
+        max_bytes=config.retention_max_bytes,
+        current_segment=current_segment,
+    )
+    for segment in removed:
+        remove(segment.path)
+        messages.log(logging.INFO, messages.SEGMENT_RETIRED, segment.name)
+    if removed:
+        fsync_directory(config.journal_dir)
+    return removed
