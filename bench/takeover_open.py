@@ -24,6 +24,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from primacy.share.layout import journal_dir
 from primacy.share.posix import PosixShare
 from primacy.share.records import EpochRecord
 from primacy.store.config import StoreConfig, SyncPolicy
@@ -75,7 +76,7 @@ def time_recover(share: Path, copy: Path) -> float:
     fresh_copy(share, copy)
     gc.collect()
     started = time.perf_counter()
-    recover(copy / "journal", dedupe_window_messages=WINDOW, quarantine=True, log=False)
+    recover(journal_dir(copy), dedupe_window_messages=WINDOW, quarantine=True, log=False)
     return time.perf_counter() - started
 
 
