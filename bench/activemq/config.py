@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -145,8 +145,10 @@ def java_command(
     heap_mb: int = 256,
     java: str = "java",
     classpath: Path | None = None,
+    jvm_options: Sequence[str] = (),
 ) -> list[str]:
-    """Run the broker in the foreground: what ``/usr/bin/activemq`` runs, minus its daemonising.
+    """Run the broker in the foreground: what ``/usr/bin/activemq`` runs, minus its daemonising;
+    ``jvm_options`` go first (the tests' short-lived JVM settings, say).
 
     The Debian wrapper backgrounds the JVM, forces ``/var/lib/activemq`` as
     its base and a 512 MiB heap, so the harness calls the run jar itself with
@@ -155,6 +157,7 @@ def java_command(
     conf = conf_file.parent
     return [
         java,
+        *jvm_options,
         f"-Xmx{heap_mb}m",
         f"-Dactivemq.home={ACTIVEMQ_HOME}",
         f"-Dactivemq.base={base}",

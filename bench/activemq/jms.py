@@ -38,12 +38,18 @@ class Sent:
 class JmsClient:
     """One sender (``send``, in the background) and ``receive`` (every message, at the end)."""
 
-    def __init__(self, classes: Path, url: str) -> None:
+    def __init__(self, classes: Path, url: str, jvm_options: tuple[str, ...] = ()) -> None:
         subprocess.run(
             ["javac", "-cp", f"{ACTIVEMQ_HOME}/lib/*", "-d", str(classes), str(JMS_SOURCE)],
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip
-        self._java = ["java", "-cp", f"{classes}:{ACTIVEMQ_HOME}/lib/*", "JmsFailover"]
+        self._java = [
+            "java",
+            *jvm_options,
+            "-cp",
+            f"{classes}:{ACTIVEMQ_HOME}/lib/*",
+            "JmsFailover",
+        ]
         self.url = url
         self.acknowledged: list[Sent] = []
         self._sender: subprocess.Popen[str] | None = None

@@ -55,6 +55,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         haproxy_checks: str | None = None,
         haproxy_connect_timeout: str | None = None,
         exec_wrapper: tuple[str, ...] = (),
+        jvm_options: tuple[str, ...] = (),
     ) -> None:
         """``extra``: more ``primacy run`` flags for both nodes (a keepalive, say). ``shares``:
         each node's own path to the share (emulated hosts' mounts of one directory, say);
@@ -65,7 +66,8 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         fall 1 rise 2``), and ``haproxy_connect_timeout`` instead of its ``2s`` (HAProxy waits
         the shorter of it and 1 s before it retries a refused connection), to measure what they
         cost a failover. ``exec_wrapper``: a command the JVM's command line is appended to (a
-        shell that forks it rather than exec it, say)."""
+        shell that forks it rather than exec it, say). ``jvm_options``: for the brokers' JVMs
+        (the tests' short-lived settings; the benchmarks run ActiveMQ as its users do)."""
         super().__init__(root, NODES, extra)
         self.shares = shares or {node_id: self.group.share for node_id in NODES}
         self.http_ports = {node_id: free_port() for node_id in NODES}  # kept across restarts
@@ -76,6 +78,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self._haproxy_checks = haproxy_checks
         self._haproxy_connect_timeout = haproxy_connect_timeout
         self._exec_wrapper = exec_wrapper
+        self._jvm_options = jvm_options
         self.openwire_ports = {node_id: free_port() for node_id in NODES} if openwire else {}
         # What kill_master kills: the master's supervisor, its guardian, or its broker JVM.
         self.victim = "supervisor"
@@ -120,7 +123,11 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         )
         classpath = compile_gate_locker(self._root / "gate-locker") if self.warm else None
         command = java_command(
-            base=self.bases[node_id], conf_file=conf, heap_mb=self._heap_mb, classpath=classpath
+            base=self.bases[node_id],
+            conf_file=conf,
+            heap_mb=self._heap_mb,
+            classpath=classpath,
+            jvm_options=self._jvm_options,
         )
         return self.group.start(
             node_id,

@@ -33,15 +33,12 @@ from typing import Any
 import psutil
 
 from primacy.cli.localgroup import free_port
+from tests.harness.jvm import SHORT_LIVED_JVM
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 180.0  # JVMs starting on two busy cores
 # What the replay's executors need (docs/replay.md, "Run it on a cluster").
 EXECUTOR_PACKAGES = ("numpy", "pyarrow", "crc32c")
-# For the test's JVMs, which live a minute or two: the quick compiler only (C2's optimising
-# costs more CPU than it returns in one run: one local replay 55 -> 39 s of CPU) and the
-# serial collector.
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # Inherited settings that would change which Python or Spark the cluster runs.
 _FOREIGN = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYSPARK_", "SPARK_")
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from primacy.cli.localgroup import free_port, wait_until
+from tests.harness.jvm import SHORT_LIVED_JVM_OPTIONS
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 # Short ticks so sessions can be short: the ensemble grants session timeouts between 2 and
@@ -103,8 +104,7 @@ class Ensemble:
                 [
                     "java",
                     "-Xmx128m",
-                    "-XX:+UseSerialGC",
-                    "-XX:TieredStopAtLevel=1",
+                    *SHORT_LIVED_JVM_OPTIONS,
                     f"-Dzookeeper.log.dir={one.directory}",
                     "-Dzookeeper.root.logger=WARN,CONSOLE",
                     "-cp",

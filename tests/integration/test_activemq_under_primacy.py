@@ -26,6 +26,7 @@ from primacy.cli.localgroup import http_status
 from tests.broker.stomppy import StompPy
 from tests.harness.emulated_hosts import EmulatedHosts
 from tests.harness.group import wait_until
+from tests.harness.jvm import SHORT_LIVED_JVM_OPTIONS
 
 pytestmark = pytest.mark.slow
 
@@ -102,7 +103,7 @@ def amq(tmp_path: Path) -> Iterator[ActiveMQUnderPrimacy]:
     _skip_without_activemq_or_haproxy()
     # The default keepalive (250 ms): a 500 ms one here once hid the guardian killing a
     # healthy ActiveMQ under load (issue 27).
-    group = ActiveMQUnderPrimacy(tmp_path, 256)
+    group = ActiveMQUnderPrimacy(tmp_path, 256, jvm_options=SHORT_LIVED_JVM_OPTIONS)
     try:
         yield group
     finally:
@@ -165,6 +166,7 @@ def test_a_cut_share_kills_the_masters_activemq_before_the_other_serves(
         "1000",
         shares={node_id: host.share for node_id, host in hosts.items()},
         warm=warm,
+        jvm_options=SHORT_LIVED_JVM_OPTIONS,
     )
     try:
         with StoreWatch(amq) as watch:

@@ -23,6 +23,7 @@ from bench.activemq.under_primacy import NODES, ActiveMQUnderPrimacy
 from bench.activemq.watch import StoreWatch
 from primacy.cli.localgroup import NodeProcess
 from tests.harness.group import wait_until
+from tests.harness.jvm import SHORT_LIVED_JVM_OPTIONS
 from tests.integration.test_activemq_under_primacy import (
     _consume,
     _send,
@@ -47,7 +48,12 @@ KEEPALIVE_UNDER_LOAD = ("--lock-keep-alive-period-ms", "1000")
 def amq(tmp_path: Path) -> Iterator[ActiveMQUnderPrimacy]:
     _skip_without_activemq_or_haproxy()
     group = ActiveMQUnderPrimacy(
-        tmp_path / "amq", 256, *KEEPALIVE_UNDER_LOAD, warm=True, openwire=True
+        tmp_path / "amq",
+        256,
+        *KEEPALIVE_UNDER_LOAD,
+        warm=True,
+        openwire=True,
+        jvm_options=SHORT_LIVED_JVM_OPTIONS,
     )
     try:
         yield group
@@ -109,7 +115,9 @@ def test_a_warm_master_s_guardian_or_jvm_killed_hands_over_to_the_loaded_standby
     """kill -9 of the master's guardian, then of the next master's JVM: each time the other
     node's loaded JVM passes its gate (no cold start), and never two are in the store."""
     _skip_without_activemq_or_haproxy()
-    amq = ActiveMQUnderPrimacy(tmp_path / "amq", 256, *KEEPALIVE_UNDER_LOAD, warm=True)
+    amq = ActiveMQUnderPrimacy(
+        tmp_path / "amq", 256, *KEEPALIVE_UNDER_LOAD, warm=True, jvm_options=SHORT_LIVED_JVM_OPTIONS
+    )
     try:
         with StoreWatch(amq) as watch:
             amq.start()
@@ -153,7 +161,12 @@ def test_a_jvm_its_wrapper_forked_halts_when_its_guardian_and_supervisor_die(
     _skip_without_activemq_or_haproxy()
     forks = ("sh", "-c", '"$@"; exit $?', "fork-wrapper")  # "$@" is not the last command
     amq = ActiveMQUnderPrimacy(
-        tmp_path / "amq", 256, *KEEPALIVE_UNDER_LOAD, warm=True, exec_wrapper=forks
+        tmp_path / "amq",
+        256,
+        *KEEPALIVE_UNDER_LOAD,
+        warm=True,
+        exec_wrapper=forks,
+        jvm_options=SHORT_LIVED_JVM_OPTIONS,
     )
     watch = StoreWatch(amq)
     try:
@@ -196,11 +209,20 @@ def test_the_jms_client_keeps_every_acknowledged_send_through_a_sigkill_and_a_si
     _skip_without_activemq_or_haproxy()
     # Spurious lapses under load are the cold test's subject (issue 27), not this one's.
     amq = ActiveMQUnderPrimacy(
-        tmp_path / "amq", 256, *KEEPALIVE_UNDER_LOAD, warm=warm, openwire=True
+        tmp_path / "amq",
+        256,
+        *KEEPALIVE_UNDER_LOAD,
+        warm=warm,
+        openwire=True,
+        jvm_options=SHORT_LIVED_JVM_OPTIONS,
     )
     # The failover options the recipe gives (docs/operator-guide.md): the outage ends when
     # the standby listens, not at the end of a 30 s back-off.
-    client = JmsClient(tmp_path / "jms", failover_url([amq.openwire_ports[n] for n in NODES]))
+    client = JmsClient(
+        tmp_path / "jms",
+        failover_url([amq.openwire_ports[n] for n in NODES]),
+        jvm_options=SHORT_LIVED_JVM_OPTIONS,
+    )
     try:
         with StoreWatch(amq) as watch:
 

@@ -14,7 +14,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.harness.spark_standalone import SHORT_LIVED_JVM, clean_environment
+from tests.harness.jvm import SHORT_LIVED_JVM
+from tests.harness.spark_standalone import clean_environment
 from tests.spark.journal_scenario import write_failover_journal
 
 PRIMACY = Path(sys.executable).parent / "primacy"  # the installed command, as users run it
