@@ -14,6 +14,7 @@ import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -44,17 +45,17 @@ pytestmark = [
 KEEPALIVE_UNDER_LOAD = ("--lock-keep-alive-period-ms", "1000")
 
 
+def _under_load(tmp_path: Path, **options: Any) -> ActiveMQUnderPrimacy:
+    """The group as these tests start it: the keepalive above, the tests' short-lived JVMs."""
+    return ActiveMQUnderPrimacy(
+        tmp_path / "amq", 256, *KEEPALIVE_UNDER_LOAD, jvm_options=SHORT_LIVED_JVM_OPTIONS, **options
+    )
+
+
 @pytest.fixture
 def amq(tmp_path: Path) -> Iterator[ActiveMQUnderPrimacy]:
     _skip_without_activemq_or_haproxy()
-    group = ActiveMQUnderPrimacy(
-        tmp_path / "amq",
-        256,
-        *KEEPALIVE_UNDER_LOAD,
-        warm=True,
-        openwire=True,
-        jvm_options=SHORT_LIVED_JVM_OPTIONS,
-    )
+    group = _under_load(tmp_path, warm=True, openwire=True)
     try:
         yield group
     finally:
@@ -115,9 +116,7 @@ def test_a_warm_master_s_guardian_or_jvm_killed_hands_over_to_the_loaded_standby
     """kill -9 of the master's guardian, then of the next master's JVM: each time the other
     node's loaded JVM passes its gate (no cold start), and never two are in the store."""
     _skip_without_activemq_or_haproxy()
-    amq = ActiveMQUnderPrimacy(
-        tmp_path / "amq", 256, *KEEPALIVE_UNDER_LOAD, warm=True, jvm_options=SHORT_LIVED_JVM_OPTIONS
-    )
+    amq = _under_load(tmp_path, warm=True)
     try:
         with StoreWatch(amq) as watch:
             amq.start()
@@ -160,14 +159,7 @@ def test_a_jvm_its_wrapper_forked_halts_when_its_guardian_and_supervisor_die(
     node's supervisor is stopped meanwhile, so the JVM is seen to end on its own, not raced."""
     _skip_without_activemq_or_haproxy()
     forks = ("sh", "-c", '"$@"; exit $?', "fork-wrapper")  # "$@" is not the last command
-    amq = ActiveMQUnderPrimacy(
-        tmp_path / "amq",
-        256,
-        *KEEPALIVE_UNDER_LOAD,
-        warm=True,
-        exec_wrapper=forks,
-        jvm_options=SHORT_LIVED_JVM_OPTIONS,
-    )
+    amq = _under_load(tmp_path, warm=True, exec_wrapper=forks)
     watch = StoreWatch(amq)
     try:
         with watch:
@@ -208,14 +200,7 @@ def test_the_jms_client_keeps_every_acknowledged_send_through_a_sigkill_and_a_si
 ) -> None:
     _skip_without_activemq_or_haproxy()
     # Spurious lapses under load are the cold test's subject (issue 27), not this one's.
-    amq = ActiveMQUnderPrimacy(
-        tmp_path / "amq",
-        256,
-        *KEEPALIVE_UNDER_LOAD,
-        warm=warm,
-        openwire=True,
-        jvm_options=SHORT_LIVED_JVM_OPTIONS,
-    )
+    amq = _under_load(tmp_path, warm=warm, openwire=True)
     # The failover options the recipe gives (docs/operator-guide.md): the outage ends when
     # the standby listens, not at the end of a 30 s back-off.
     client = JmsClient(

@@ -28,13 +28,15 @@ SHARE_NAMES = {
 OWNER = "share"
 
 
+def _has_share_path(text: str) -> bool:
+    """A share name beside a slash: ``journal/checkpoints``, ``/nodes/``."""
+    return "/" in text and any(part in SHARE_NAMES for part in text.split("/"))
+
+
 def _share_name(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        text = node.value.strip("/")
-        if text in SHARE_NAMES:
-            return text
-        if "/" in node.value and any(part in SHARE_NAMES for part in node.value.split("/")):
-            return node.value
+    text = node.value if isinstance(node, ast.Constant) else None
+    if isinstance(text, str) and (text in SHARE_NAMES or _has_share_path(text)):
+        return text
     return None
 
 
@@ -52,12 +54,7 @@ def _path_spellings(tree: ast.AST) -> Iterator[tuple[int, str]]:
                         yield node.lineno, f'{callee}(..."{name}")'
         elif isinstance(node, ast.JoinedStr):
             for value in node.values:
-                if (
-                    isinstance(value, ast.Constant)
-                    and isinstance(value.value, str)
-                    and "/" in value.value
-                    and any(part in SHARE_NAMES for part in value.value.split("/"))
-                ):
+                if isinstance(value, ast.Constant) and _has_share_path(str(value.value)):
                     yield node.lineno, f'f"...{value.value}..."'
 
 
