@@ -3,16 +3,21 @@
 File ``checkpoints/checkpoint-<last sequence>-<epoch>.ckpt``: 8-byte magic,
 u32 version, u32 CRC32C of the body, u64 body length, then the body (UTF-8
 JSON). Written to a temporary name, fsynced, renamed, and the directory
-fsynced, so a reader sees a whole checkpoint or none.
+fsynced, so a reader sees a whole checkpoint or none. The body is written in
+pieces as it is encoded, its CRC32C and length counted on the way, and the
+header last, in the place left for it: a checkpoint is never whole in memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,10 @@ CHECKPOINT_MAGIC = b"PRIMCKPT"
 CHECKPOINT_VERSION = 4
 _READABLE_VERSIONS = (2, 3, 4)
 _HEADER = struct.Struct("<8sIIQ")
+# Values of a column per piece of the body written: tens of KB of message ids. Encoded whole,
+# the body made a peak of 3 times its size (issue 30: 12.7 MB for a full dedupe window), which
+# the master then kept as RSS.
+_COLUMN_VALUES_PER_PIECE = 4096
 # Names as ``checkpoint_name`` writes them: ASCII digits, an epoch widened past 10 digits.
 _NAME = re.compile(r"checkpoint-([0-9]{20})-([0-9]{10,20})\.ckpt", re.ASCII)
 
@@ -62,18 +71,15 @@ class Checkpoint:
     positions: dict[str, SegmentPosition]
     fences: FenceTable
 
-    def to_bytes(self) -> bytes:
+    def body_pieces(self) -> Iterator[bytes]:
+        """The body, ``json.dumps(body, separators=(",", ":")).encode()``, in pieces."""
         body: dict[str, Any] = {
             "epoch": self.epoch,
-            "state": self.state.to_json(),
+            "state": self.state.json_columns(),
             "positions": [[p.segment, p.offset, p.complete] for p in self.positions.values()],
             "fences": self.fences.to_json(),
         }
-        data = json.dumps(body, separators=(",", ":")).encode()
-        return (
-            _HEADER.pack(CHECKPOINT_MAGIC, CHECKPOINT_VERSION, crc32c.crc32c(data), len(data))
-            + data
-        )
+        return _json_pieces(body)
 
     @classmethod
     def from_bytes(cls, raw: bytes, dedupe_window_messages: int) -> Checkpoint:
@@ -113,6 +119,33 @@ class Checkpoint:
             raise CheckpointUnusable(f"the checkpoint's content is not usable: {exc!r}") from exc
 
 
+def _json_pieces(value: Any) -> Iterator[bytes]:
+    """``value`` as compact JSON: dicts key by key, each iterator (a column) a list written
+    ``_COLUMN_VALUES_PER_PIECE`` values at a time, anything else by ``json.dumps`` whole.
+    The text is ASCII (``json.dumps`` escapes the rest), the same bytes in pieces as whole."""
+    if isinstance(value, dict):
+        yield b"{"
+        separator = b""
+        for key, item in value.items():
+            yield separator + _dumps(key) + b":"
+            yield from _json_pieces(item)
+            separator = b","
+        yield b"}"
+    elif isinstance(value, Iterator):
+        yield b"["
+        separator = b""
+        while values := list(islice(value, _COLUMN_VALUES_PER_PIECE)):
+            yield separator + _dumps(values)[1:-1]  # its brackets off: the pieces are one list
+            separator = b","
+        yield b"]"
+    else:
+        yield _dumps(value)
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def _refuse(text: str) -> float:
     raise ValueError(f"{text[:40]} is not an integer: checkpoints hold integers only")
 
@@ -132,22 +165,44 @@ def list_checkpoints(directory: Path) -> list[Path]:
 
 
 def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> Path:
-    """Write atomically: temporary file, fsync, rename, fsync the directory."""
+    """Write atomically: temporary file, fsync, rename, fsync the directory. A write that
+    fails removes its temporary file."""
     real_directory(directory)
     final = directory / checkpoint_name(checkpoint.state.last_sequence, checkpoint.epoch)
     temporary = directory / f".{final.name}.{os.getpid()}.tmp"
     fd = create_new_file(temporary)  # a planted symlink there is removed, never followed
     try:
-        data = checkpoint.to_bytes()
-        written = 0
-        while written < len(data):
-            written += os.write(fd, memoryview(data)[written:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            _write_file(fd, checkpoint)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):  # the first error is the one to report
+            remove(temporary)  # a checkpoint that failed on a full disk gives its space back
+        raise
     replace_within(temporary, final)
     fsync_directory(directory)
     return final
+
+
+def _write_file(fd: int, checkpoint: Checkpoint) -> None:
+    """The body after the header's place, then the header, once its CRC and length are
+    known."""
+    crc, length = 0, 0
+    for piece in checkpoint.body_pieces():
+        _write_all(fd, piece, _HEADER.size + length)
+        crc = crc32c.crc32c(piece, crc)
+        length += len(piece)
+    _write_all(fd, _HEADER.pack(CHECKPOINT_MAGIC, CHECKPOINT_VERSION, crc, length), 0)
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    """``data`` at ``offset``, however few bytes each call writes."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 def prune_checkpoints(directory: Path, keep: int) -> None:

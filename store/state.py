@@ -10,8 +10,12 @@ pending (not acknowledged), however long ago it was sent.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, OrderedDict
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter, itemgetter, le
 from typing import Any
 
 from primacy.store.format import RecordType
@@ -94,37 +98,57 @@ class JournalState:
         return self.last_sequence, pending, list(self.seen_messages.items())
 
     def to_json(self) -> dict[str, Any]:
+        """``json_columns`` with every column read into a list: the same JSON value."""
+        return _read_columns(self.json_columns())
+
+    def json_columns(self) -> dict[str, Any]:
         """The state as columns (checkpoint version 4): one JSON list per field, names and
         segments as indices into lists of their own, so reading it back makes a few lists
         of strings and numbers instead of a small list per message; a new master reads
-        it on the way to serving."""
-        messages = sorted(
-            (m for queue in self.pending.values() for m in queue.values()),
-            key=lambda m: m.sequence,
-        )
-        # Each name's position in first-use order (a dict keeps insertion order).
-        names: dict[str, int] = {}
-        segments: dict[str, int] = {}
-        pending = {
-            "destination": [names.setdefault(m.destination, len(names)) for m in messages],
-            "message_id": [m.message_id for m in messages],
-            "sequence": [m.sequence for m in messages],
-            "segment": [segments.setdefault(m.segment, len(segments)) for m in messages],
-            "batch_offset": [m.batch_offset for m in messages],
-        }
-        seen = {
-            "destination": [names.setdefault(d, len(names)) for d, _ in self.seen_messages],
-            "message_id": [message_id for _, message_id in self.seen_messages],
-            "sequence": list(self.seen_messages.values()),
-        }
+        it on the way to serving.
+
+        Each list that grows with the state is an iterator, to be read once and in order, so
+        a checkpoint writes it in pieces instead of holding the state twice (issue 30: the
+        master kept a whole-state peak as RSS). The state must not change until all are
+        read: the writer thread both applies records and writes checkpoints."""
+        queues = self._queues_in_sequence_order()
+        # One list of references in sequence order (8 bytes a message, one block the
+        # allocator gives back), read once per column: merging the queues, already in
+        # order, is enough, and heapq.merge breaks ties as one stable sort would.
+        ordered = list(heapq.merge(*queues, key=_SEQUENCE))
+        # Names and segments are numbered in first-use order; a destination's first use among
+        # the pending messages is its queue's first message.
+        firsts = heapq.merge(*([next(iter(queue))] for queue in queues), key=_SEQUENCE)
+        seen = self.seen_messages
+        names = _numbered(chain(map(_DESTINATION, firsts), map(itemgetter(0), seen)))
+        segments = _numbered(map(_SEGMENT, ordered))
         return {
             "last_sequence": self.last_sequence,
             "dedupe_window_messages": self.dedupe_window_messages,
-            "destinations": list(names),
-            "segments": list(segments),
-            "pending": pending,
-            "seen": seen,
+            "destinations": iter(names),
+            "segments": iter(segments),
+            "pending": {
+                "destination": map(names.__getitem__, map(_DESTINATION, ordered)),
+                "message_id": map(_MESSAGE_ID, ordered),
+                "sequence": map(_SEQUENCE, ordered),
+                "segment": map(segments.__getitem__, map(_SEGMENT, ordered)),
+                "batch_offset": map(_BATCH_OFFSET, ordered),
+            },
+            "seen": {
+                "destination": map(names.__getitem__, map(itemgetter(0), seen)),
+                "message_id": map(itemgetter(1), seen),
+                "sequence": iter(seen.values()),
+            },
         }
+
+    def _queues_in_sequence_order(self) -> list[Collection[PendingMessage]]:
+        """Each destination's pending messages in sequence order: as they are, since records
+        are applied in that order, or sorted if they are not (a foreign checkpoint's)."""
+        return [
+            queue if _ascending(queue) else sorted(queue, key=_SEQUENCE)
+            for queue in (messages.values() for messages in self.pending.values())
+            if queue
+        ]
 
     @classmethod
     def from_json(cls, data: dict[str, Any], dedupe_window_messages: int) -> JournalState:
@@ -177,6 +201,36 @@ class JournalState:
     def _trim_window(self) -> None:
         while len(self.seen_messages) > self.dedupe_window_messages:
             self.seen_messages.popitem(last=False)
+
+
+_DESTINATION = attrgetter("destination")
+_MESSAGE_ID = attrgetter("message_id")
+_SEQUENCE = attrgetter("sequence")
+_SEGMENT = attrgetter("segment")
+_BATCH_OFFSET = attrgetter("batch_offset")
+
+
+def _ascending(queue: Collection[PendingMessage]) -> bool:
+    following = map(_SEQUENCE, queue)
+    next(following, None)
+    return all(map(le, map(_SEQUENCE, queue), following))  # in C: queues are long
+
+
+def _numbered(names: Iterable[str]) -> dict[str, int]:
+    """Each name's position among ``names`` in first-use order."""
+    return {name: position for position, name in enumerate(dict.fromkeys(names))}
+
+
+def _read_columns(columns: dict[str, Any]) -> dict[str, Any]:
+    """``columns`` with each iterator in it (in a dict in it too) read into a list."""
+    read = {}
+    for key, value in columns.items():
+        if isinstance(value, dict):
+            value = _read_columns(value)
+        elif isinstance(value, Iterator):
+            value = list(value)
+        read[key] = value
+    return read
 
 
 # Every number a checkpoint holds (a sequence, an offset, a length, an epoch, an index) fits a

@@ -36,7 +36,7 @@ HOSTILE_NUMBERS = (
     "1.5",
 )
 # Where in a checkpoint's body a hostile number goes (its shape is otherwise what
-# ``Checkpoint.to_bytes`` writes, version 4).
+# ``write_checkpoint`` writes, version 4).
 PLACES = ("epoch", "last_sequence", "pending sequence", "fence limit", "position offset")
 _PLACEHOLDER = "__number__"
 
