@@ -176,15 +176,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 class _Version(argparse.Action):
-    """``--version``: the installed package's version, looked up only when asked for."""
+    """``--version``: the installed package's version and whether its hot path is compiled,
+    looked up only when asked for."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from primacy.store.compiled import hot_path
         from primacy.supervisor.version import package_version
 
-        print(f"primacy {package_version()}")
+        print(f"primacy {package_version()}\n{hot_path()}")
         parser.exit()
 
 

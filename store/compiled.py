@@ -1,0 +1,115 @@
+"""Which of the hot path's modules run compiled, and never a compiled one built from other source.
+
+The install compiles the modules every message passes through (pyproject.toml's
+``[tool.primacy] compiled``: the codec in ``broker/``, the record format in ``store/``)
+into C extensions beside their ``.py`` files (.ci/build_backend.py). Python would import
+such an extension even after its source changed, as it does in an editable install after
+``git pull``: old codec bytes beside new code. So ``broker/__init__.py`` and
+``store/__init__.py`` install ``FreshCompiledOnly``, which lets an extension be imported
+only if it holds the SHA-256 of the source beside it (the build writes it in as
+``__source_sha256__``), and otherwise imports the source and logs why.
+
+``PRIMACY_PURE_PYTHON=1`` imports every module from source: the tests run the codec
+and record tests that way too (tests/compiled/), and an operator can rule out the
+compiled path without reinstalling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+
+log = logging.getLogger(__name__)
+
+PURE_PYTHON_VARIABLE = "PRIMACY_PURE_PYTHON"
+_PACKAGES = ("primacy.broker", "primacy.store")
+
+
+def pure_python_wanted() -> bool:
+    return os.environ.get(PURE_PYTHON_VARIABLE, "") not in ("", "0")
+
+
+def is_compiled(module: ModuleType) -> bool:
+    return isinstance(getattr(module, "__loader__", None), importlib.machinery.ExtensionFileLoader)
+
+
+def extensions_beside(source: Path) -> list[Path]:
+    """The files compiled from ``source``: the module (``frames.cpython-311-...so``) and the
+    library mypyc puts its code in (``frames__mypyc.cpython-311-...so``); none if pure."""
+    return [
+        candidate
+        for stem in (source.stem, f"{source.stem}__mypyc")
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+        if (candidate := source.with_name(stem + suffix)).is_file()
+    ]
+
+
+def built_from(extensions: list[Path], source: Path) -> bool:
+    """True if the compiled code holds the digest of ``source`` as it is now: positive proof
+    that it was compiled from these bytes, not merely that it is newer."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest().encode()
+    return any(digest in extension.read_bytes() for extension in extensions)
+
+
+class FreshCompiledOnly(importlib.abc.MetaPathFinder):
+    """For the hot path's packages: the source where its extension is stale, or where
+    pure Python is wanted; everything else is left to the usual finders."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        package, _, name = fullname.rpartition(".")
+        if package not in _PACKAGES or not path:
+            return None
+        for folder in path:
+            source = Path(folder) / f"{name}.py"
+            extensions = extensions_beside(source) if source.is_file() else []
+            if not extensions:
+                continue
+            if pure_python_wanted():
+                return importlib.util.spec_from_file_location(fullname, source)
+            if not built_from(extensions, source):
+                log.warning(
+                    "%s was compiled from another version of %s: running the source "
+                    "(install primacy again to compile it)",
+                    fullname,
+                    source,
+                )
+                return importlib.util.spec_from_file_location(fullname, source)
+            return None
+        return None
+
+
+def install() -> None:
+    """Put the finder first, once per process."""
+    if not any(isinstance(finder, FreshCompiledOnly) for finder in sys.meta_path):
+        sys.meta_path.insert(0, FreshCompiledOnly())
+
+
+def hot_path() -> str:
+    """One line for ``primacy --version``: whether the hot path runs compiled."""
+    if pure_python_wanted():
+        return f"hot path: pure Python ({PURE_PYTHON_VARIABLE} is set)"
+    fresh: list[str] = []
+    stale: list[str] = []
+    for package in _PACKAGES:
+        for folder in map(Path, importlib.import_module(package).__path__):
+            for source in sorted(folder.glob("*.py")):
+                if extensions := extensions_beside(source):
+                    built = built_from(extensions, source)
+                    (fresh if built else stale).append(f"{folder.name}/{source.name}")
+    if not fresh and not stale:
+        return "hot path: pure Python (nothing was compiled at install)"
+    line = f"hot path: compiled ({len(fresh)} modules)"
+    if stale:
+        line += f"; run from source, changed since the build: {', '.join(stale)}"
+    return line

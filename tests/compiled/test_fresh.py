@@ -1,0 +1,148 @@
+"""The install compiles the hot path where it can, never runs a stale build, and has a pure path.
+
+- Where a C compiler and Python's headers are present (CI's machine), every module
+  pyproject.toml lists is compiled: a build that fell back to pure Python without a
+  word would leave the parity tests comparing the source with itself.
+- A compiled module whose source changed since (an editable install after ``git pull``)
+  is not imported: its source is, with a warning (store/compiled.py).
+- ``PRIMACY_PURE_PYTHON=1`` runs the source, and the codec's and the records' own tests
+  pass that way too: CI runs both paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from primacy.store.compiled import PURE_PYTHON_VARIABLE, FreshCompiledOnly, extensions_beside
+from tests.compiled.sources import ROOT, compiled_paths, installed_module, module_name
+
+# The tests of what the compiled modules do, run again on the source.
+ON_BOTH_PATHS = [
+    "tests/broker/test_frames.py",
+    "tests/broker/test_frames_property.py",
+    "tests/store/test_format.py",
+    "tests/store/test_crafted_batches.py",
+    "tests/store/test_checkpoint_columns.py",
+    "tests/store/test_checkpoint_property.py",
+]
+
+
+def _can_compile() -> str | None:
+    """Why this machine cannot compile, or None."""
+    if os.environ.get("PRIMACY_COMPILE") == "0":
+        return "installed with PRIMACY_COMPILE=0"
+    if os.environ.get(PURE_PYTHON_VARIABLE, "") not in ("", "0"):
+        return f"{PURE_PYTHON_VARIABLE} is set"
+    if shutil.which(sysconfig.get_config_var("CC").split()[0] or "cc") is None:
+        return "no C compiler"
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
+        return "no Python headers (Debian: python3-dev)"
+    return None
+
+
+def test_every_listed_module_is_compiled_where_a_compiler_is() -> None:
+    reason = _can_compile()
+    if reason:
+        pytest.skip(f"pure Python expected here: {reason}")
+    running = {path: installed_module(path).__file__ for path in compiled_paths()}
+    assert {p: f for p, f in running.items() if f is None or f.endswith(".py")} == {}, (
+        "a C compiler and Python's headers are here but these run from source: "
+        "install again (`bash .ci/setup dev`) and read its 'primacy build:' lines"
+    )
+
+
+@pytest.fixture
+def copied_frames(tmp_path: Path) -> Path:
+    """broker/frames.py and its compiled files, copied to a folder of their own."""
+    source = ROOT / "broker" / "frames.py"
+    extensions = extensions_beside(source)
+    if not extensions:
+        pytest.skip("broker/frames.py is not compiled in this install")
+    for path in [source, *extensions]:
+        shutil.copy2(path, tmp_path / path.name)
+    return tmp_path / "frames.py"
+
+
+def test_a_build_of_this_source_is_imported(copied_frames: Path) -> None:
+    assert (
+        FreshCompiledOnly().find_spec(module_name("broker/frames.py"), [str(copied_frames.parent)])
+        is None
+    )
+
+
+def test_a_build_of_another_source_is_not(
+    copied_frames: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with copied_frames.open("a") as file:
+        file.write("# changed after the build\n")
+    with caplog.at_level(logging.WARNING):
+        spec = FreshCompiledOnly().find_spec(
+            module_name("broker/frames.py"), [str(copied_frames.parent)]
+        )
+    assert spec is not None and spec.origin == str(copied_frames)
+    assert "was compiled from another version" in caplog.text
+
+
+def test_pure_python_is_chosen_by_the_environment(
+    copied_frames: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PURE_PYTHON_VARIABLE, "1")
+    spec = FreshCompiledOnly().find_spec(
+        module_name("broker/frames.py"), [str(copied_frames.parent)]
+    )
+    assert spec is not None and spec.origin == str(copied_frames)
+
+
+def _pure_env() -> dict[str, str]:
+    return {**os.environ, PURE_PYTHON_VARIABLE: "1"}
+
+
+@pytest.mark.slow
+def test_the_codec_and_record_tests_pass_on_the_source() -> None:
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import "
+            + ", ".join(map(module_name, compiled_paths()))
+            + "; import sys; print('\\n'.join(sys.modules[m].__file__ for m in "
+            + repr([module_name(p) for p in compiled_paths()])
+            + "))",
+        ],
+        env=_pure_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout.split()
+    assert [path for path in loaded if not path.endswith(".py")] == []
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *ON_BOTH_PATHS],
+        env=_pure_env(),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout.splitlines()[-1]
+
+
+def test_version_says_which_path_runs() -> None:
+    primacy = str(Path(sys.executable).parent / "primacy")
+    env = {k: v for k, v in os.environ.items() if k != PURE_PYTHON_VARIABLE}
+    said = subprocess.run([primacy, "--version"], env=env, capture_output=True, text=True)
+    pure = subprocess.run([primacy, "--version"], env=_pure_env(), capture_output=True, text=True)
+    assert pure.stdout.splitlines()[1] == f"hot path: pure Python ({PURE_PYTHON_VARIABLE} is set)"
+    if _can_compile() is None:
+        modules = len(compiled_paths())
+        assert said.stdout.splitlines()[1] == f"hot path: compiled ({modules} modules)"
+    else:
+        assert said.stdout.splitlines()[1].startswith("hot path: pure Python")
