@@ -312,7 +312,7 @@ def test_a_message_too_large_for_its_dead_letter_queue_is_held_back(master: Node
     # queue and not its DLQ.
     headers = {"message-id": "big-1"}
     size = fmt.EncodedRecord(
-        fmt.RecordType.SEND, 0, "/queue/big", "alice/big-1", payloads.encode_headers(headers), b""
+        fmt.RecordType.SEND, 0, b"/queue/big", b"alice/big-1", payloads.encode_headers(headers), b""
     ).encoded_len
     body = b"x" * (MAX_MESSAGE_SIZE - size)
     producer = _client(master, "alice")
