@@ -40,6 +40,7 @@ from bench.activemq.workload import Address, connection_to, producer_loop
 
 QUEUE = "/queue/soak"
 FLAT_FROM = 200_000  # the issue's reference point: RSS after this many messages
+SETTLE_S = 5.0
 
 
 def slow_consumer(address: Address, rate: float, stop: Any, consumed: Any) -> None:
@@ -69,14 +70,16 @@ def slow_consumer(address: Address, rate: float, stop: Any, consumed: Any) -> No
 def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]:
     """RSS of the master's process tree after every ``args.every`` receipted messages."""
     context = multiprocessing.get_context("spawn")
-    stop = context.Event()
+    stop = context.Event()  # the consumer's
+    producers_stop = context.Event()
     counts = context.Array("q", args.producers, lock=False)
     consumed = context.Value("q", 0, lock=False)
     address = group.master_address()
     master = group.master_pid()
     processes = [
         context.Process(
-            target=producer_loop, args=(address, QUEUE, f"soak-{label}", stop, counts, slot)
+            target=producer_loop,
+            args=(address, QUEUE, f"soak-{label}", producers_stop, counts, slot),
         )
         for slot in range(args.producers)
     ]
@@ -105,7 +108,18 @@ def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]
                 raise RuntimeError(f"a client process against {label} died")
             else:
                 time.sleep(0.2)
+        # The sample at the last mark is taken while messages are still being receipted; one
+        # taken once the producers have stopped and the master is idle (its idle checkpoint
+        # written) tells a transient there from growth.
+        producers_stop.set()
+        time.sleep(SETTLE_S)
+        print(
+            f"{label}: RSS {SETTLE_S:.0f} s after the last message: "
+            f"{tree_rss_bytes(master) / 2**20:.0f} MiB",
+            flush=True,
+        )
     finally:
+        producers_stop.set()
         stop.set()
         for process in processes:
             process.join(30)
