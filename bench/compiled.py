@@ -30,15 +30,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.activemq.brokers import PrimacyGroup
-from bench.activemq.workload import throughput
+from bench.message_path import measure_node
 from primacy.store.compiled import PURE_PYTHON_VARIABLE, hot_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,27 +91,16 @@ def broker_cpu(mode: str, producers: int, messages: int) -> float:
 
 
 def node(mode: str, root: Path, seconds: float) -> dict[str, float]:
-    """A real node's CPU per message and rate, one and eight producers."""
+    """A real node's CPU per message and rate, one and eight producers (bench/message_path.py)."""
     saved = {name: os.environ.get(name) for name in MODES[mode]}
     os.environ.update(MODES[mode])  # the node's process inherits it
-    group = PrimacyGroup(root / f"node-{mode}-{time.monotonic_ns()}", nodes=1)
     try:
-        group.start()
-        address, process = group.master_address(), psutil.Process(group.master_pid())
-        throughput(address, "/queue/warm-up", "w", 8, 3)
         figures = {}
-        for producers in (1, 8):
-            before = process.cpu_times()
-            rate = throughput(address, f"/queue/p{producers}", f"p{producers}", producers, seconds)
-            after = process.cpu_times()
-            used = after.user - before.user + after.system - before.system
-            figures[f"node CPU per message, {producers} producer(s), us"] = (
-                used / (rate * seconds) * 1e6
-            )
+        for producers, (rate, user, system) in measure_node(root, seconds).items():
+            figures[f"node CPU per message, {producers} producer(s), us"] = user + system
             figures[f"messages per second, {producers} producer(s)"] = rate
         return figures
     finally:
-        group.close()
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

@@ -135,29 +135,40 @@ def round_trip(root: Path, seconds: float) -> None:
         print(f"    of the commit, {name[:-2]}: {statistics.median(marks[name]) * 1e6:.0f} us")
 
 
-def node_cpu(root: Path, seconds: float) -> None:
-    group = PrimacyGroup(root / "node", nodes=1)
+def measure_node(root: Path, seconds: float) -> dict[int, tuple[float, float, float]]:
+    """A real node's rate and its user and system CPU per message (µs), by producer count.
+
+    The CPU counted covers the producers' start-up too: per message, an upper bound."""
+    group = PrimacyGroup(root / f"node-{time.monotonic_ns()}", nodes=1)
     group.start()
     try:
         address = group.master_address()
         node = psutil.Process(group.master_pid())
         throughput(address, "/queue/warm-up", "w", 8, 3)
+        figures = {}
         for producers in (1, 8):
-            before, started = node.cpu_times(), time.monotonic()
+            before = node.cpu_times()
             queue, tag = f"/queue/p{producers}", f"p{producers}"
             rate = throughput(address, queue, tag, producers, seconds, warmup_s=0)
-            after, elapsed = node.cpu_times(), time.monotonic() - started
-            # The CPU counted covers the producers' start-up too: per message, an upper bound.
+            after = node.cpu_times()
             messages = rate * seconds
-            user = (after.user - before.user) / messages * 1e6
-            system = (after.system - before.system) / messages * 1e6
-            print(
-                f"a real node, {producers} producer(s): {rate:,.0f} msg/s; "
-                f"node CPU per message: user {user:.0f} us, system {system:.0f} us (at most; "
-                f"CPU counted over {elapsed:.0f} s, messages over {seconds:.0f} s)"
+            figures[producers] = (
+                rate,
+                (after.user - before.user) / messages * 1e6,
+                (after.system - before.system) / messages * 1e6,
             )
+        return figures
     finally:
         group.close()
+
+
+def node_cpu(root: Path, seconds: float) -> None:
+    for producers, (rate, user, system) in measure_node(root, seconds).items():
+        print(
+            f"a real node, {producers} producer(s): {rate:,.0f} msg/s; "
+            f"node CPU per message: user {user:.0f} us, system {system:.0f} us (at most; "
+            f"messages over {seconds:.0f} s)"
+        )
 
 
 def main() -> None:

@@ -116,11 +116,9 @@ class JournalState:
         # allocator gives back), read once per column: merging the queues, already in
         # order, is enough, and heapq.merge breaks ties as one stable sort would.
         ordered = list(heapq.merge(*queues, key=_SEQUENCE))
-        # Names and segments are numbered in first-use order; a destination's first use among
-        # the pending messages is its queue's first message.
-        firsts = heapq.merge(*([next(iter(queue))] for queue in queues), key=_SEQUENCE)
+        # Names and segments are numbered in first-use order.
         seen = self.seen_messages
-        names = _numbered(chain(map(_DESTINATION, firsts), map(itemgetter(0), seen)))
+        names = _numbered(chain(map(_DESTINATION, ordered), map(itemgetter(0), seen)))
         segments = _numbered(map(_SEGMENT, ordered))
         return {
             "last_sequence": self.last_sequence,
