@@ -1,32 +1,44 @@
-"""Soak: a million persistent messages through one master with a slow consumer; RSS as it goes.
+"""Soak: a million persistent messages through one master and its dedupe window; RSS as it goes.
 
 Starts a primacy group (default settings: a 100 000-id dedupe window, built-in
 STOMP) and, where Debian's ActiveMQ 5.17 is installed, an ActiveMQ
 shared-file pair, one after the other on this machine. Against each: producer
 processes (stomp.py, a RECEIPT awaited per 1 KiB persistent message, every
 message id new, so every one passes through the dedupe window) send
-``--messages`` in all, while one consumer process takes them at most
-``--consumer-rate`` per second, so a backlog builds up to the broker's flow
-control. The master's RSS (its whole process tree, psutil) is printed every
+``--messages`` in all, while one consumer process (auto acknowledgement) counts
+at most ``--consumer-rate`` per second of what it receives. stomp.py reads each
+MESSAGE as it arrives, so the count lags behind but no backlog builds in the
+broker: primacy's master holds a handful of messages unacknowledged (its lines
+say how many), and what its memory carries is the per-id state of the window.
+The master's RSS (its whole process tree, psutil) is printed every
 ``--every`` messages, with its ratio to the figure after 200 000 (the issue's
 "flat": at most 1.1) and primacy's ratio to ActiveMQ's at the same count.
-Asserts nothing; every process started is killed by pid on exit.
+primacy's lines also carry what its master says it holds (/status: messages
+unacknowledged, bodies in memory). ``--probe DIR`` loads bench/memory_probe into
+primacy's nodes and has the master write its memory's make-up at every mark
+(``--trace``: with tracemalloc snapshots; slow); ``bench/memory_probe/compare.py
+DIR`` tells what grew between marks. Asserts nothing; every process started is
+killed by pid on exit.
 
     .venv/bin/python bench/soak.py                       # 1 000 000 messages, ~25 min per broker
     .venv/bin/python bench/soak.py --messages 300000 --every 50000 --no-activemq
+    .venv/bin/python bench/soak.py --no-activemq --probe /tmp/probe --trace
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import multiprocessing
 import os
 import platform
+import signal
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +53,11 @@ from bench.activemq.workload import Address, connection_to, producer_loop
 QUEUE = "/queue/soak"
 FLAT_FROM = 200_000  # the issue's reference point: RSS after this many messages
 SETTLE_S = 5.0
+PROBE = Path(__file__).resolve().parent / "memory_probe"
 
 
-def slow_consumer(address: Address, rate: float, stop: Any, consumed: Any) -> None:
-    """One consumer process: ack each message, at most ``rate`` per second."""
+def counting_consumer(address: Address, rate: float, stop: Any, consumed: Any) -> None:
+    """One consumer process: auto acknowledgement, counting at most ``rate`` messages a second."""
     received = threading.Semaphore(0)
 
     class Listener(stomp.ConnectionListener):  # type: ignore[misc]
@@ -54,7 +67,8 @@ def slow_consumer(address: Address, rate: float, stop: Any, consumed: Any) -> No
     connection = connection_to(address)
     connection.set_listener("soak", Listener())
     connection.connect(wait=True)
-    # A small prefetch: the backlog stays with the broker, as with a consumer that lags.
+    # ActiveMQ's prefetch header (primacy has none for auto acknowledgement). Either way
+    # stomp.py's receiver thread takes every MESSAGE at once: the lag is in this process.
     connection.subscribe(QUEUE, id="soak", ack="auto", headers={"activemq.prefetchSize": "100"})
     started = time.monotonic()
     while not stop.is_set():
@@ -65,6 +79,33 @@ def slow_consumer(address: Address, rate: float, stop: Any, consumed: Any) -> No
         if ahead > 0:
             time.sleep(ahead)
     connection.disconnect()
+
+
+def held_by_master(group: HaGroup) -> str:
+    """What a primacy master says it holds; nothing for ActiveMQ."""
+    if not isinstance(group, PrimacyGroup):
+        return ""
+    port = group.wait_for_a_master().port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as answer:
+        broker = json.load(answer)["broker"]
+    return (
+        f", {broker['messages_unacknowledged']:>7,} unacknowledged, "
+        f"bodies {broker['body_memory_bytes'] / 2**20:4.0f} MiB"
+    )
+
+
+def probe_memory(pid: int, directory: Path, mark: int) -> None:
+    """Have the probed master write its memory's make-up; wait until it has."""
+    written = set(directory.glob(f"{pid}-*.json"))
+    os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 300  # a tracemalloc snapshot of a big heap takes a while
+    while time.monotonic() < deadline:
+        new = set(directory.glob(f"{pid}-*.json")) - written
+        if new:
+            (directory / f"mark-{mark}").write_text(new.pop().stem)
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the memory probe of {pid} wrote nothing in 300 s")
 
 
 def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]:
@@ -84,7 +125,9 @@ def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]
         for slot in range(args.producers)
     ]
     processes.append(
-        context.Process(target=slow_consumer, args=(address, args.consumer_rate, stop, consumed))
+        context.Process(
+            target=counting_consumer, args=(address, args.consumer_rate, stop, consumed)
+        )
     )
     rss: dict[int, int] = {0: tree_rss_bytes(master)}
     print(f"{label}: RSS at start {rss[0] / 2**20:.0f} MiB", flush=True)
@@ -100,9 +143,12 @@ def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]
                 elapsed = time.monotonic() - started
                 print(
                     f"{label}: {mark:>9,} sent, {consumed.value:>9,} consumed, "
-                    f"RSS {rss[mark] / 2**20:6.0f} MiB, {sent / elapsed:6.0f} msg/s",
+                    f"RSS {rss[mark] / 2**20:6.0f} MiB, {sent / elapsed:6.0f} msg/s"
+                    f"{held_by_master(group)}",
                     flush=True,
                 )
+                if args.probe and isinstance(group, PrimacyGroup):
+                    probe_memory(master, args.probe, mark)
                 mark += args.every
             elif not all(p.is_alive() for p in processes):
                 raise RuntimeError(f"a client process against {label} died")
@@ -155,10 +201,33 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=100_000, help="print RSS this often")
     parser.add_argument("--producers", type=int, default=8)
     parser.add_argument(
-        "--consumer-rate", type=float, default=1000.0, help="the consumer's messages per second"
+        "--consumer-rate",
+        type=float,
+        default=1000.0,
+        help="messages per second the consumer counts (stomp.py reads ahead of it)",
     )
     parser.add_argument("--no-activemq", action="store_true", help="primacy only")
+    parser.add_argument(
+        "--probe",
+        type=Path,
+        metavar="DIR",
+        help="primacy's master writes its memory's make-up into DIR at every mark "
+        "(read it with bench/memory_probe/compare.py DIR)",
+    )
+    parser.add_argument(
+        "--trace", action="store_true", help="with --probe: tracemalloc snapshots too (slow)"
+    )
     args = parser.parse_args()
+    if args.trace and not args.probe:
+        parser.error("--trace needs --probe DIR")
+    env = None
+    if args.probe:
+        args.probe.mkdir(parents=True, exist_ok=True)
+        env = {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROBE), os.environ.get("PYTHONPATH")])),
+            "PRIMACY_MEMORY_PROBE": str(args.probe.resolve()),
+            "PRIMACY_MEMORY_PROBE_TRACE": "1" if args.trace else "0",
+        }
     print(
         f"soak: {args.messages:,} messages, {args.producers} producers, consumer at most "
         f"{args.consumer_rate:.0f}/s; {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
@@ -167,7 +236,7 @@ def main() -> None:
     )
     figures: dict[str, dict[int, int]] = {}
     with tempfile.TemporaryDirectory(prefix="primacy-soak-") as root:
-        primacy = PrimacyGroup(Path(root) / "primacy", nodes=2)
+        primacy = PrimacyGroup(Path(root) / "primacy", nodes=2, env=env)
         try:
             primacy.start()
             figures["primacy"] = soak(primacy, "primacy", args)

@@ -75,10 +75,16 @@ class PrimacyGroup:
     label = "primacy"
 
     def __init__(
-        self, root: Path, nodes: int | tuple[str, ...] = 3, extra_args: tuple[str, ...] = ()
+        self,
+        root: Path,
+        nodes: int | tuple[str, ...] = 3,
+        extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         """``nodes``: how many (named n1, n2, ...) or their names; ``extra_args`` for every
-        node's ``primacy run`` (the TLS certificate, say)."""
+        node's ``primacy run`` (the TLS certificate, say); ``env`` added to every node's
+        environment (bench/soak.py's memory probe)."""
+        self.env = env
         share = root / "share"
         share.mkdir(parents=True)
         self.group = Group(share=share, log_dir=root, common_args=extra_args)
@@ -92,7 +98,9 @@ class PrimacyGroup:
         self._wait_complete()
 
     def start_node(self, node_id: str) -> NodeProcess:
-        return self.group.start(node_id, "--stomp", f"127.0.0.1:{self.stomp_ports[node_id]}")
+        return self.group.start(
+            node_id, "--stomp", f"127.0.0.1:{self.stomp_ports[node_id]}", env=self.env
+        )
 
     def _wait_complete(self) -> None:
         wait_until(
