@@ -92,20 +92,11 @@ def broker_cpu(mode: str, producers: int, messages: int) -> float:
 
 def node(mode: str, root: Path, seconds: float) -> dict[str, float]:
     """A real node's CPU per message and rate, one and eight producers (bench/message_path.py)."""
-    saved = {name: os.environ.get(name) for name in MODES[mode]}
-    os.environ.update(MODES[mode])  # the node's process inherits it
-    try:
-        figures = {}
-        for producers, (rate, user, system) in measure_node(root, seconds).items():
-            figures[f"node CPU per message, {producers} producer(s), us"] = user + system
-            figures[f"messages per second, {producers} producer(s)"] = rate
-        return figures
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    figures = {}
+    for producers, (rate, user, system) in measure_node(root, seconds, MODES[mode]).items():
+        figures[f"node CPU per message, {producers} producer(s), us"] = user + system
+        figures[f"messages per second, {producers} producer(s)"] = rate
+    return figures
 
 
 def main() -> None:

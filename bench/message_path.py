@@ -135,11 +135,14 @@ def round_trip(root: Path, seconds: float) -> None:
         print(f"    of the commit, {name[:-2]}: {statistics.median(marks[name]) * 1e6:.0f} us")
 
 
-def measure_node(root: Path, seconds: float) -> dict[int, tuple[float, float, float]]:
-    """A real node's rate and its user and system CPU per message (µs), by producer count.
+def measure_node(
+    root: Path, seconds: float, env: dict[str, str] | None = None
+) -> dict[int, tuple[float, float, float]]:
+    """A real node's rate and its user and system CPU per message (µs), by producer count;
+    ``env`` is added to the node's environment (not the producers').
 
     The CPU counted covers the producers' start-up too: per message, an upper bound."""
-    group = PrimacyGroup(root / f"node-{time.monotonic_ns()}", nodes=1)
+    group = PrimacyGroup(root / f"node-{time.monotonic_ns()}", nodes=1, env=env)
     group.start()
     try:
         address = group.master_address()

@@ -24,6 +24,7 @@ from primacy.broker.admission import accept_backlog as stomp_backlog
 from primacy.broker.tls import ServerTls, TlsFilesError
 from primacy.broker.users import UsersFileError, load_users
 from primacy.cli import codes
+from primacy.cli.allocator import pin_mmap_threshold
 from primacy.cli.exits import (
     EXIT_CANNOT_LISTEN,
     EXIT_CODES_HELP,
@@ -162,6 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return fail(EXIT_USAGE, f"{codes.BAD_USAGE} {exc}")
     setup_logging(config.log_level)
+    logging.getLogger("primacy.cli").debug("allocator: %s", pin_mmap_threshold())
     config = fit_descriptor_limit(config)
     verdict = check_for_run(config.share)
     refusal = _judge_mount(verdict, config.share, config.force_unsupported_share)

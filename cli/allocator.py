@@ -1,0 +1,38 @@
+"""glibc's allocator held to give a long-lived node's big freed tables back to the system.
+
+glibc serves an allocation of 128 KiB or more with its own ``mmap``, returned to the system
+when it is freed, but raises that threshold to the size of each such block freed (up to
+32 MiB). Once the node has freed one big table (the dedupe window's hash table is rebuilt
+every ~250 000 messages: 5-14 MiB), the next ones come from the heap, and when freed they
+stay there as holes the heap cannot shrink past: measured in ``bench/soak.py --probe``, the
+master's RSS rose 104 -> 108 -> 118 MiB over a million messages while everything Python
+held stayed flat; all of the rise was glibc's free heap (docs/benchmarks.md, "The soak").
+Pinning the threshold stops the raise: blocks from 1 MiB up are mapped and unmapped as they
+come and go. 1 MiB, not glibc's first 128 KiB: asyncio reads a socket into a fresh 256 KiB
+buffer for every read, which should stay on the heap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+MMAP_THRESHOLD_BYTES = 1 << 20
+_M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
+OPERATOR_SETTING = "MALLOC_MMAP_THRESHOLD_"  # glibc reads it at start-up; it wins over ours
+
+
+def pin_mmap_threshold() -> str:
+    """Pin glibc's mmap threshold at ``MMAP_THRESHOLD_BYTES`` unless the operator set one;
+    returns what was done, for the node's debug log."""
+    if OPERATOR_SETTING in os.environ:
+        return f"mmap threshold left as {OPERATOR_SETTING}={os.environ[OPERATOR_SETTING]} says"
+    try:
+        libc_version = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):
+        libc_version = None
+    if not libc_version:
+        return "mmap threshold left alone: not glibc"
+    if not ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES):
+        return "mmap threshold left alone: glibc refused it"
+    return f"mmap threshold pinned at {MMAP_THRESHOLD_BYTES >> 20} MiB ({libc_version})"
