@@ -2,11 +2,12 @@
 
 glibc serves an allocation of 128 KiB or more with its own ``mmap``, returned to the system
 when it is freed, but raises that threshold to the size of each such block freed (up to
-32 MiB). Once the node has freed one big table (the dedupe window's hash table is rebuilt
-every ~250 000 messages: 5-14 MiB), the next ones come from the heap, and when freed they
-stay there as holes the heap cannot shrink past: measured in ``bench/soak.py --probe``, the
-master's RSS rose 104 -> 108 -> 118 MiB over a million messages while everything Python
-held stayed flat; all of the rise was glibc's free heap (docs/benchmarks.md, "The soak").
+32 MiB). Once the node has freed one big table (Python rebuilds the dedupe window's table
+every ~250 000 messages: a 10 MiB table and a 4 MiB node array), the next ones come from
+the heap, and when freed they stay there as holes the heap cannot shrink past: measured
+in ``bench/soak.py --probe``, the master's RSS rose 104 -> 108 -> 118 MiB over a million
+messages while everything Python held stayed flat; all of the rise was glibc's free heap
+(docs/benchmarks.md, "The soak").
 Pinning the threshold stops the raise: blocks from 1 MiB up are mapped and unmapped as they
 come and go. 1 MiB, not glibc's first 128 KiB: asyncio reads a socket into a fresh 256 KiB
 buffer for every read, which should stay on the heap.

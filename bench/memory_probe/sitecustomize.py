@@ -81,7 +81,7 @@ def _install(directory: Path) -> None:
 
 
 _directory = os.environ.get("PRIMACY_MEMORY_PROBE")
-if _directory and "primacy.cli" in sys.argv[0] + " ".join(sys.orig_argv):
+if _directory and "primacy.cli" in sys.orig_argv:  # python -m primacy.cli run ...
     if os.environ.get("PRIMACY_MEMORY_PROBE_TRACE") == "1":
         tracemalloc.start(1)
     _install(Path(_directory))
