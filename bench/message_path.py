@@ -11,8 +11,11 @@ Run: ``.venv/bin/python bench/message_path.py [--seconds S] [--dir DIR]``.
    parsing and submitting, the hand-off to the writer thread, the commit (with its
    fdatasync and lease check), the hand-off back, and settling and writing the
    RECEIPT.
+   From the same stages, the physical limit for one producer (issue 30): a round trip
+   of nothing but the client's share and one fdatasync, in messages per second.
 2. A real node (``primacy run``, as the comparison with ActiveMQ starts it): messages
-   per second with 1 and 8 producers, and the node's user and system CPU per message.
+   per second with 1 and 8 producers, and the node's user and system CPU per message;
+   the one producer's rate as a fraction of the limit measured in step 1.
    Both sides share the machine's cores, so CPU per message bounds the rate.
 
 Prints figures; asserts nothing.
@@ -91,7 +94,9 @@ def median_gap_us(starts: list[float], ends: list[float]) -> float:
     return statistics.median(gaps) * 1e6
 
 
-def round_trip(root: Path, seconds: float) -> None:
+def round_trip(root: Path, seconds: float) -> float:
+    """Print the round trip's stages; returns the physical limit for one producer (msg/s):
+    one round trip of nothing but the client's share and one ``fdatasync``, as measured."""
     marks: Marks = defaultdict(list)
     mark_calls(marks, StompConnection, "buffer_updated", before="read")
     mark_calls(marks, GroupCommitWriter, "submit", after="submitted")
@@ -133,6 +138,14 @@ def round_trip(root: Path, seconds: float) -> None:
         print(f"  {label}: {median_gap_us(marks[start], marks[end]):.0f} us (median)")
     for name in ("sync s", "lease check s"):
         print(f"    of the commit, {name[:-2]}: {statistics.median(marks[name]) * 1e6:.0f} us")
+    client_us = median_gap_us(marks["replied"], marks["read"])
+    sync_us = statistics.median(marks["sync s"]) * 1e6
+    limit = 1e6 / (client_us + sync_us)
+    print(
+        f"physical limit for one producer (the client's share {client_us:.0f} us + one "
+        f"fdatasync {sync_us:.0f} us): {limit:,.0f} msg/s"
+    )
+    return limit
 
 
 def measure_node(
@@ -165,13 +178,15 @@ def measure_node(
         group.close()
 
 
-def node_cpu(root: Path, seconds: float) -> None:
+def node_cpu(root: Path, seconds: float, limit: float) -> None:
     for producers, (rate, user, system) in measure_node(root, seconds).items():
         print(
             f"a real node, {producers} producer(s): {rate:,.0f} msg/s; "
             f"node CPU per message: user {user:.0f} us, system {system:.0f} us (at most; "
             f"messages over {seconds:.0f} s)"
         )
+        if producers == 1:
+            print(f"  a real node's one producer against the physical limit: {rate / limit:.2f}")
 
 
 def main() -> None:
@@ -182,8 +197,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="primacy-bench-path-", dir=args.dir))
     try:
         print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
-        round_trip(root, args.seconds)
-        node_cpu(root, args.seconds)
+        limit = round_trip(root, args.seconds)
+        node_cpu(root, args.seconds, limit)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
