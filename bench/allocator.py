@@ -18,14 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.message_path import measure_node
+from bench.alternating import alternate, print_medians
+from bench.message_path import node_figures
 from primacy.cli.allocator import MMAP_THRESHOLD_BYTES, OPERATOR_SETTING
 
 MODES: dict[str, dict[str, str]] = {
@@ -40,30 +40,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="per measurement")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}", flush=True)
-    samples: dict[str, dict[str, list[float]]] = {mode: {} for mode in MODES}
     root = Path(tempfile.mkdtemp(prefix="primacy-bench-allocator-"))
     try:
-        for round_number in range(args.rounds):
-            order = list(MODES) if round_number % 2 == 0 else list(reversed(MODES))
-            for mode in order:
-                for producers, (rate, user, system) in measure_node(
-                    root, args.seconds, MODES[mode]
-                ).items():
-                    figures = {
-                        f"node CPU per message, {producers} producer(s), us": user + system,
-                        f"messages per second, {producers} producer(s)": rate,
-                    }
-                    for name, value in figures.items():
-                        samples[mode].setdefault(name, []).append(value)
-                        print(f"round {round_number + 1}, {mode}: {name} {value:,.0f}", flush=True)
+        samples = alternate(
+            list(MODES), args.rounds, lambda mode: node_figures(root, args.seconds, MODES[mode])
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    pinned, heap = MODES
-    print(f"\n| figure (median of {args.rounds}) | {pinned} | {heap} | ratio |")
-    print("| --- | --- | --- | --- |")
-    for name in samples[pinned]:
-        a, b = (statistics.median(samples[mode][name]) for mode in (pinned, heap))
-        print(f"| {name} | {a:,.0f} | {b:,.0f} | {a / b:.2f} |")
+    print_medians(samples)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.message_path import measure_node
+from bench.alternating import alternate, print_medians
+from bench.message_path import node_figures
 from primacy.store.compiled import PURE_PYTHON_VARIABLE, hot_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,15 +90,6 @@ def broker_cpu(mode: str, producers: int, messages: int) -> float:
     return float(found[1]) + float(found[2])
 
 
-def node(mode: str, root: Path, seconds: float) -> dict[str, float]:
-    """A real node's CPU per message and rate, one and eight producers (bench/message_path.py)."""
-    figures = {}
-    for producers, (rate, user, system) in measure_node(root, seconds, MODES[mode]).items():
-        figures[f"node CPU per message, {producers} producer(s), us"] = user + system
-        figures[f"messages per second, {producers} producer(s)"] = rate
-    return figures
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="of each figure in each mode")
@@ -110,29 +101,23 @@ def main() -> None:
     if not said.startswith("hot path: compiled"):
         sys.exit(f"this install runs pure Python ({said}): nothing to compare")
     print(f"{said}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
-    samples: dict[str, dict[str, list[float]]] = {mode: {} for mode in MODES}
     root = Path(tempfile.mkdtemp(prefix="primacy-bench-compiled-"))
+
+    def measure(mode: str) -> dict[str, float]:
+        figures = codec(mode)
+        for producers in (1, 8):
+            figures[f"broker CPU per SEND, {producers} producer(s), us"] = broker_cpu(
+                mode, producers, args.messages
+            )
+        if not args.no_node:
+            figures.update(node_figures(root, args.seconds, MODES[mode]))
+        return figures
+
     try:
-        for round_number in range(args.rounds):
-            order = list(MODES) if round_number % 2 == 0 else list(reversed(MODES))
-            for mode in order:
-                figures = codec(mode)
-                for producers in (1, 8):
-                    figures[f"broker CPU per SEND, {producers} producer(s), us"] = broker_cpu(
-                        mode, producers, args.messages
-                    )
-                if not args.no_node:
-                    figures.update(node(mode, root, args.seconds))
-                for name, value in figures.items():
-                    samples[mode].setdefault(name, []).append(value)
-            print(f"round {round_number + 1} of {args.rounds} done", file=sys.stderr, flush=True)
+        samples = alternate(list(MODES), args.rounds, measure)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"{'figure (median of ' + str(args.rounds) + ')':52} {'compiled':>10} {'pure':>10} ratio")
-    for name in samples["compiled"]:
-        compiled = statistics.median(samples["compiled"][name])
-        pure = statistics.median(samples["pure"][name])
-        print(f"{name:52} {compiled:10.2f} {pure:10.2f} {compiled / pure:5.2f}")
+    print_medians(samples)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

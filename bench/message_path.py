@@ -134,11 +134,12 @@ def round_trip(root: Path, seconds: float) -> float:
         ("loop woken -> RECEIPT written", "woken", "replied"),
     ]
     print(f"round trip, 1 producer, policy sync: {rate:,.0f} msg/s, {1e6 / rate:.0f} us each")
-    for label, start, end in stages:
-        print(f"  {label}: {median_gap_us(marks[start], marks[end]):.0f} us (median)")
+    medians = {label: median_gap_us(marks[start], marks[end]) for label, start, end in stages}
+    for label, median in medians.items():
+        print(f"  {label}: {median:.0f} us (median)")
     for name in ("sync s", "lease check s"):
         print(f"    of the commit, {name[:-2]}: {statistics.median(marks[name]) * 1e6:.0f} us")
-    client_us = median_gap_us(marks["replied"], marks["read"])
+    client_us = medians[stages[0][0]]
     sync_us = statistics.median(marks["sync s"]) * 1e6
     limit = 1e6 / (client_us + sync_us)
     print(
@@ -176,6 +177,15 @@ def measure_node(
         return figures
     finally:
         group.close()
+
+
+def node_figures(root: Path, seconds: float, env: dict[str, str] | None = None) -> dict[str, float]:
+    """``measure_node``'s figures by name: CPU per message (user + system, µs) and rate."""
+    figures = {}
+    for producers, (rate, user, system) in measure_node(root, seconds, env).items():
+        figures[f"node CPU per message, {producers} producer(s), us"] = user + system
+        figures[f"messages per second, {producers} producer(s)"] = rate
+    return figures
 
 
 def node_cpu(root: Path, seconds: float, limit: float) -> None:

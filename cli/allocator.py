@@ -37,3 +37,22 @@ def pin_mmap_threshold() -> str:
     if not ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES):
         return "mmap threshold left alone: glibc refused it"
     return f"mmap threshold pinned at {MMAP_THRESHOLD_BYTES >> 20} MiB ({libc_version})"
+
+
+_MALLINFO2_FIELDS = (
+    "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+    "fsmblks", "uordblks", "fordblks", "keepcost",
+)  # fmt: skip
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO2_FIELDS]
+
+
+def mallinfo2() -> dict[str, int]:
+    """glibc's own account of this process's heap (``uordblks`` in use, ``fordblks`` free)
+    and of its mapped blocks (``hblkhd``): for the memory probe and the tests, glibc only."""
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = _MallInfo2
+    info = libc.mallinfo2()
+    return {name: int(getattr(info, name)) for name in _MALLINFO2_FIELDS}

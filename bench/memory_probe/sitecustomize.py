@@ -12,8 +12,6 @@ reads them). A benchmark's tool, not the product's: the node does not know it is
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import itertools
 import json
 import os
@@ -23,23 +21,6 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 from types import FrameType
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-            "fsmblks", "uordblks", "fordblks", "keepcost",
-        )
-    ]  # fmt: skip
-
-
-def _mallinfo2() -> dict[str, int]:
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    libc.mallinfo2.restype = _MallInfo2
-    info = libc.mallinfo2()
-    return {name: int(getattr(info, name)) for name, _ in _MallInfo2._fields_}
 
 
 def _pymalloc_stats() -> str:
@@ -63,11 +44,13 @@ def _rss_bytes() -> int:
 
 
 def _install(directory: Path) -> None:
+    from primacy.cli.allocator import mallinfo2  # only in a probed node
+
     numbers = itertools.count(1)
 
     def probe(signum: int, frame: FrameType | None) -> None:
         stem = directory / f"{os.getpid()}-{next(numbers)}"
-        figures: dict[str, object] = {"rss": _rss_bytes(), "mallinfo2": _mallinfo2()}
+        figures: dict[str, object] = {"rss": _rss_bytes(), "mallinfo2": mallinfo2()}
         if tracemalloc.is_tracing():
             current, peak = tracemalloc.get_traced_memory()
             figures["traced"] = {"current": current, "peak": peak}

@@ -26,24 +26,17 @@ if not os.confstr("CS_GNU_LIBC_VERSION"):
     )
 
 _CHILD = r"""
-import ctypes, json, sys
-from primacy.cli.allocator import pin_mmap_threshold
+import json, sys
+from primacy.cli.allocator import mallinfo2, pin_mmap_threshold
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-        "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = MallInfo2
 said = pin_mmap_threshold() if sys.argv[1] == "pin" else "left to glibc"
 big = bytearray(16 << 20)
 del big
-mapped_before = libc.mallinfo2().hblkhd
+mapped_before = mallinfo2()["hblkhd"]
 table = bytearray(4 << 20)
-mapped = libc.mallinfo2().hblkhd - mapped_before >= 4 << 20
+mapped = mallinfo2()["hblkhd"] - mapped_before >= 4 << 20
 del table
-print(json.dumps({"said": said, "mapped": mapped, "left": libc.mallinfo2().hblkhd - mapped_before}))
+print(json.dumps({"said": said, "mapped": mapped, "left": mallinfo2()["hblkhd"] - mapped_before}))
 """
 
 
