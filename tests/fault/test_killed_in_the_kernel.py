@@ -37,6 +37,10 @@ def test_a_process_killed_in_a_hung_share_call_can_run_nothing(
     try:
         process = psutil.Process(reader.pid)
         wait_until(lambda: _waits_on_fuse(reader.pid), 10, "cat to block in the share")
+        # The kernel waits on for a killed task only once the daemon has read its request; one
+        # still queued is dropped and the task exits (a loaded CI machine killed cat before the
+        # daemon read it, the likely cause of a fresh clone seeing cat never go back to that wait).
+        wait_until(lambda: host.status()["held"] >= 1, 10, "the daemon to hold the request")
         assert may_run_its_own_code(reader.pid), "blocked, not killed: it runs on if answered"
         reader.send_signal(signal.SIGKILL)
         wait_until(lambda: not may_run_its_own_code(reader.pid), 10, "the kill to land")

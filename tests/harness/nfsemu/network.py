@@ -42,6 +42,7 @@ class Network:
         self._partitioned_at_s: float | None = None
         self._lease_expired = False
         self._timer: threading.Timer | None = None
+        self._held = 0  # operations read from the kernel and held by a hang partition
 
     @property
     def mode(self) -> Mode:
@@ -54,8 +55,12 @@ class Network:
     def gate(self) -> None:
         """Return if the server is reachable; raise EIO or block as the mode says."""
         with self._changed:
-            while self._mode is Mode.PARTITION_HANG:
-                self._changed.wait()
+            self._held += 1
+            try:
+                while self._mode is Mode.PARTITION_HANG:
+                    self._changed.wait()
+            finally:
+                self._held -= 1
             if self._mode is not Mode.HEALTHY:
                 raise FuseOSError(errno.EIO)
 
@@ -116,6 +121,7 @@ class Network:
                 "partitions": self._partitions,
                 "partitioned_for_s": None if since is None else time.monotonic() - since,
                 "lease_expired": self._lease_expired,
+                "held": self._held,
             }
 
     def _expire_if_still_cut(self, serial: int) -> None:
