@@ -175,6 +175,13 @@ FAMILIES: tuple[Family, ...] = (
     ),
     FromSnapshot("primacy_paused", "gauge", "1 while the group is paused", {(): figure("paused")}),
     FromSnapshot(
+        "primacy_coordinator_behind_share",
+        "gauge",
+        "1 while this node refuses to claim: the coordinator's epoch counter is below an epoch "
+        "the share's journal shows was served",
+        {(): figure("coordinator_behind_share")},
+    ),
+    FromSnapshot(
         "primacy_fenced_writes",
         "counter",
         "Records of earlier epochs fenced off when this master opened",

@@ -148,6 +148,10 @@ class StatusSnapshot:
     # ZooKeeper session's state (connecting, connected, suspended, lost), None on the share.
     coordination: str = "share"
     coordination_session: str | None = None
+    # This node's last claim was refused because the coordinator's epoch counter is below
+    # an epoch the share's journal shows was served (logged with its code): until it agrees, no
+    # claim; cleared by a claim of this node or the sight of another's.
+    coordinator_behind_share: bool = False
 
     def is_serving_master(self, now_monotonic: float | None = None) -> bool:
         """A master claims the role only while its last lease check is under one keepalive old."""

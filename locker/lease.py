@@ -13,6 +13,7 @@ mutex: the lock is never checked on one thread while another drops it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 from primacy.locker import claimant
@@ -24,12 +25,35 @@ class LeaseLost(Exception):
     """The lease is gone or could not be confirmed; the holder must stop serving at once."""
 
 
+class CoordinatorBehindShare(Exception):
+    """The coordinator says the latest claim is below an epoch the share shows was served.
+
+    Its counter went backwards (a stranger reset it, a backup was restored, the group's
+    path changed): a claim it hands out could repeat a served epoch, and its "not
+    claimed" could set a served segment aside. The node claims nothing until it agrees.
+    """
+
+    def __init__(self, floor: int) -> None:
+        self.floor = floor
+        super().__init__(
+            f"the coordinator has no claim of epoch {floor}, yet the share's journal holds a "
+            f"segment its master wrote: the coordinator's epoch counter is behind the share "
+            "(reset, restored from a backup, or a new group path over an old share)"
+        )
+
+
 class Lease:
     """Acquire, revalidate and release mastership of one share."""
 
-    def __init__(self, port: SharePort, node_id: str) -> None:
+    def __init__(
+        self, port: SharePort, node_id: str, epoch_floor: Callable[[], int] | None = None
+    ) -> None:
+        """``epoch_floor``: the highest epoch the share shows was served, read from the share
+        itself, for a port whose claims live elsewhere (ZooKeeper): no claim is made while
+        the port does not confirm that epoch claimed."""
         self.port = port
         self.node_id = node_id
+        self._epoch_floor = epoch_floor
         self._epoch: int | None = None
         self._mutex = threading.RLock()
         self._record: EpochRecord | None = None
@@ -59,6 +83,7 @@ class Lease:
         with self._mutex:
             if not self.port.lock_held:
                 raise LeaseLost("cannot claim an epoch without holding the lock")
+            self._check_floor()
             record = EpochRecord.claim(
                 self.node_id, claimant.this_process(), lock_keep_alive_period_ms, exec_child
             )
@@ -66,6 +91,18 @@ class Lease:
             self._record = record.numbered(self._epoch)
             self.port.write_holder(HolderInfo.for_this_process(self.node_id, self._epoch))
             return self._epoch
+
+    def _check_floor(self) -> None:
+        """CoordinatorBehindShare unless the port confirms the share's floor was claimed.
+
+        Asked of the port's authority (on ZooKeeper a quorum check of the counter), so
+        the claim that follows, which takes the counter's next number, lands above it.
+        """
+        if self._epoch_floor is None:
+            return
+        floor = self._epoch_floor()
+        if floor > 0 and not self.port.epoch_exists(floor):
+            raise CoordinatorBehindShare(floor)
 
     def latest_epoch(self) -> int:
         """The highest epoch claimed on the share, confirmed at the source."""

@@ -38,6 +38,20 @@ class LockLost(Exception):
     """The lock is no longer ours, or could not be checked (which counts as lost)."""
 
 
+class EpochCounterWentBack(OSError):
+    """A coordinator's epoch counter, confirmed by its authority, is below a value this handle
+    confirmed before: epochs only grow, so it was reset (a stranger, a restored backup).
+    Every answer it gives is suspect; the lease check fails and no claim is made."""
+
+    def __init__(self, seen: int, now: int) -> None:
+        self.seen = seen
+        self.now = now
+        super().__init__(
+            f"the epoch counter went back from {seen} to {now}: reset or restored; "
+            "its answers cannot be trusted"
+        )
+
+
 class ChangeWatch(Protocol):
     """Hints that the share changed (a master let go, the pause marker moved): never decisions."""
 

@@ -45,11 +45,12 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
     KazooException,
     NodeExistsError,
     NoNodeError,
+    RolledBackError,
 )
 from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
 from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
-from primacy.share.port import LockLost
+from primacy.share.port import EpochCounterWentBack, LockLost
 from primacy.share.records import (
     MAX_RECORD_BYTES,
     EpochRecord,
@@ -82,11 +83,16 @@ class ZooKeeperShare:
         session_timeout_s: float = 10.0,
         request_timeout_s: float | None = None,
         on_session_state: StateListener | None = None,
+        on_planted_epoch: Callable[[int], None] | None = None,
     ) -> None:
         self.hosts = hosts
         self.path = path.rstrip("/") or "/"
         self.request_timeout_s = request_timeout_s or session_timeout_s
         self._on_session_state = on_session_state
+        self._on_planted_epoch = on_planted_epoch
+        # The highest counter value this handle has confirmed (its own claims included): the
+        # counter only ever grows, so a confirmed value below it is tampering or a restore.
+        self._highest_counter = 0
         self._session_state = "connecting"
         self._lock_session: int | None = None
         self._ensured = False
@@ -303,19 +309,58 @@ class ZooKeeperShare:
                     f"the epoch counter {counter} was changed by something other than a claim "
                     f"(data {data[:32]!r}, version {latest})",
                 )
+            if latest < self._highest_counter and self._counter_is_at(latest):
+                raise EpochCounterWentBack(self._highest_counter, latest)
             epoch = latest + 1
             if epoch > MAX_ZOOKEEPER_EPOCH:
                 raise OSError(f"no epoch left to claim on ZooKeeper (past {MAX_ZOOKEEPER_EPOCH})")
+            numbered = record.numbered(epoch).to_bytes()
             transaction = self.client.transaction()
             transaction.set_data(counter, str(epoch).encode(), version=latest)
-            transaction.create(self._znode("epochs", str(epoch)), record.numbered(epoch).to_bytes())
+            transaction.create(self._znode("epochs", str(epoch)), numbered)
             results = self._wait(transaction.commit_async())
-            failures = [result for result in results if isinstance(result, Exception)]
-            if not failures:
+            if not any(isinstance(result, Exception) for result in results):
+                self._highest_counter = epoch
                 return epoch
-            if not isinstance(failures[0], BadVersionError):
-                raise OSError(errno.EIO, f"claiming epoch {epoch} failed: {failures[0]!r}")
+            if isinstance(results[0], RolledBackError) and isinstance(results[1], NodeExistsError):
+                # The counter was at ``latest`` (its check passed) yet epochs/<latest+1>
+                # exists: no claim wrote it (a claim moves the counter in the same step).
+                if self._replace_planted(latest, numbered):
+                    self._highest_counter = epoch
+                    if self._on_planted_epoch is not None:
+                        self._on_planted_epoch(epoch)
+                    return epoch
+                continue
+            if not isinstance(results[0], BadVersionError):
+                failure = next(result for result in results if isinstance(result, Exception))
+                raise OSError(errno.EIO, f"claiming epoch {epoch} failed: {failure!r}")
             # Another node claimed it first: the next number.
+
+    def _replace_planted(self, latest: int, numbered: bytes) -> bool:
+        """Claim ``latest + 1`` over an epoch znode written outside the protocol, in one
+        transaction that also checks the counter is still at ``latest``; False if something
+        moved meanwhile (the caller reads the counter again)."""
+        epoch_node = self._znode("epochs", str(latest + 1))
+        transaction = self.client.transaction()
+        transaction.set_data(self._znode("epoch"), str(latest + 1).encode(), version=latest)
+        transaction.delete(epoch_node)
+        transaction.create(epoch_node, numbered)
+        results = self._wait(transaction.commit_async())
+        failures = [result for result in results if isinstance(result, Exception)]
+        if not failures:
+            return True
+        if any(isinstance(f, BadVersionError | NoNodeError | NodeExistsError) for f in failures):
+            return False
+        raise OSError(errno.EIO, f"claiming epoch {latest + 1} failed: {failures[0]!r}")
+
+    def _counter_is_at(self, version: int) -> bool:
+        """A quorum check that the counter's version is ``version`` (a plain read is no proof)."""
+        transaction = self.client.transaction()
+        transaction.check(self._znode("epoch"), version)
+        (result,) = self._wait(transaction.commit_async())
+        if isinstance(result, Exception) and not isinstance(result, BadVersionError):
+            raise OSError(errno.EIO, f"checking the epoch counter failed: {result!r}")
+        return not isinstance(result, Exception)
 
     def epoch_exists(self, epoch: int) -> bool:
         if epoch < 1 or epoch - 1 > MAX_ZOOKEEPER_EPOCH:
@@ -328,13 +373,11 @@ class ZooKeeperShare:
             # was at ``guess`` then. A failure proves only "not ``guess``", and the plain read
             # that gives the next guess may be served by a server that is behind, so no
             # answer rests on a read: each is confirmed by a check that succeeded.
-            transaction = self.client.transaction()
-            transaction.check(self._znode("epoch"), guess)
-            (result,) = self._wait(transaction.commit_async())
-            if not isinstance(result, Exception):
+            if self._counter_is_at(guess):
+                if guess < self._highest_counter:
+                    raise EpochCounterWentBack(self._highest_counter, guess)
+                self._highest_counter = guess
                 return epoch <= guess
-            if not isinstance(result, BadVersionError):
-                raise OSError(errno.EIO, f"checking epoch {epoch} failed: {result!r}")
             if time.monotonic() >= deadline:
                 raise OSError(
                     errno.ETIMEDOUT, f"the epoch counter kept changing while checking {epoch}"

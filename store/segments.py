@@ -133,6 +133,21 @@ def open_journal_file(path: Path) -> BinaryIO:
     return os.fdopen(open_regular(path), "rb")
 
 
+def highest_served_epoch(journal_dir: Path) -> int:
+    """The highest epoch the journal shows a master wrote: the newest segment that starts with
+    an intact header of its own epoch (0 if none, or no journal yet).
+
+    The share's own evidence, independent of whatever coordinates the claims: an epoch
+    whose master wrote a segment was claimed. A node whose coordinator (ZooKeeper) says
+    the latest claim is below it must not believe the coordinator (docs/safety.md,
+    "Coordination on ZooKeeper": the epoch floor).
+    """
+    for segment in reversed(list_segments(journal_dir)):
+        if has_own_header(segment):
+            return segment.epoch
+    return 0
+
+
 def has_own_header(segment: SegmentRef) -> bool:
     """Does the file start with an intact segment header of the epoch its name says?
 

@@ -37,6 +37,8 @@ GROUP_RESUMED = "PRIMACY-1022"
 PRIORITY_SET = "PRIMACY-1023"
 GROUP_PAUSE_SEEN = "PRIMACY-1024"
 STALLED_LOCK_REPLACED = "PRIMACY-1025"
+COORDINATOR_BEHIND_SHARE = "PRIMACY-1026"
+PLANTED_EPOCH_REPLACED = "PRIMACY-1027"
 THREAD_DIED = "PRIMACY-1097"
 ROLE_LOOP_FAILED = "PRIMACY-1098"
 LOCK_JOB_FAILED = "PRIMACY-1099"
@@ -85,6 +87,14 @@ TITLES = {
     STALLED_LOCK_REPLACED: (
         "the lock's holder stalled (its registry entry unchanged for stall_takeover_ms while "
         "the lock was refused): this slave replaced the lock file to take over"
+    ),
+    COORDINATOR_BEHIND_SHARE: (
+        "the coordinator (ZooKeeper) has no claim of an epoch the share's journal shows was "
+        "served (its counter was reset or restored): this node claims nothing and holds off"
+    ),
+    PLANTED_EPOCH_REPLACED: (
+        "the next epoch's znode existed though the counter had not reached it (written outside "
+        "the protocol): the claim replaced it atomically"
     ),
     THREAD_DIED: "a thread of the node died; the node stops with exit code 1",
     ROLE_LOOP_FAILED: "the role loop failed; the node stops with exit code 1",

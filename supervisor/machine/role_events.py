@@ -121,9 +121,12 @@ class ClaimFailed:
 
     Not a lost lease: nobody else holds the lock. Retrying at once would burn an
     epoch a try, so the node gives the lock back and holds off, as for a journal
-    that cannot open."""
+    that cannot open. ``behind_share_floor``: the claim was refused because the
+    coordinator has no claim of this epoch, which the share shows was served
+    (``/status`` says so until a claim past it is seen)."""
 
     reason: str
+    behind_share_floor: int | None = None
 
 
 @dataclass(frozen=True)

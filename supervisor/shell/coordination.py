@@ -8,11 +8,15 @@ there (``pip install 'primacy[zookeeper]'``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from primacy.share.port import SharePort
 from primacy.share.posix import PosixShare
+from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
+
+log = logging.getLogger("primacy.node")
 
 
 def open_share_port(config: NodeConfig, on_session_state: Callable[[str], None]) -> SharePort:
@@ -29,5 +33,19 @@ def open_share_port(config: NodeConfig, on_session_state: Callable[[str], None])
             # A request outlasting the keepalive could not have kept the claim anyway.
             request_timeout_s=max(config.lock_keep_alive_period_ms / 1000, 0.1),
             on_session_state=on_session_state,
+            on_planted_epoch=lambda epoch: _planted_epoch_replaced(config, epoch),
         )
     return PosixShare(config.share, config.lock_method)
+
+
+def _planted_epoch_replaced(config: NodeConfig, epoch: int) -> None:
+    log.warning(
+        "%s node %s claimed epoch %d over an epochs/%d znode that no claim wrote (the counter "
+        "had not reached it): something without primacy's identity writes %s; check its "
+        "ACLs (primacy doctor --zookeeper)",
+        codes.PLANTED_EPOCH_REPLACED,
+        config.node_id,
+        epoch,
+        epoch,
+        config.zookeeper_path,
+    )

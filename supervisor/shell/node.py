@@ -228,11 +228,17 @@ class Node:
         match event:
             case roles.LockResult(acquired=acquired, holder=holder, error=error):
                 self._state.holder = holder
+                floor = self._state.behind_share_floor
+                if floor is not None and holder is not None and (holder.epoch or 0) > floor:
+                    self._state.behind_share_floor = None  # a claim past the floor: it agrees
                 self._state.lock_attempt_error = error
                 outcome = "acquired" if acquired else "error" if error else "busy"
                 self.metrics.lock_attempts.labels(outcome).inc()
             case roles.EpochClaimed(holder=holder):
                 self._state.holder = holder
+                self._state.behind_share_floor = None
+            case roles.ClaimFailed(behind_share_floor=floor):
+                self._state.behind_share_floor = floor
             case roles.JournalOpened(store=store):
                 # The loop owns it now; the machine says whether to keep it (CloseJournal).
                 self._state.store = store

@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from primacy.locker.lease import Lease, LeaseLost
+from primacy.locker.lease import CoordinatorBehindShare, Lease, LeaseLost
 from primacy.locker.stall import StallWatch, sighting
-from primacy.share.port import SharePort
+from primacy.share.port import EpochCounterWentBack, SharePort
 from primacy.share.records import HolderInfo, RoleChange
 from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.journal import JournalStore
+from primacy.store.segments import highest_served_epoch
 from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.machine import roles
@@ -45,7 +46,15 @@ class ShareJobs:
     ) -> None:
         self.node_id = config.node_id
         self.port = port
-        self.lease = Lease(port, config.node_id)
+        # Where the claims live apart from the journal (ZooKeeper), the journal's own
+        # evidence is the floor under them: the coordinator may be reset or lie.
+        self._coordinator_is_the_share = config.coordination == "share"
+        journal_dir = config.store_config().journal_dir
+        self.lease = Lease(
+            port,
+            config.node_id,
+            None if self._coordinator_is_the_share else lambda: highest_served_epoch(journal_dir),
+        )
         self._clock = clock
         self._stall = (
             StallWatch(config.stall_takeover_ms / 1000, clock) if config.stall_takeover_ms else None
@@ -161,6 +170,18 @@ class ShareJobs:
             earlier = self.lease.terms_to_outlast()
         except LeaseLost as exc:
             return roles.LeaseLost(f"claiming an epoch failed: {exc}")
+        except (CoordinatorBehindShare, EpochCounterWentBack) as exc:
+            floor = exc.floor if isinstance(exc, CoordinatorBehindShare) else exc.seen
+            log.error(
+                "%s node %s refuses to claim an epoch: %s. Find out who changed the "
+                "coordinator (primacy doctor --zookeeper); docs/runbook.md, "
+                '"PrimacyCoordinatorBehindShare", says how to bring its counter past %d',
+                codes.COORDINATOR_BEHIND_SHARE,
+                self.node_id,
+                exc,
+                floor,
+            )
+            return roles.ClaimFailed(str(exc), behind_share_floor=floor)
         except OSError as exc:  # the lock is still ours; the share would not take the record
             return roles.ClaimFailed(f"claiming an epoch failed: {exc}")
         periods = [
@@ -205,7 +226,10 @@ class ShareJobs:
                 config.store_config(),
                 epoch=epoch,
                 fencing_check=self.lease.revalidate,
-                epoch_claimed=self.port.epoch_exists,
+                # A later segment is set aside as planted only on the share's own word (no
+                # epochs/E beside it); a coordinator's "E was never claimed" may be a counter
+                # that went backwards, so there such a segment stops the opening instead.
+                epoch_claimed=self.port.epoch_exists if self._coordinator_is_the_share else None,
             )
         except (JournalError, OSError, ValueError) as exc:
             return roles.JournalFailed(str(exc))

@@ -35,6 +35,9 @@ class NodeState:
     cluster: tuple[ClusterMember, ...] = ()
     # The coordination service's session as its client last said (None on the share).
     coordination_session: str | None = None
+    # The epoch the share shows served that the coordinator did not confirm at this node's
+    # last claim (refused), until a claim past it is seen; None otherwise.
+    behind_share_floor: int | None = None
 
     def saw_registry(
         self, cluster: tuple[ClusterMember, ...], broker_stats: dict[str, Any] | None
@@ -82,6 +85,7 @@ def build_snapshot(
         cluster=state.cluster,
         coordination=config.coordination,
         coordination_session=state.coordination_session,
+        coordinator_behind_share=state.behind_share_floor is not None,
     )
 
 
