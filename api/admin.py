@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hmac
-import os
-import stat
 from pathlib import Path
 from typing import Any, Protocol
 
+from primacy.share.secret_file import SecretFileError, read_secret_file
+
+# A token is a line of a few dozen characters.
+MAX_TOKEN_FILE_BYTES = 4096
+
 
 class TokenFileError(Exception):
-    """The admin token file is missing, empty or readable by others; the message says the fix."""
+    """The admin token file is missing, short or not private to its owner; the message says how."""
 
 
 class AdminRefused(Exception):
@@ -30,21 +33,15 @@ class AdminActions(Protocol):
 
 
 def load_token(path: Path) -> str:
-    """Read the admin token; refuse a file that anyone but its owner (root or us) could read."""
+    """Read the admin token; TokenFileError unless ``share/secret_file.py`` finds it private (a
+    regular file, root's or ours, nobody else may touch it), then unless it is long enough."""
     try:
-        info = os.stat(path)
-        token = Path(path).read_text().strip()
-    except FileNotFoundError:
-        raise TokenFileError(f"the admin token file {path} does not exist") from None
-    except OSError as exc:
-        raise TokenFileError(f"cannot read the admin token file {path}: {exc.strerror}") from exc
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise TokenFileError(
-            f"the admin token file {path} has mode {stat.S_IMODE(info.st_mode):04o}, readable by "
-            f"others: run 'chmod 600 {path}'"
-        )
-    if info.st_uid not in (0, os.geteuid()):
-        raise TokenFileError(f"the admin token file {path} must belong to root or to this user")
+        raw = read_secret_file(path, "admin token file", max_bytes=MAX_TOKEN_FILE_BYTES)
+        token = raw.decode().strip()
+    except SecretFileError as exc:
+        raise TokenFileError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise TokenFileError(f"the admin token file {path} does not hold UTF-8 text") from None
     if len(token) < 16:
         raise TokenFileError(f"the admin token in {path} is shorter than 16 characters")
     return token

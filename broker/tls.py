@@ -10,8 +10,9 @@ without a restart, and connections already open keep theirs. A rotation that
 fails (a key that does not match, a half-written file) is logged and the last
 good certificate stays.
 
-The files are checked at start like the users file: refused when anyone but
-their owner can write them, and the key when anyone else can read it.
+The files are checked like the users file, by ``share/secret_file.py``: each a
+regular file (a symlink is refused: name the file itself), owned by root or the
+node's user, that nobody else can write; the key one nobody else can read.
 
 ``certificate_expiries`` reads when each listener's certificate expires, for /metrics: from
 the file, so the figure follows a rotation (the listener serves the new file from its next
@@ -25,13 +26,13 @@ import datetime
 import logging
 import os
 import ssl
-import stat
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from primacy.broker import codes
+from primacy.share.secret_file import SecretFileError, check_secret_file
 
 log = logging.getLogger("primacy.broker")
 
@@ -102,24 +103,23 @@ class ServerTls:
 
 
 def check_tls_files(cert: Path, key: Path, ca: Path | None) -> None:
-    """TlsFilesError unless each file is a regular file only its owner can write, and the
-    key one nobody else can read either."""
-    for path, what in ((cert, "certificate"), (key, "key"), (ca, "CA file")):
+    """TlsFilesError unless ``share/secret_file.py`` passes each file: a regular file, root's
+    or the node's user's, only its owner can write; the key one nobody else can read either.
+
+    ``ssl`` loads the files by name, so this check and the load are two looks at the
+    file; the rotation check (``_identity``) builds a fresh context whenever a file changes.
+    """
+    for path, what, private in (
+        (cert, "TLS certificate", False),
+        (key, "TLS key", True),
+        (ca, "TLS CA file", False),
+    ):
         if path is None:
             continue
         try:
-            info = os.stat(path)
-        except OSError as error:
-            raise TlsFilesError(f"cannot read the TLS {what} {path}: {error.strerror}") from None
-        mode = stat.S_IMODE(info.st_mode)
-        if not stat.S_ISREG(info.st_mode):
-            raise TlsFilesError(f"the TLS {what} {path} is not a regular file")
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise TlsFilesError(f"the TLS {what} {path} is writable by others (mode {mode:04o})")
-        if what == "key" and info.st_mode & (stat.S_IRGRP | stat.S_IROTH):
-            raise TlsFilesError(
-                f"the TLS key {path} is readable by others (mode {mode:04o}); chmod 600 {path}"
-            )
+            check_secret_file(path, what, private=private)
+        except SecretFileError as error:
+            raise TlsFilesError(str(error)) from None
 
 
 def _identity(path: Path) -> tuple[int, int, int]:

@@ -10,7 +10,8 @@ passes, so a stolen file cannot be guessed at line rate either), never the
 password. ``send`` and ``receive`` are destination patterns with ActiveMQ's
 wildcards over the name's ``.``-separated parts: ``*`` matches one part, ``>``
 one or more to the end (``>`` alone: every queue); the ``/queue/`` prefix may
-be left out. The file is refused when anyone but its owner can write it.
+be left out. The file is refused unless it is a regular file owned by root or
+by the node's user that nobody else can write (``share/secret_file.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import functools
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,12 @@ from typing import Any
 import argon2
 
 from primacy.broker.frame_rules import QUEUE_PREFIX
+from primacy.share.secret_file import SecretFileError, check_secret_file, read_secret_file
 
 USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", re.ASCII)
 EVERYTHING = (">",)
 MAX_USERS_FILE_BYTES = 4 * 1024 * 1024
+WHAT = "users file"
 _PASSWORDS = argon2.PasswordHasher()
 
 
@@ -106,30 +108,24 @@ def unknown_user_hash() -> str:
 
 
 def check_ownership(path: Path) -> os.stat_result:
-    """The file's status; UsersFileError if it is not a regular file only its owner can write."""
+    """The file's status; UsersFileError unless ``share/secret_file.py`` passes it: a regular
+    file, root's or the node's user's, that nobody but its owner can write."""
     try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise UsersFileError(f"cannot read the users file {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise UsersFileError(f"the users file {path} is not a regular file")
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UsersFileError(
-            f"the users file {path} is writable by others (mode "
-            f"{stat.S_IMODE(info.st_mode):04o}): whoever can write it can let themselves in; "
-            f"chmod 600 {path}"
-        )
-    return info
+        return check_secret_file(path, WHAT, private=False)
+    except SecretFileError as exc:
+        raise UsersFileError(str(exc)) from None
 
 
 def load_users(path: Path) -> dict[str, User]:
-    """Every user of the file; UsersFileError saying what is wrong."""
-    check_ownership(path)
+    """Every user of the file; UsersFileError saying what is wrong.
+
+    Checked and read through one descriptor: the bytes parsed are those of the file checked.
+    """
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_USERS_FILE_BYTES + 1)
-        if len(raw) > MAX_USERS_FILE_BYTES:
-            raise UsersFileError(f"the users file {path} is larger than {MAX_USERS_FILE_BYTES}")
+        raw = read_secret_file(path, WHAT, max_bytes=MAX_USERS_FILE_BYTES, private=False)
+    except SecretFileError as exc:
+        raise UsersFileError(str(exc)) from None
+    try:
         data = json.loads(raw.decode())
         users = {}
         for name, entry in data["users"].items():
@@ -143,10 +139,6 @@ def load_users(path: Path) -> dict[str, User]:
             receive = tuple(check_pattern(p) for p in entry.get("receive", EVERYTHING))
             users[name] = User(name, entry["password"], send, receive)
         return users
-    except UsersFileError:
-        raise
-    except OSError as exc:
-        raise UsersFileError(f"cannot read the users file {path}: {exc.strerror}") from None
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise UsersFileError(f"the users file {path} is not of the expected shape: {exc}") from None
 

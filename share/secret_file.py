@@ -124,13 +124,13 @@ def _judge(info: os.stat_result, path: Path, what: str, private: bool) -> os.sta
     mode = stat.S_IMODE(info.st_mode)
     if private and mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise SecretFileError(
-            f"the {what} {path} has mode {mode:04o}, open to others than its owner: "
-            f"chmod 600 {quoted}"
+            f"the {what} {path} is open to others (mode {mode:04o}): only its owner may read "
+            f"it; chmod 600 {quoted}"
         )
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise SecretFileError(
-            f"the {what} {path} has mode {mode:04o}, writable by others than its owner: "
-            f"chmod go-w {quoted}"
+            f"the {what} {path} is writable by others (mode {mode:04o}): only its owner may "
+            f"write it; chmod go-w {quoted}"
         )
     return info
 
