@@ -29,6 +29,7 @@ from primacy.cli.group_records import (
     add_zookeeper_arguments,
     group_records,
 )
+from primacy.cli.epochs import register as register_epochs_commands
 from primacy.cli.journal import register as register_journal_commands
 from primacy.cli.messaging import register as register_messaging_commands
 from primacy.cli.replay import register as register_replay_commands
@@ -207,6 +208,7 @@ def build_parser(*, run_flags: bool = True) -> argparse.ArgumentParser:
     register_admin_commands(subparsers)
     register_doctor_commands(subparsers)
     register_journal_commands(subparsers)
+    register_epochs_commands(subparsers)
     register_messaging_commands(subparsers)
     register_replay_commands(subparsers)
     register_users_commands(subparsers)
