@@ -4,6 +4,14 @@ Every ``registry_refresh_ms``, or at once when woken, it writes this node's
 entry from the snapshot the role loop last published, reads the other
 entries and the pause marker, and posts one ``RegistryRead`` event. It keeps
 no state the loop reads: what it learns travels in the event.
+
+It never waits on the broker. Slaves judge a master stalled when its entry
+stops changing (``stall_takeover_ms``, as little as three refreshes), and the
+broker's figures are read on the broker's own event loop, which a busy broker
+answers late (up to 2 s). So a second thread, the stats thread, gathers them
+at the same pace, and each publication carries the last figures it gathered
+(one refresh old at most, plus however late the broker answered): a slow
+broker makes the figures late, never the entry.
 """
 
 from __future__ import annotations
@@ -51,13 +59,21 @@ class RegistryLoop:
         self._released = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="primacy-registry", daemon=True)
+        # The stats thread's last gathering: one reference, replaced whole, never mutated.
+        self._last_stats: dict[str, Any] | None = None
+        self._gather = threading.Event()
+        self._stats_thread = threading.Thread(
+            target=self._gather_stats, name="primacy-broker-stats", daemon=True
+        )
 
     def start(self) -> None:
+        self._stats_thread.start()
         self._thread.start()
 
     def wake(self) -> None:
-        """Publish now (the role changed, or the pause marker did)."""
+        """Publish now (the role changed, or the pause marker did); gather fresh figures too."""
         self._wake.set()
+        self._gather.set()
 
     def publish_released(self) -> None:
         """The lock was just let go: say so now, even before the role loop catches up
@@ -69,15 +85,25 @@ class RegistryLoop:
         """End the thread; ``final``: publish the last role once more (it wakes the slaves)."""
         self._stop.set()
         self._wake.set()
+        self._gather.set()
+        deadline = time.monotonic() + timeout_s
         self._thread.join(timeout_s)
         if final:
             self._refresh()
+        # Ends once the broker answers its last call (at most the broker's own bound).
+        self._stats_thread.join(max(0.0, deadline - time.monotonic()))
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self._refresh()
             self._wake.wait(self._refresh_s)
             self._wake.clear()
+
+    def _gather_stats(self) -> None:
+        while not self._stop.is_set():
+            self._last_stats = self._broker_stats()
+            self._gather.wait(self._refresh_s)
+            self._gather.clear()
 
     def _refresh(self) -> None:
         snap = self._snapshot()
@@ -116,6 +142,6 @@ class RegistryLoop:
                     (Priority.of_entry(other.priority) for other in others), default=Priority.NEVER
                 ),
                 paused=paused,
-                broker_stats=self._broker_stats(),
+                broker_stats=self._last_stats,  # never a call to the broker from this thread
             )
         )
