@@ -95,7 +95,7 @@ def test_the_entry_is_published_again_and_again_while_the_stats_call_blocks() ->
         loop.close(WAIT_S, final=False)
 
 
-def test_close_ends_both_threads(tmp_path: Path) -> None:
+def test_close_ends_both_threads() -> None:
     broker = _BlockedBroker()
     broker.release.set()
     loop = RegistryLoop(
@@ -110,10 +110,7 @@ def test_close_ends_both_threads(tmp_path: Path) -> None:
     loop.start()
     assert broker.called.wait(WAIT_S)
     loop.close(WAIT_S, final=True)
-    assert not any(
-        t.name.startswith(("primacy-registry", "primacy-broker-stats")) and t.is_alive()
-        for t in threading.enumerate()
-    )
+    assert not loop._thread.is_alive() and not loop._stats_thread.is_alive()
 
 
 @pytest.fixture
