@@ -22,6 +22,14 @@ STOMP_OPEN = "PRIMACY-2009"
 USERS_FILE_REFUSED = "PRIMACY-2010"
 TLS_FILES_REFUSED = "PRIMACY-2011"
 CONSUMED_FEWER = "PRIMACY-2012"
+# How a node reaches its ZooKeeper ensemble and who it is there (docs/operator-guide.md,
+# "ZooKeeper access").
+ZOOKEEPER_OPEN_ACL_REFUSED = "PRIMACY-2040"
+ZOOKEEPER_ACCESS_REFUSED = "PRIMACY-2041"
+ZOOKEEPER_NOT_ADMITTED = "PRIMACY-2042"
+ZOOKEEPER_OPEN_ACL = "PRIMACY-2043"
+ZOOKEEPER_ACL_TIGHTENED = "PRIMACY-2044"
+ZOOKEEPER_PLAINTEXT = "PRIMACY-2045"
 REPLAY_NEEDS_SPARK = "PRIMACY-2701"
 REPLAY_NEEDS_JAVA = "PRIMACY-2702"
 REPLAY_BAD_ARGUMENT = "PRIMACY-2703"
@@ -45,6 +53,22 @@ TITLES = {
     USERS_FILE_REFUSED: "the STOMP users file is refused (exit 2)",
     TLS_FILES_REFUSED: "a TLS certificate, key or CA file is refused (exit 2)",
     CONSUMED_FEWER: "`primacy consume` received fewer messages than --count (exit 5)",
+    ZOOKEEPER_OPEN_ACL_REFUSED: (
+        "no zookeeper_credentials_file: the group's znodes would be open to every client of "
+        "the ensemble (exit 2; zookeeper_allow_open_acl = true runs anyway)"
+    ),
+    ZOOKEEPER_ACCESS_REFUSED: "the ZooKeeper credentials file or a TLS file is refused (exit 2)",
+    ZOOKEEPER_NOT_ADMITTED: (
+        "the group's znodes belong to another ZooKeeper identity than the credentials (exit 2)"
+    ),
+    ZOOKEEPER_OPEN_ACL: (
+        "the group's znodes are open to every client of the ensemble: "
+        "zookeeper_allow_open_acl = true (warning)"
+    ),
+    ZOOKEEPER_ACL_TIGHTENED: "open znodes of the group were given the group's ACL (warning)",
+    ZOOKEEPER_PLAINTEXT: (
+        "the connection to ZooKeeper is plaintext: no zookeeper_tls_ca_file (warning)"
+    ),
     REPLAY_NEEDS_SPARK: "the replay needs the spark extra (exit 1)",
     REPLAY_NEEDS_JAVA: "the replay needs Java 17 (exit 1)",
     REPLAY_BAD_ARGUMENT: "a replay argument is invalid (exit 2); Spark did not start",

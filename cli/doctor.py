@@ -91,6 +91,24 @@ def register(subparsers: Any) -> None:
         "serving in a quorum, and the session timeout it grants against the keepalive",
     )
     doctor.add_argument(
+        "--zookeeper-path",
+        default="/primacy",
+        metavar="PATH",
+        help="with --zookeeper: the group's zookeeper_path, whose znodes' ACLs are checked",
+    )
+    for flag, help_text in (
+        (
+            "credentials-file",
+            "the nodes' zookeeper_credentials_file (checked: private, USER:PASSWORD)",
+        ),
+        ("tls-ca-file", "the nodes' zookeeper_tls_ca_file: check the ensemble over TLS"),
+        ("tls-cert-file", "the nodes' zookeeper_tls_cert_file"),
+        ("tls-key-file", "the nodes' zookeeper_tls_key_file"),
+    ):
+        doctor.add_argument(
+            f"--zookeeper-{flag}", type=Path, metavar="FILE", help=f"with --zookeeper: {help_text}"
+        )
+    doctor.add_argument(
         "--zookeeper-session-timeout-ms",
         type=int,
         metavar="MS",
@@ -160,15 +178,29 @@ def run_doctor(args: argparse.Namespace) -> int:
 def _ensemble_findings(args: argparse.Namespace) -> tuple[Finding, ...]:
     """``--zookeeper``: the ensemble's findings, with the config keys' defaults where no flag
     says (imported here: the other commands need neither the config's nor kazoo's modules)."""
-    from primacy.nfs_profiles.ensemble import check_ensemble
+    from primacy.nfs_profiles.ensemble import check_access, check_ensemble
     from primacy.supervisor.config import NodeConfig
     from primacy.supervisor.machine.role_events import TAKEOVER_DRIFT_MARGIN
 
     fields = NodeConfig.model_fields
     session_ms = args.zookeeper_session_timeout_ms or fields["zookeeper_session_timeout_ms"].default
     keep_alive_ms = args.lock_keep_alive_period_ms or fields["lock_keep_alive_period_ms"].default
-    return check_ensemble(
-        args.zookeeper, session_ms / 1000, keep_alive_ms / 1000, TAKEOVER_DRIFT_MARGIN
+    tls_files = (
+        args.zookeeper_tls_ca_file,
+        args.zookeeper_tls_cert_file,
+        args.zookeeper_tls_key_file,
+    )
+    access_findings, access = check_access(
+        args.zookeeper, args.zookeeper_path, args.zookeeper_credentials_file, tls_files
+    )
+    if access is None:  # a file is unusable: the ensemble cannot be reached as the nodes do
+        return access_findings
+    return access_findings + check_ensemble(
+        args.zookeeper,
+        session_ms / 1000,
+        keep_alive_ms / 1000,
+        TAKEOVER_DRIFT_MARGIN,
+        access=access,
     )
 
 

@@ -3,7 +3,10 @@ files, or, for a group with ``coordination = "zookeeper"``, its ensemble.
 
 On ZooKeeper the lock, the epochs and the registry are znodes, not files on the share:
 reading the share there would show a group that never ran. A reader creates nothing: a path
-no group has used is an error, not an empty group.
+no group has used is an error, not an empty group. The group's znodes are readable by anyone
+(docs/operator-guide.md, "ZooKeeper access"), so a reader needs no credentials, only the TLS
+files of an ensemble that speaks TLS; a command that writes (``epochs raise``) needs the
+group's credentials file.
 """
 
 from __future__ import annotations
@@ -52,6 +55,15 @@ def add_zookeeper_arguments(
         metavar="PATH",
         help=f"with --zookeeper: the group's zookeeper_path (default {DEFAULT_ZOOKEEPER_PATH})",
     )
+    for flag, help_text in (
+        ("credentials-file", "the group's USER:PASSWORD file (needed only to change znodes)"),
+        ("tls-ca-file", "connect over TLS, trusting servers this CA signed"),
+        ("tls-cert-file", "the client certificate to present (with --zookeeper-tls-key-file)"),
+        ("tls-key-file", "the client certificate's key"),
+    ):
+        parser.add_argument(
+            f"--zookeeper-{flag}", type=Path, metavar="FILE", help=f"with --zookeeper: {help_text}"
+        )
 
 
 @contextmanager
@@ -70,16 +82,29 @@ def group_records(args: argparse.Namespace) -> Iterator[GroupRecords]:
         return
     try:
         from primacy.share.zookeeper import ZooKeeperShare
+        from primacy.share.zookeeper_access import ZooKeeperAccessError, load_access
     except ImportError as exc:  # kazoo is the zookeeper extra's
         raise RecordsUnreadable(
             f"reading a ZooKeeper group needs kazoo (pip install 'primacy[zookeeper]'): {exc}"
         ) from exc
     where = f"{args.zookeeper_path} on {args.zookeeper}"
+    cert, key = args.zookeeper_tls_cert_file, args.zookeeper_tls_key_file
+    if (cert is None) != (key is None) or (cert is not None and args.zookeeper_tls_ca_file is None):
+        raise RecordsUnreadable(
+            "--zookeeper-tls-cert-file and --zookeeper-tls-key-file go together, and with "
+            "--zookeeper-tls-ca-file"
+        )
+    try:
+        access = load_access(args.zookeeper_credentials_file, args.zookeeper_tls_ca_file, cert, key)
+    except ZooKeeperAccessError as exc:
+        raise RecordsUnreadable(str(exc)) from exc
     zookeeper = ZooKeeperShare(
         args.zookeeper,
         args.zookeeper_path,
         session_timeout_s=_ZOOKEEPER_WAIT_S,
         request_timeout_s=_ZOOKEEPER_WAIT_S,
+        access=access,
+        secure_group=False,  # a command leaves the group's ACLs to its nodes
     )
     try:
         deadline = time.monotonic() + _ZOOKEEPER_WAIT_S

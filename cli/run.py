@@ -33,6 +33,7 @@ from primacy.cli.exits import (
     fail,
     setup_logging,
 )
+from primacy.cli.zookeeper_access import judge_zookeeper_access
 from primacy.locker.probe import ShareUnusable, check_share
 from primacy.nfs_profiles import codes as share_codes
 from primacy.nfs_profiles.doctor import Diagnosis, check_for_run
@@ -173,7 +174,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_share(config.share, config.lock_method)
     except ShareUnusable as exc:
         return fail(EXIT_SHARE_UNUSABLE, f"{codes.SHARE_UNUSABLE} {exc}")
-    refusal = _judge_stomp_users(config) or _judge_tls_files(config)
+    refusal = (
+        _judge_stomp_users(config) or _judge_tls_files(config) or judge_zookeeper_access(config)
+    )
     if refusal:
         return fail(EXIT_USAGE, refusal)
     token = None

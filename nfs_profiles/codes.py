@@ -43,6 +43,10 @@ ZOOKEEPER_SERVER_UNAVAILABLE = "PRIMACY-3050"
 ZOOKEEPER_NO_QUORUM = "PRIMACY-3051"
 ZOOKEEPER_SESSION_TIMEOUT_CLAMPED = "PRIMACY-3052"
 ZOOKEEPER_SESSION_SHORTER_THAN_KEEPALIVE = "PRIMACY-3053"
+ZOOKEEPER_OPEN_ACL = "PRIMACY-3054"
+ZOOKEEPER_CREDENTIALS_UNUSABLE = "PRIMACY-3055"
+ZOOKEEPER_NO_CREDENTIALS = "PRIMACY-3056"
+ZOOKEEPER_PLAINTEXT = "PRIMACY-3057"
 
 TITLES = {
     PATH_UNUSABLE: "the share path does not exist or is not a directory (refused)",
@@ -98,4 +102,13 @@ TITLES = {
         "the ZooKeeper session timeout granted is shorter than the keepalive plus its margin "
         "(refused)"
     ),
+    ZOOKEEPER_OPEN_ACL: "znodes of the group let any client of the ensemble write (refused)",
+    ZOOKEEPER_CREDENTIALS_UNUSABLE: (
+        "the ZooKeeper credentials file (or a TLS file) is missing, open to others or malformed "
+        "(refused)"
+    ),
+    ZOOKEEPER_NO_CREDENTIALS: (
+        "no ZooKeeper credentials file: the group's znodes are open unless it has one (warning)"
+    ),
+    ZOOKEEPER_PLAINTEXT: "the connection to ZooKeeper is plaintext, without TLS (warning)",
 }

@@ -43,6 +43,7 @@ from kazoo.client import KazooClient, KazooState  # type: ignore[import-untyped]
 from kazoo.exceptions import (  # type: ignore[import-untyped]
     BadVersionError,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     RolledBackError,
@@ -60,6 +61,7 @@ from primacy.share.records import (
     Switchover,
     parse_epoch_name,
 )
+from primacy.share.zookeeper_access import ZooKeeperAccess, open_to_anyone
 from primacy.share.zookeeper_watch import ZooKeeperWatch, watch_granted_timeout
 
 log = logging.getLogger("primacy.share.zookeeper")
@@ -84,8 +86,16 @@ class ZooKeeperShare:
         request_timeout_s: float | None = None,
         on_session_state: StateListener | None = None,
         on_planted_epoch: Callable[[int], None] | None = None,
+        access: ZooKeeperAccess | None = None,
+        secure_group: bool = True,
     ) -> None:
         self.hosts = hosts
+        # Who this client is (digest credentials: every znode it creates carries their ACL)
+        # and whether it speaks TLS; anonymous and plaintext without. A node's handle gives
+        # open group znodes the ACL (``secure_group``); a command's leaves them be.
+        self.access = access or ZooKeeperAccess()
+        self._secure_on_start = secure_group and self.access.authenticated
+        self.tightened: list[str] = []  # group znodes found open and given the group's ACL
         self.path = path.rstrip("/") or "/"
         self.request_timeout_s = request_timeout_s or session_timeout_s
         self._on_session_state = on_session_state
@@ -103,6 +113,7 @@ class ZooKeeperShare:
             # retries on its own: a lease check that cannot be answered at once has failed.
             connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
             command_retry=None,
+            **self.access.kazoo_options(),
         )
         self._granted_timeout_s = watch_granted_timeout(self.client)
         self.client.add_listener(self._state_changed)
@@ -159,26 +170,87 @@ class ZooKeeperShare:
             raise
         except KazooTimeoutError as exc:
             raise OSError(errno.ETIMEDOUT, f"ZooKeeper did not answer: {exc}") from exc
+        except NoAuthError as exc:
+            raise PermissionError(
+                errno.EACCES,
+                "ZooKeeper refused the request (NoAuth): the znode's ACL does not admit "
+                f"{self._identity_text()}",
+            ) from exc
         except KazooException as exc:
             raise OSError(errno.EIO, f"ZooKeeper request failed: {exc!r}") from exc
 
     def _znode(self, *names: str) -> str:
         return "/".join([self.path.rstrip("/"), *names])
 
+    def _identity_text(self) -> str:
+        user = self.access.user
+        return "an anonymous client" if user is None else f"the digest user {user!r}"
+
     def _ensure_tree(self) -> None:
-        """The group's znodes, created once per handle: parents, and the counter at 0."""
+        """The group's znodes, once per handle: parents, and the counter at 0, each created
+        only if missing (a reader without credentials may not create, even what exists, and
+        ZooKeeper checks that before it checks existence). Every create carries the access's
+        ACL (kazoo's ``default_acl``, parents made by ``makepath`` too); with credentials,
+        group znodes an earlier node left open are given it (``secure_group``)."""
         if self._ensured:
             return
-        for parent in (self.path, self._znode("epochs"), self._znode("nodes")):
+        for name, value in (("", None), ("epochs", None), ("nodes", None), ("epoch", b"0")):
+            znode = self._znode(name) if name else self.path
+            if self._wait(self.client.exists_async(znode)) is not None:
+                continue
             try:
-                self._wait(self.client.create_async(parent, b"", makepath=True))
+                self._wait(self.client.create_async(znode, value or b"", makepath=True))
             except NodeExistsError:
                 pass
-        try:
-            self._wait(self.client.create_async(self._znode("epoch"), b"0"))
-        except NodeExistsError:
-            pass
+        if self._secure_on_start:
+            self.secure_group()
         self._ensured = True
+
+    def secure_group(self) -> list[str]:
+        """Give every group znode that lets anyone write the group's ACL (a group created
+        without credentials, or by a version that set none): any client may change an open
+        znode's ACL, so this node may too. PermissionError if a znode belongs to another
+        identity (a credentials file naming another user or password). The znodes tightened
+        are returned and kept in ``tightened``."""
+        acl = self.access.acl()
+        if acl is None:
+            return []
+        znodes = [self.path] + [
+            self._znode(name) for name in ("epoch", "holder", "lock", "paused", "switchover")
+        ]
+        for folder in ("epochs", "nodes"):
+            znodes.append(self._znode(folder))
+            try:
+                children = self._wait(self.client.get_children_async(self._znode(folder)))
+            except NoNodeError:
+                continue
+            znodes.extend(self._znode(folder, child) for child in children)
+        asked = [(znode, self.client.get_acls_async(znode)) for znode in znodes]
+        tightened = []
+        for znode, answer in asked:
+            try:
+                found, _ = self._wait(answer)
+            except NoNodeError:
+                continue
+            if self.access.admits(found):
+                continue
+            if not open_to_anyone(found):
+                raise PermissionError(
+                    errno.EACCES,
+                    f"the group's znode {znode} belongs to another ZooKeeper identity "
+                    f"({', '.join(f'{e.id.scheme}:{e.id.id}' for e in found)}): the "
+                    f"credentials file names another user or password than the one that "
+                    "created the group",
+                )
+            try:
+                self._wait(self.client.set_acls_async(znode, acl))
+            except NoNodeError:
+                continue
+            tightened.append(znode)
+        if tightened:
+            log.warning("gave %d open znodes the group's ACL: %s", len(tightened), tightened)
+        self.tightened.extend(tightened)
+        return tightened
 
     def group_exists(self) -> bool:
         """Whether a group has used this path: for readers, which must create nothing."""
@@ -384,6 +456,28 @@ class ZooKeeperShare:
                 )
             _, stat = self._counter()
             guess = int(stat.version)
+
+    def raise_counter(self, to_epoch: int, progress: Callable[[int], None] | None = None) -> int:
+        """Bring the counter up to ``to_epoch`` (the operator's repair after it went back: the
+        share shows ``to_epoch`` was served), one versioned write a number, each keeping data
+        and version equal as a claim does; the counter's value after. Never lowers it, and
+        every number it passes counts as claimed, which can only fence a master, never let
+        one stay current. ``progress`` hears each value reached."""
+        self._ensure_tree()
+        counter = self._znode("epoch")
+        while True:
+            data, stat = self._counter()
+            latest = int(stat.version)
+            if data != str(latest).encode():
+                raise OSError(errno.EIO, f"the epoch counter {counter} is not a claim's")
+            if latest >= to_epoch:
+                return latest
+            try:
+                self._wait(self.client.set_async(counter, str(latest + 1).encode(), latest))
+            except BadVersionError:
+                continue  # a claim went by: read again
+            if progress is not None:
+                progress(latest + 1)
 
     def _counter(self) -> tuple[bytes, Any]:
         counter = self._znode("epoch")

@@ -60,7 +60,9 @@ def handles(share_kind: str, share: Path, request: pytest.FixtureRequest) -> Ite
     ensemble: Ensemble = request.getfixturevalue("zookeeper_ensemble")
     opened: list[ZooKeeperShare] = []
     try:
-        yield zookeeper_handles(ensemble.hosts, f"/test-{uuid.uuid4().hex}", opened)
+        yield zookeeper_handles(
+            ensemble.hosts, f"/test-{uuid.uuid4().hex}", opened, ensemble.access
+        )
     finally:
         for port in opened:
             port.close()

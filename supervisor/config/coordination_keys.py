@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from primacy.store.config_keys import Int, key
+from primacy.store.config_keys import Bool, Int, key
 
 # A znode path: absolute, no empty, "." or ".." component, no trailing slash; ZooKeeper keeps
 # /zookeeper for itself.
@@ -50,6 +51,36 @@ class CoordinationKeys(BaseModel):
         ge=1000,
         le=600_000,
     )
+    zookeeper_credentials_file: Path | None = key(
+        None,
+        "a file holding USER:PASSWORD, the group's ZooKeeper digest identity: every znode the "
+        "node creates can be changed by that identity only (mode 600, owned by root or the "
+        "node's user)",
+        metavar="FILE",
+    )
+    zookeeper_allow_open_acl: Bool = key(
+        False,
+        "run without zookeeper_credentials_file, the group's znodes open to every client of the "
+        "ensemble (anyone who reaches it can delete the lock or pause the group): only for a "
+        "trusted, isolated ensemble",
+    )
+    zookeeper_tls_ca_file: Path | None = key(
+        None,
+        "connect to the ensemble's secureClientPort over TLS, trusting servers whose "
+        "certificate this CA (PEM) signed for the host named in zookeeper_hosts",
+        metavar="FILE",
+    )
+    zookeeper_tls_cert_file: Path | None = key(
+        None,
+        "the client certificate (PEM) to present to the ensemble (with zookeeper_tls_key_file; "
+        "an ensemble with ssl.clientAuth=need, ZooKeeper's default, requires one)",
+        metavar="FILE",
+    )
+    zookeeper_tls_key_file: Path | None = key(
+        None,
+        "the client certificate's private key (PEM, unencrypted, mode 600)",
+        metavar="FILE",
+    )
 
     @field_validator("zookeeper_hosts")
     @classmethod
@@ -84,12 +115,14 @@ class CoordinationKeys(BaseModel):
     def check_coordination(self, lock_keep_alive_period_ms: int, drift_margin: float) -> None:
         """The rules between these keys and the keepalive (``NodeConfig`` calls it)."""
         if self.coordination != "zookeeper":
-            if self.zookeeper_hosts is not None:
-                raise ValueError(
-                    'zookeeper_hosts is set but coordination is "share": set '
-                    'coordination = "zookeeper" to use the ensemble, or drop zookeeper_hosts'
-                )
+            for name in ("zookeeper_hosts", *_ACCESS_KEYS):
+                if getattr(self, name) not in (None, False):
+                    raise ValueError(
+                        f'{name} is set but coordination is "share": set '
+                        f'coordination = "zookeeper" to use the ensemble, or drop {name}'
+                    )
             return
+        self._check_zookeeper_access()
         if self.zookeeper_hosts is None:
             raise ValueError(
                 'coordination = "zookeeper" needs zookeeper_hosts, the ensemble\'s servers '
@@ -109,3 +142,31 @@ class CoordinationKeys(BaseModel):
                 'coordination = "zookeeper" needs the kazoo package: '
                 "pip install 'primacy[zookeeper]'"
             )
+
+    def _check_zookeeper_access(self) -> None:
+        """The rules between the credentials and TLS keys (files are read at the node's start,
+        ``primacy.share.zookeeper_access.load_access``)."""
+        if self.zookeeper_credentials_file is not None and self.zookeeper_allow_open_acl:
+            raise ValueError(
+                "zookeeper_allow_open_acl = true and zookeeper_credentials_file contradict each "
+                "other: with credentials the group's znodes are closed to others; drop one"
+            )
+        if (self.zookeeper_tls_cert_file is None) != (self.zookeeper_tls_key_file is None):
+            raise ValueError(
+                "zookeeper_tls_cert_file and zookeeper_tls_key_file go together: give both"
+            )
+        if self.zookeeper_tls_cert_file is not None and self.zookeeper_tls_ca_file is None:
+            raise ValueError(
+                "zookeeper_tls_cert_file needs zookeeper_tls_ca_file: TLS is on only with a CA "
+                "to check the ensemble's servers against"
+            )
+
+
+# The keys that say how a node reaches the ensemble and who it is there.
+_ACCESS_KEYS = (
+    "zookeeper_credentials_file",
+    "zookeeper_allow_open_acl",
+    "zookeeper_tls_ca_file",
+    "zookeeper_tls_cert_file",
+    "zookeeper_tls_key_file",
+)

@@ -10,11 +10,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from primacy.share.port import SharePort
 from primacy.share.posix import PosixShare
 from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
+
+if TYPE_CHECKING:
+    from primacy.share.zookeeper_access import ZooKeeperAccess
+
+
+def zookeeper_access(config: NodeConfig) -> ZooKeeperAccess:
+    """The identity and TLS files the config names, read and checked (ZooKeeperAccessError)."""
+    from primacy.share.zookeeper_access import load_access
+
+    return load_access(
+        config.zookeeper_credentials_file,
+        config.zookeeper_tls_ca_file,
+        config.zookeeper_tls_cert_file,
+        config.zookeeper_tls_key_file,
+    )
+
 
 log = logging.getLogger("primacy.node")
 
@@ -34,6 +51,7 @@ def open_share_port(config: NodeConfig, on_session_state: Callable[[str], None])
             request_timeout_s=max(config.lock_keep_alive_period_ms / 1000, 0.1),
             on_session_state=on_session_state,
             on_planted_epoch=lambda epoch: _planted_epoch_replaced(config, epoch),
+            access=zookeeper_access(config),
         )
     return PosixShare(config.share, config.lock_method)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import uuid
 
+from kazoo.client import KazooClient
+
 from primacy.cli.localgroup import Group, NodeProcess, wait_until
 from tests.harness.tcp_proxy import TcpProxy
 from tests.harness.traffic import StompGroup
@@ -16,8 +18,13 @@ from tests.harness.zookeeper import Ensemble
 SESSION_TIMEOUT_MS = 2000
 
 
-def zookeeper_args(hosts: str, path: str, session_timeout_ms: int) -> tuple[str, ...]:
+def zookeeper_args(
+    hosts: str, path: str, session_timeout_ms: int, ensemble: Ensemble
+) -> tuple[str, ...]:
+    """A node's flags: the ensemble's TLS ports (or proxies to them), its credentials and
+    certificates."""
     return (
+        *ensemble.node_args(),
         "--coordination",
         "zookeeper",
         "--zookeeper-hosts",
@@ -27,6 +34,18 @@ def zookeeper_args(hosts: str, path: str, session_timeout_ms: int) -> tuple[str,
         "--zookeeper-session-timeout-ms",
         str(session_timeout_ms),
     )
+
+
+def stranger_client(ensemble: Ensemble, *, authenticated: bool = False) -> KazooClient:
+    """A started kazoo client outside the nodes: without credentials on the plaintext port (anyone
+    on the network), or ``authenticated`` as the group's own identity over TLS (a member gone
+    rogue, which ACLs cannot stop). The caller stops and closes it."""
+    if authenticated:
+        client = KazooClient(hosts=ensemble.hosts, timeout=5, **ensemble.access.kazoo_options())
+    else:
+        client = KazooClient(hosts=ensemble.plain_hosts, timeout=5)
+    client.start(timeout=30)
+    return client
 
 
 class ZooKeeperGroup:
@@ -47,19 +66,22 @@ class ZooKeeperGroup:
         master_timeout_s: float = 30.0,
     ) -> None:
         self.group = group
+        self.ensemble = ensemble
         self.path = f"/primacy-{uuid.uuid4().hex[:12]}"
         self.proxies: dict[str, list[TcpProxy]] = {}
         hosts: dict[str, str] = {}
         for index in range(1, count + 1):
             node_id = f"n{index}"
             if proxied:
-                self.proxies[node_id] = [TcpProxy(s.client_port) for s in ensemble.servers]
+                self.proxies[node_id] = [TcpProxy(s.secure_port) for s in ensemble.servers]
                 hosts[node_id] = ",".join(p.address for p in self.proxies[node_id])
             else:
                 hosts[node_id] = ensemble.hosts
         self.stomp = StompGroup(
             lambda node_id, *args: group.start(
-                node_id, *args, *zookeeper_args(hosts[node_id], self.path, session_timeout_ms)
+                node_id,
+                *args,
+                *zookeeper_args(hosts[node_id], self.path, session_timeout_ms, ensemble),
             ),
             count,
             start_now=False,
@@ -81,6 +103,18 @@ class ZooKeeperGroup:
     @property
     def nodes(self) -> dict[str, NodeProcess]:
         return self.stomp.nodes
+
+    def cli_args(self, *, credentials: bool = True) -> tuple[str, ...]:
+        """The flags that point ``primacy status``, ``cluster`` or ``epochs raise`` at this
+        group: the ensemble over TLS, the group's path, and (to write) its credentials."""
+        ensemble = self.ensemble
+        return (
+            "--zookeeper",
+            ensemble.hosts,
+            "--zookeeper-path",
+            self.path,
+            *(ensemble.node_args() if credentials else ensemble.tls_args()),
+        )
 
     def cut(self, node: NodeProcess) -> None:
         """Cut ``node`` from every ZooKeeper server (its share and ports stay reachable)."""

@@ -88,7 +88,8 @@ def _the_cli_reads_the_group_from_zookeeper(
 ) -> None:
     """``primacy status`` and ``cluster`` on a ZooKeeper group read its znodes, not the share
     (which holds no lock or epoch of such a group), and a path no group used is an error."""
-    where = ("--zookeeper", ensemble.hosts, "--zookeeper-path", nodes.path)
+    # Readers need no credentials (the group's znodes are world-readable), only TLS.
+    where = ("--zookeeper", ensemble.hosts, "--zookeeper-path", nodes.path, *ensemble.tls_args())
     status = primacy("status", *where)
     assert status.returncode == 0, status.stderr
     assert f"lock: held by {master}" in status.stdout
@@ -97,7 +98,13 @@ def _the_cli_reads_the_group_from_zookeeper(
     assert cluster.returncode == 0, cluster.stderr
     listed = {entry["node_id"] for entry in json.loads(cluster.stdout)}
     assert master in listed and listed <= set(nodes.nodes)
-    unused = ("--zookeeper", ensemble.hosts, "--zookeeper-path", nodes.path + "-unused")
+    unused = (
+        "--zookeeper",
+        ensemble.hosts,
+        "--zookeeper-path",
+        nodes.path + "-unused",
+        *ensemble.tls_args(),
+    )
     for command in ("status", "cluster"):
         refused = primacy(command, *unused)
         assert refused.returncode != 0

@@ -21,7 +21,12 @@ MAX_SESSION_S = 20 * TICK_MS / 1000  # what the ensemble grants at most
 
 def test_a_healthy_ensemble_is_fine(zookeeper_ensemble: Ensemble) -> None:
     (finding,) = check_ensemble(
-        zookeeper_ensemble.hosts, MAX_SESSION_S, 0.25, 0.1, connect_timeout_s=1
+        zookeeper_ensemble.hosts,
+        MAX_SESSION_S,
+        0.25,
+        0.1,
+        connect_timeout_s=1,
+        access=zookeeper_ensemble.access,
     )
     assert finding.severity is Severity.OK
     assert "3 of 3 servers serve" in finding.message
@@ -30,7 +35,12 @@ def test_a_healthy_ensemble_is_fine(zookeeper_ensemble: Ensemble) -> None:
 def test_a_server_that_grants_no_session_is_named(zookeeper_ensemble: Ensemble) -> None:
     nobody = f"127.0.0.1:{free_port()}"
     findings = check_ensemble(
-        f"{zookeeper_ensemble.hosts},{nobody}", MAX_SESSION_S, 0.25, 0.1, connect_timeout_s=1
+        f"{zookeeper_ensemble.hosts},{nobody}",
+        MAX_SESSION_S,
+        0.25,
+        0.1,
+        connect_timeout_s=1,
+        access=zookeeper_ensemble.access,
     )
     assert [(f.code, f.subject) for f in findings] == [(codes.ZOOKEEPER_SERVER_UNAVAILABLE, nobody)]
 
@@ -39,7 +49,12 @@ def test_no_majority_is_no_quorum(zookeeper_ensemble: Ensemble) -> None:
     first = zookeeper_ensemble.servers[0].address
     nobody = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     findings = check_ensemble(
-        ",".join([first, *nobody]), MAX_SESSION_S, 0.25, 0.1, connect_timeout_s=1
+        ",".join([first, *nobody]),
+        MAX_SESSION_S,
+        0.25,
+        0.1,
+        connect_timeout_s=1,
+        access=zookeeper_ensemble.access,
     )
     assert findings[-1].code == codes.ZOOKEEPER_NO_QUORUM
     assert findings[-1].severity is Severity.REFUSED
@@ -49,7 +64,14 @@ def test_a_clamped_timeout_shorter_than_the_keepalive_is_refused(
     zookeeper_ensemble: Ensemble,
 ) -> None:
     # Asked for a minute, granted the ensemble's maximum, which a 5 s keepalive outlasts.
-    findings = check_ensemble(zookeeper_ensemble.hosts, 60.0, 5.0, 0.1, connect_timeout_s=1)
+    findings = check_ensemble(
+        zookeeper_ensemble.hosts,
+        60.0,
+        5.0,
+        0.1,
+        connect_timeout_s=1,
+        access=zookeeper_ensemble.access,
+    )
     assert [f.code for f in findings] == [
         codes.ZOOKEEPER_SESSION_TIMEOUT_CLAMPED,
         codes.ZOOKEEPER_SESSION_SHORTER_THAN_KEEPALIVE,
@@ -62,7 +84,14 @@ def test_primacy_doctor_checks_the_ensemble_beside_the_share(
 ) -> None:
     ensemble = zookeeper_ensemble.hosts
     # The config's default session, 10 s: this ensemble grants 4 s at most, and says so.
-    done = primacy("doctor", str(share), "--no-round-trips", "--json", "--zookeeper", ensemble)
+    access = (
+        "--zookeeper-credentials-file",
+        str(zookeeper_ensemble.credentials_file),
+        *zookeeper_ensemble.tls_args(),
+    )
+    done = primacy(
+        "doctor", str(share), "--no-round-trips", "--json", "--zookeeper", ensemble, *access
+    )
     (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["subject"] == ensemble]
     assert finding["code"] == codes.ZOOKEEPER_SESSION_TIMEOUT_CLAMPED
     assert finding["message"] == f"asked for a 10 s session, granted {MAX_SESSION_S:g} s"
@@ -78,6 +107,7 @@ def test_primacy_doctor_checks_the_ensemble_beside_the_share(
         "60000",
         "--lock-keep-alive-period-ms",
         "5000",
+        *access,
     )
     codes_seen = [f["code"] for f in json.loads(refused.stdout)["findings"]]
     assert codes.ZOOKEEPER_SESSION_SHORTER_THAN_KEEPALIVE in codes_seen

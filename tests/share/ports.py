@@ -14,6 +14,7 @@ from primacy.share.port import SharePort
 from primacy.share.posix import PosixShare
 from primacy.share.posix_lock import LockMethod
 from primacy.share.zookeeper import ZooKeeperShare
+from primacy.share.zookeeper_access import ZooKeeperAccess
 
 # A factory of handles on one share: each call is another node.
 Handles = Callable[[], SharePort]
@@ -37,12 +38,15 @@ def handles_for(kind: str, root: Path) -> Handles:
     return lambda: PosixShare(root, method)
 
 
-def zookeeper_handles(hosts: str, path: str, opened: list[ZooKeeperShare]) -> Handles:
-    """Handles on one group's znodes in a running ensemble, each its own session, connected
-    before it is handed out; the caller closes ``opened``."""
+def zookeeper_handles(
+    hosts: str, path: str, opened: list[ZooKeeperShare], access: ZooKeeperAccess | None = None
+) -> Handles:
+    """Handles on one group's znodes in a running ensemble, each its own session (with
+    ``access``: the group's identity and TLS), connected before it is handed out; the caller
+    closes ``opened``."""
 
     def handle() -> ZooKeeperShare:
-        port = ZooKeeperShare(hosts, path, session_timeout_s=4.0)
+        port = ZooKeeperShare(hosts, path, session_timeout_s=4.0, access=access)
         opened.append(port)
         wait_until(lambda: port.session_state == "connected", 30, "a ZooKeeper session")
         return port
