@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import signal
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.exceptions import NoAuthError
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from primacy.cli.localgroup import Group, NodeProcess
 from tests.harness.checker import assert_ok, check
@@ -22,7 +24,7 @@ from tests.harness.cli import primacy
 from tests.harness.group import MasterPoller, wait_until
 from tests.harness.traffic import Traffic
 from tests.harness.zookeeper import Ensemble, running_ensemble, unavailable_reason
-from tests.harness.zookeeper_group import ZooKeeperGroup
+from tests.harness.zookeeper_group import ZooKeeperGroup, stranger_client
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -164,4 +166,56 @@ def test_without_a_quorum_no_master_and_a_master_again_once_it_is_back(
         restored.wait_quorum()
         group.wait_for_master(_MASTER_TIMEOUT_S)
         _acknowledged_more(traffic, "once the quorum is back")
+    assert_ok(check(traffic, share, poller))
+
+
+def _master_epoch(node: NodeProcess) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.port}/status", timeout=2) as answer:
+        epoch = json.load(answer)["epoch"]
+    assert isinstance(epoch, int)
+    return epoch
+
+
+def test_a_client_without_credentials_is_refused_while_the_master_serves(
+    group: Group, share: Path, ensemble: Ensemble
+) -> None:
+    """Issue 42, finding 2: on 173b3ec a client with no credentials deleted the master's lock
+    (a failover each time), planted the next epochs (no master could claim), wrote ``paused``.
+    Now each is refused (NoAuth) and the master serves on in the same epoch."""
+    nodes = ZooKeeperGroup(group, ensemble)
+    master, path = nodes.nodes["n1"], nodes.path
+    with MasterPoller(nodes.nodes.values()) as poller, Traffic(nodes.url, 2) as traffic:
+        _acknowledged_more(traffic, "before the stranger")
+        epoch = _master_epoch(master)
+        stranger = stranger_client(ensemble)  # the plaintext port, no credentials
+        try:
+            latest = stranger.get(f"{path}/epoch")[1].version  # the group is world-readable
+            attempts: list[tuple[str, Callable[[], object]]] = [
+                ("delete the lock", lambda: stranger.delete(f"{path}/lock")),
+                ("write paused", lambda: stranger.create(f"{path}/paused", b"{}")),
+                ("reset the counter", lambda: stranger.set(f"{path}/epoch", b"0")),
+                ("delete the counter", lambda: stranger.delete(f"{path}/epoch")),
+                ("open the counter", lambda: stranger.set_acls(f"{path}/epoch", OPEN_ACL_UNSAFE)),
+            ]
+            attempts += [
+                (f"plant epochs/{n}", lambda n=n: stranger.create(f"{path}/epochs/{n}", b"{}"))
+                for n in range(latest + 1, latest + 6)
+            ]
+            for _ in range(3):  # three rounds, as the finding deleted the lock three times
+                for what, attempt in attempts:
+                    with pytest.raises(NoAuthError):
+                        attempt()
+                        pytest.fail(f"a client without credentials could {what}")
+                _acknowledged_more(traffic, "while the stranger tries")
+            assert stranger.exists(f"{path}/paused") is None
+            assert stranger.get(f"{path}/epoch")[1].version == latest
+        finally:
+            stranger.stop()
+            stranger.close()
+        _acknowledged_more(traffic, "after the stranger")
+        assert group.masters() == [master]
+        assert _master_epoch(master) == epoch
+        assert all(
+            node.status("/slave") == 200 for node in nodes.nodes.values() if node is not master
+        )
     assert_ok(check(traffic, share, poller))

@@ -4,14 +4,17 @@ grants against the keepalive, checked on a real three-server ensemble."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
 
-from primacy.cli.localgroup import free_port
+from primacy.cli.localgroup import free_port, wait_until
 from primacy.nfs_profiles import codes
-from primacy.nfs_profiles.ensemble import check_ensemble
+from primacy.nfs_profiles.ensemble import check_access, check_ensemble
 from primacy.nfs_profiles.findings import Severity
+from primacy.share.records import EpochRecord
+from primacy.share.zookeeper import ZooKeeperShare
 from tests.harness.cli import primacy
 from tests.harness.zookeeper import TICK_MS, Ensemble
 
@@ -112,3 +115,45 @@ def test_primacy_doctor_checks_the_ensemble_beside_the_share(
     codes_seen = [f["code"] for f in json.loads(refused.stdout)["findings"]]
     assert codes.ZOOKEEPER_SESSION_SHORTER_THAN_KEEPALIVE in codes_seen
     assert refused.returncode == 2
+
+
+def test_the_doctor_reports_open_acls_a_loose_credentials_file_and_plaintext(
+    zookeeper_ensemble: Ensemble, tmp_path: Path
+) -> None:
+    # A group made by a node without credentials: every znode open to anyone.
+    path = f"/doctor-{uuid.uuid4().hex[:12]}"
+    anonymous = ZooKeeperShare(zookeeper_ensemble.plain_hosts, path, session_timeout_s=4.0)
+    try:
+        wait_until(lambda: anonymous.session_state == "connected", 30, "a session")
+        anonymous.claim_epoch(EpochRecord.claim("old", None, 250, False))
+    finally:
+        anonymous.close()
+    ca, cert, key = zookeeper_ensemble.tls_files
+    credentials = zookeeper_ensemble.credentials_file
+    findings, access = check_access(zookeeper_ensemble.hosts, path, credentials, (ca, cert, key))
+    assert access is not None
+    (finding,) = findings
+    assert (finding.code, finding.severity) == (codes.ZOOKEEPER_OPEN_ACL, Severity.REFUSED)
+    assert f"{path}/epoch" in finding.message
+
+    # A node with the group's credentials closes them; the doctor finds nothing more.
+    node = ZooKeeperShare(
+        zookeeper_ensemble.hosts, path, session_timeout_s=4.0, access=zookeeper_ensemble.access
+    )
+    try:
+        wait_until(lambda: node.session_state == "connected", 30, "a session")
+        assert f"{path}/epochs/1" in node.secure_group()
+    finally:
+        node.close()
+    findings, _ = check_access(zookeeper_ensemble.hosts, path, credentials, (ca, cert, key))
+    assert findings == ()
+
+    # Without credentials or TLS: two warnings; a credentials file others can read: refused.
+    findings, _ = check_access(zookeeper_ensemble.plain_hosts, path, None)
+    assert [f.code for f in findings] == [codes.ZOOKEEPER_NO_CREDENTIALS, codes.ZOOKEEPER_PLAINTEXT]
+    loose = tmp_path / "credentials"
+    loose.write_text("primacy:secret\n")
+    loose.chmod(0o644)
+    (finding,), access = check_access(zookeeper_ensemble.hosts, path, loose)
+    assert (finding.code, access) == (codes.ZOOKEEPER_CREDENTIALS_UNUSABLE, None)
+    assert "chmod 600" in finding.message

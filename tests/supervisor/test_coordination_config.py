@@ -29,6 +29,23 @@ ZOOKEEPER = {"coordination": "zookeeper", "zookeeper_hosts": "zk1:2181,zk2:2181,
             "zookeeper_session_timeout_ms (2000) must be at least lock_keep_alive_period_ms",
         ),
         ({**ZOOKEEPER, "coordination": "etcd"}, "bad value for 'coordination'"),
+        (
+            {"zookeeper_credentials_file": "/etc/primacy/zk"},
+            'zookeeper_credentials_file is set but coordination is "share"',
+        ),
+        (
+            {**ZOOKEEPER, "zookeeper_credentials_file": "/x", "zookeeper_allow_open_acl": True},
+            "zookeeper_allow_open_acl = true and zookeeper_credentials_file contradict",
+        ),
+        (
+            {**ZOOKEEPER, "zookeeper_tls_ca_file": "/ca", "zookeeper_tls_cert_file": "/c"},
+            "zookeeper_tls_cert_file and zookeeper_tls_key_file go together",
+        ),
+        (
+            {**ZOOKEEPER, "zookeeper_tls_cert_file": "/c", "zookeeper_tls_key_file": "/k"},
+            "zookeeper_tls_cert_file needs zookeeper_tls_ca_file",
+        ),
+        ({**ZOOKEEPER, "zookeeper_allow_open_acl": "yes"}, "zookeeper_allow_open_acl"),
     ],
 )
 def test_a_bad_coordination_is_refused_naming_the_key(
@@ -59,3 +76,67 @@ def test_the_cli_reads_the_group_path_a_node_uses_by_default() -> None:
     from primacy.supervisor.config.coordination_keys import CoordinationKeys
 
     assert CoordinationKeys.model_fields["zookeeper_path"].default == DEFAULT_ZOOKEEPER_PATH
+
+
+def _secret(path: Path, text: str, mode: int = 0o600) -> Path:
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("keys", "code", "message"),
+    [
+        ({}, "PRIMACY-2040", "no zookeeper_credentials_file"),
+        ({"zookeeper_credentials_file": "missing"}, "PRIMACY-2041", "does not exist"),
+        ({"zookeeper_credentials_file": "readable"}, "PRIMACY-2041", "chmod 600"),
+        ({"zookeeper_credentials_file": "malformed"}, "PRIMACY-2041", "one line USER:PASSWORD"),
+        ({"zookeeper_tls_ca_file": "missing"}, "PRIMACY-2041", "ZooKeeper TLS CA file"),
+    ],
+)
+def test_a_node_refuses_to_start_without_a_usable_identity(
+    tmp_path: Path, keys: dict[str, str], code: str, message: str
+) -> None:
+    from primacy.cli.zookeeper_access import judge_zookeeper_access
+
+    files = {
+        "missing": tmp_path / "missing",
+        "readable": _secret(tmp_path / "readable", "primacy:secret\n", 0o644),
+        "malformed": _secret(tmp_path / "malformed", "no colon here\n"),
+    }
+    values = {name: files[value] for name, value in keys.items()}
+    if "zookeeper_tls_ca_file" in keys:
+        values["zookeeper_credentials_file"] = _secret(tmp_path / "good", "primacy:secret\n")
+    config = load_config(None, {"node_id": "a", "share": tmp_path, **ZOOKEEPER, **values})
+    refusal = judge_zookeeper_access(config)
+    assert refusal is not None and refusal.startswith(code), refusal
+    assert message in refusal
+
+
+def test_open_acls_are_the_operators_explicit_choice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from primacy.cli.zookeeper_access import judge_zookeeper_access
+
+    config = load_config(
+        None,
+        {"node_id": "a", "share": tmp_path, **ZOOKEEPER, "zookeeper_allow_open_acl": True},
+    )
+    assert judge_zookeeper_access(config) is None
+    assert "PRIMACY-2043" in caplog.text and "PRIMACY-2045" in caplog.text
+
+
+def test_the_credentials_file_gives_the_port_its_identity(tmp_path: Path) -> None:
+    credentials = _secret(tmp_path / "zk", "primacy:s3cret\n")
+    config = load_config(
+        None,
+        {"node_id": "a", "share": tmp_path, **ZOOKEEPER, "zookeeper_credentials_file": credentials},
+    )
+    port = open_share_port(config, lambda state: None)
+    try:
+        assert isinstance(port, ZooKeeperShare)
+        assert (port.access.user, port.access.password) == ("primacy", "s3cret")
+        assert "s3cret" not in repr(port.access)
+        assert port.client.default_acl == port.access.acl()
+    finally:
+        port.close()
