@@ -1,17 +1,17 @@
 """``primacy run``'s check of how a node reaches its ZooKeeper ensemble and who it is there,
-made before the node starts (docs/operator-guide.md, "ZooKeeper access").
+made before the node starts (docs/operator-guide.md, "ZooKeeper access"; the codes are the
+``ZOOKEEPER_*`` of ``cli/codes.py``).
 
-- No ``zookeeper_credentials_file``: refused (``PRIMACY-2040``), since every znode the
-  group creates would be open to any client of the ensemble, unless the operator says so
-  with ``zookeeper_allow_open_acl = true`` (then a warning, ``PRIMACY-2043``, at each start).
+- No ``zookeeper_credentials_file``: refused, since every znode the group creates would be
+  open to any client of the ensemble, unless the operator says so with
+  ``zookeeper_allow_open_acl = true`` (then a warning at each start).
 - A credentials, CA, certificate or key file that is missing, not private, or malformed:
-  refused (``PRIMACY-2041``). No TLS: a warning (``PRIMACY-2045``), since digest credentials
-  then cross the network in the clear.
+  refused. No TLS: a warning, since digest credentials then cross the network in the clear.
 - With credentials, the group's znodes are checked on the ensemble: those an earlier node
-  left open to anyone get the group's ACL (``PRIMACY-2044``, a warning naming them; an
-  open znode's ACL may be changed by any client, so by this one); znodes another identity
-  owns refuse the start (``PRIMACY-2042``). An ensemble that cannot be reached now is no
-  reason to refuse: the node's own session does the same once connected.
+  left open to anyone get the group's ACL (a warning naming them; an open znode's ACL may
+  be changed by any client, so by this one); znodes another identity owns refuse the start.
+  An ensemble that cannot be reached now is no reason to refuse: the node's own session
+  does the same once connected.
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ def check_access(
                 "any client of the ensemble can delete the master's lock, plant epochs or pause "
                 "the group, without credentials",
                 "start a node with zookeeper_credentials_file: it gives the group's open znodes "
-                "its ACL (PRIMACY-2044)",
+                "its ACL",
             )
         )
     return tuple(findings), access
