@@ -1,7 +1,8 @@
 """Randomized fault trials on the ZooKeeper backend: a fresh group, ensemble faults, the checker.
 
 Faults of the coordination service: a session expired, a server killed, quorum
-lost, a node cut off.
+lost, a node cut off, and a stranger: a client without the group's credentials
+that tries to take the group apart (issue 42).
 
 The counterpart of ``tests/harness/chaos.py`` (shared-storage faults on emulated
 NFS hosts); ``bench/chaos.py --coordination zookeeper`` runs it. Trial ``n`` of a
@@ -18,6 +19,9 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoAuthError
 
 from primacy.cli.localgroup import Group
 from tests.harness.chaos import TrialResult, run_faults, trial_loopback_address
@@ -67,6 +71,41 @@ def _servers_killed(count: int) -> Fault:
     return inject
 
 
+def _stranger(group: ZooKeeperGroup, ensemble: Ensemble, rng: random.Random) -> None:
+    """An unauthenticated client on the ensemble's plaintext port does what found the holes:
+    deletes the lock, plants the next epochs, writes ``paused``, resets the counter. Each must
+    be refused (NoAuth); one that goes through fails the trial."""
+    group.wait_until_serving_again(_RECOVERY_S)
+    path = group.path
+    stranger = KazooClient(hosts=ensemble.plain_hosts, timeout=5)
+    stranger.start(timeout=30)
+    try:
+        latest = stranger.get(f"{path}/epoch")[1].version
+        attempts: list[tuple[str, Callable[[], object]]] = [
+            ("delete the lock", lambda: stranger.delete(f"{path}/lock")),
+            ("write paused", lambda: stranger.create(f"{path}/paused", b"{}")),
+            ("delete the counter", lambda: stranger.delete(f"{path}/epoch")),
+            ("set the counter", lambda: stranger.set(f"{path}/epoch", b"0")),
+        ]
+        attempts += [
+            (f"plant epochs/{n}", lambda n=n: stranger.create(f"{path}/epochs/{n}", b"{}"))
+            for n in range(latest + 1, latest + 6)
+        ]
+        rng.shuffle(attempts)
+        for what, attempt in attempts:
+            try:
+                attempt()
+            except NoAuthError:
+                continue
+            except KazooException:
+                continue  # e.g. no lock at this instant: nothing was written either
+            raise AssertionError(f"a client without credentials could {what}")
+        time.sleep(rng.uniform(0.2, 1.0))
+    finally:
+        stranger.stop()
+        stranger.close()
+
+
 FAULTS: dict[str, Fault] = {
     "session expiry (master frozen past its session)": _freeze((SESSION_S * 1.3, SESSION_S * 2)),
     "short freeze": _freeze((0.05, 0.5)),
@@ -74,6 +113,7 @@ FAULTS: dict[str, Fault] = {
     "quorum lost": _servers_killed(2),
     "partition past the session": _partition((SESSION_S * 1.3, SESSION_S * 2)),
     "short partition": _partition((0.05, 1.0)),
+    "stranger": _stranger,
 }
 
 
