@@ -17,6 +17,7 @@ from primacy.cli import codes
 from primacy.cli.admin import epoch_shown, role_shown
 from primacy.cli.admin import register as register_admin_commands
 from primacy.cli.doctor import register as register_doctor_commands
+from primacy.cli.epochs import register as register_epochs_commands
 from primacy.cli.exits import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -29,7 +30,6 @@ from primacy.cli.group_records import (
     add_zookeeper_arguments,
     group_records,
 )
-from primacy.cli.epochs import register as register_epochs_commands
 from primacy.cli.journal import register as register_journal_commands
 from primacy.cli.messaging import register as register_messaging_commands
 from primacy.cli.replay import register as register_replay_commands
