@@ -12,7 +12,7 @@ from typing import Any
 from primacy.cli import codes
 from primacy.cli.exits import EXIT_FAILURE, EXIT_FEWER_THAN_COUNT, EXIT_OK, EXIT_USAGE, fail
 from primacy.cli.terminal import printable
-from primacy.client.consumer import Consumer
+from primacy.client.consumer import Consumer, Message
 from primacy.client.errors import ClientError
 from primacy.client.producer import Producer
 from primacy.client.url import UrlError, parse_url
@@ -54,7 +54,9 @@ def register(subparsers: Any) -> None:
         "once printed, resubscribing across failovers. Prints one line a message, its id "
         "and body separated by a tab, with control characters (newlines and tabs too) and "
         "backslashes written as escapes. Stops after --count messages, or when none "
-        "arrived for --idle-timeout-s.",
+        "arrived for --idle-timeout-s. The summary counts the acknowledgements the broker "
+        "journaled; 'without receipt' ones had their connection fail before the broker "
+        "confirmed them, and count because the broker did not deliver them again.",
         epilog=CONSUME_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -142,10 +144,10 @@ def cmd_consume(args: argparse.Namespace) -> int:
         consumer = Consumer(url, args.destination, **_security(args))
     except (OSError, ValueError) as error:
         return fail(EXIT_USAGE, f"cannot use the TLS files: {error}")
-    seen: set[str] = set()
-    consumed = duplicates = redelivered = 0
+    acknowledged: list[Message] = []  # receipted: the broker journaled the ACK
+    started = time.monotonic()
     try:
-        while args.count is None or consumed < args.count:
+        while args.count is None or _acknowledging(consumer, acknowledged) < args.count:
             message = consumer.receive(timeout_s=args.idle_timeout_s)
             if message is None:
                 break
@@ -154,19 +156,28 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 # line, and no escape sequence of theirs reaches the operator's terminal.
                 body = message.body.decode(errors="replace")
                 print(f"{printable(message.message_id)}\t{printable(body)}")
-            if not consumer.ack(message):
-                continue  # its connection failed over: the broker delivers it again
-            consumed += 1
-            redelivered += message.redelivered
-            duplicates += message.message_id in seen
-            seen.add(message.message_id)
+            # A void delivery (its connection failed over) comes again; the receipts come
+            # while receiving, up to the consumer's window of ACKs in flight.
+            consumer.ack(message, wait=False)
+            acknowledged += consumer.take_confirmed()
+        consumer.flush()
+        acknowledged += consumer.take_confirmed()
+        elapsed_s = time.monotonic() - started
     except ClientError as error:
         return fail(EXIT_FAILURE, str(error))
     finally:
         consumer.close()
+    # An ACK whose receipt a failover cut off and whose message never came back was journaled
+    # (otherwise the broker would have delivered the message again): it counts, and is shown.
+    in_doubt = consumer.in_doubt
+    counted = acknowledged + in_doubt
+    distinct = len({message.message_id for message in counted})
+    consumed = len(counted)
     print(
-        f"consumed {consumed} ({len(seen)} distinct, {duplicates} duplicate, "
-        f"{redelivered} redelivered), failovers {consumer.failover.reconnects}",
+        f"consumed {consumed} ({distinct} distinct, {consumed - distinct} duplicate, "
+        f"{sum(message.redelivered for message in counted)} redelivered, "
+        f"{len(in_doubt)} without receipt), failovers {consumer.failover.reconnects}, "
+        f"{elapsed_s:.2f} s",
         file=sys.stderr,
     )
     if args.count is not None and consumed < args.count:
@@ -177,6 +188,11 @@ def cmd_consume(args: argparse.Namespace) -> int:
             "longer)",
         )
     return EXIT_OK
+
+
+def _acknowledging(consumer: Consumer, acknowledged: list[Message]) -> int:
+    """ACKs receipted, in flight, or in doubt (their message not delivered again)."""
+    return len(acknowledged) + consumer.unconfirmed + len(consumer.in_doubt)
 
 
 def _summary_of_sends(producer: Producer, elapsed_s: float) -> None:
