@@ -1,4 +1,4 @@
-"""The ``primacy doctor`` and ``primacy systemd install|uninstall`` commands: argument glue only.
+"""The ``primacy doctor`` command (and ``primacy systemd``, from systemd_units): argument glue.
 
 ``register(subparsers)`` adds both commands to the ``primacy`` parser; each
 parser's ``func(args) -> int`` runs it and returns the exit code. The checks
@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from primacy.cli.systemd_units import register as register_systemd_commands
 from primacy.locker.probe import check_share
-from primacy.nfs_profiles import codes
 from primacy.nfs_profiles.doctor import diagnose, render_text
 from primacy.nfs_profiles.findings import Finding
 from primacy.nfs_profiles.fstab import MountSpecError, fstab_line, mount_unit, mount_unit_name
@@ -24,29 +23,6 @@ from primacy.nfs_profiles.mountinfo import MOUNTINFO_PATH
 from primacy.nfs_profiles.profiles import PROFILE_NAMES, load_profile
 from primacy.share.layout import ShareLayout
 from primacy.share.posix_lock import LockMethod, held_by_another
-
-SYSTEMD_SOURCE_DIR = Path(__file__).resolve().parent.parent / "systemd"
-UNIT_FILES = (
-    "primacy@.service",
-    "primacy-exec@.service",
-    "primacy-replay@.service",
-    "primacy-replay@.timer",
-)
-
-
-@dataclass(frozen=True)
-class ConfigFile:
-    """A file installed once and then owned by the operator: never overwritten or removed."""
-
-    source_name: str
-    target: str
-
-
-CONFIG_FILES = (
-    ConfigFile("primacy.default", "etc/default/primacy"),
-    ConfigFile("example-group.toml", "etc/primacy/example-group.toml"),
-)
-UNIT_DIR = "etc/systemd/system"
 
 
 def lock_probe(share: Path, lock_method: str) -> None:
@@ -123,28 +99,7 @@ def register(subparsers: Any) -> None:
     doctor.add_argument("--mountinfo", type=Path, default=MOUNTINFO_PATH, help=argparse.SUPPRESS)
     doctor.set_defaults(func=run_doctor)
 
-    systemd = subparsers.add_parser(
-        "systemd", help="install or remove the systemd units", description=_systemd_description()
-    )
-    actions = systemd.add_subparsers(dest="systemd_action", required=True, metavar="ACTION")
-    for action, func, help_text in (
-        ("install", run_systemd_install, "copy the units (and, once, the config templates)"),
-        ("uninstall", run_systemd_uninstall, "remove the units; configuration stays"),
-    ):
-        parser = actions.add_parser(action, help=help_text, description=help_text)
-        parser.add_argument("--prefix", type=Path, default=Path("/"), help="root to install under")
-        parser.add_argument(
-            "--source", type=Path, default=SYSTEMD_SOURCE_DIR, help=argparse.SUPPRESS
-        )
-        parser.set_defaults(func=func)
-
-
-def _systemd_description() -> str:
-    return (
-        f"Copy {', '.join(UNIT_FILES)} to PREFIX/{UNIT_DIR}, and the environment file and "
-        "an example group config once. Then: systemctl daemon-reload; "
-        "systemctl enable --now primacy@GROUP.service."
-    )
+    register_systemd_commands(subparsers)
 
 
 def run_doctor(args: argparse.Namespace) -> int:
@@ -235,56 +190,6 @@ def _print_fstab(source: str, mount_point: str, profile_name: str, as_json: bool
 def _usage_error(message: str) -> int:
     print(f"primacy doctor: {message}", file=sys.stderr)
     return 64
-
-
-def run_systemd_install(args: argparse.Namespace) -> int:
-    source: Path = args.source
-    missing = [
-        name
-        for name in (*UNIT_FILES, *(f.source_name for f in CONFIG_FILES))
-        if not (source / name).is_file()
-    ]
-    if missing:
-        print(
-            f"{codes.SYSTEMD_SOURCE_MISSING} the unit files are not in {source} "
-            f"(missing {', '.join(missing)}); run from a source checkout or copy them "
-            "by hand as systemd/README.md describes",
-            file=sys.stderr,
-        )
-        return 1
-    prefix: Path = args.prefix
-    unit_dir = prefix / UNIT_DIR
-    unit_dir.mkdir(parents=True, exist_ok=True)
-    for name in UNIT_FILES:
-        shutil.copyfile(source / name, unit_dir / name)
-        (unit_dir / name).chmod(0o644)
-        print(f"{codes.SYSTEMD_INSTALLED} installed {unit_dir / name}")
-    for config in CONFIG_FILES:
-        target = prefix / config.target
-        if target.exists():
-            print(f"{codes.SYSTEMD_INSTALLED} kept {target} (already there)")
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / config.source_name, target)
-        target.chmod(0o644)
-        print(f"{codes.SYSTEMD_INSTALLED} installed {target}")
-    print(
-        "next: create the user (same uid on every node), write /etc/primacy/GROUP.toml, then "
-        "systemctl daemon-reload && systemctl enable --now primacy@GROUP.service"
-    )
-    return 0
-
-
-def run_systemd_uninstall(args: argparse.Namespace) -> int:
-    unit_dir = args.prefix / UNIT_DIR
-    for name in UNIT_FILES:
-        path = unit_dir / name
-        if path.exists():
-            path.unlink()
-            print(f"{codes.SYSTEMD_UNINSTALLED} removed {path}")
-    kept = [str(args.prefix / config.target) for config in CONFIG_FILES]
-    print(f"kept the configuration ({', '.join(kept)}, /etc/primacy); run systemctl daemon-reload")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,6 +38,7 @@ RUN_SHARE_WARNINGS = "PRIMACY-3022"
 SYSTEMD_INSTALLED = "PRIMACY-3030"
 SYSTEMD_UNINSTALLED = "PRIMACY-3031"
 SYSTEMD_SOURCE_MISSING = "PRIMACY-3032"
+SYSTEMD_BINARY_UNUSABLE = "PRIMACY-3033"
 
 ZOOKEEPER_SERVER_UNAVAILABLE = "PRIMACY-3050"
 ZOOKEEPER_NO_QUORUM = "PRIMACY-3051"
@@ -91,6 +92,7 @@ TITLES = {
     SYSTEMD_INSTALLED: "`primacy systemd install` copied a file",
     SYSTEMD_UNINSTALLED: "`primacy systemd uninstall` removed a file",
     SYSTEMD_SOURCE_MISSING: "the unit files to install were not found",
+    SYSTEMD_BINARY_UNUSABLE: "the primacy binary the units would run is missing or unusable",
     ZOOKEEPER_SERVER_UNAVAILABLE: (
         "a ZooKeeper server grants no session: unreachable, or not in a quorum (warning)"
     ),

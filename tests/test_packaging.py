@@ -34,6 +34,12 @@ def test_the_wheel_installs_everything_under_one_primacy_namespace(tmp_path: Pat
     for folder in FOLDERS:
         assert f"primacy/{folder}/__init__.py" in names, folder
     assert "primacy/nfs_profiles/nfs4.toml" in names
+    # What a host needs besides the code: the units `primacy systemd install` writes, and
+    # the ActiveMQ gate's source (tests/install/ installs the wheel and uses them)
+    for unit in ("primacy@.service", "primacy-exec@.service", "primacy-replay@.timer"):
+        assert f"primacy/systemd/{unit}" in names
+    assert "primacy/systemd/example-group.toml" in names
+    assert "primacy/supervisor/child/activemq/PrimacyGateLocker.java" in names
     entry_points = zipfile.ZipFile(wheel).read(
         next(name for name in names if name.endswith("entry_points.txt"))
     )

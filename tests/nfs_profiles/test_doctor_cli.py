@@ -1,4 +1,4 @@
-"""``primacy doctor`` and ``primacy systemd`` through their argument parsers and exit codes."""
+"""``primacy doctor`` through its argument parser and exit codes (systemd: tests/systemd/)."""
 
 from __future__ import annotations
 
@@ -127,31 +127,3 @@ def test_usage_errors_exit_64(
 ) -> None:
     assert doctor_cli.main(argv) == 64
     assert message in capsys.readouterr().err
-
-
-def test_systemd_install_and_uninstall(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert doctor_cli.main(["systemd", "install", "--prefix", str(tmp_path)]) == 0
-    unit_dir = tmp_path / "etc/systemd/system"
-    assert sorted(p.name for p in unit_dir.iterdir()) == sorted(doctor_cli.UNIT_FILES)
-    assert (unit_dir / "primacy@.service").read_bytes() == (
-        REPO / "systemd/primacy@.service"
-    ).read_bytes()
-    env_file = tmp_path / "etc/default/primacy"
-    env_file.write_text("PRIMACY_RUN_ARGS=--log-level debug\n")
-    assert doctor_cli.main(["systemd", "install", "--prefix", str(tmp_path)]) == 0
-    assert env_file.read_text() == "PRIMACY_RUN_ARGS=--log-level debug\n", "config overwritten"
-    assert f"{codes.SYSTEMD_INSTALLED} kept {env_file}" in capsys.readouterr().out
-
-    assert doctor_cli.main(["systemd", "uninstall", "--prefix", str(tmp_path)]) == 0
-    assert list(unit_dir.iterdir()) == []
-    assert env_file.exists()
-    assert (tmp_path / "etc/primacy/example-group.toml").exists()
-
-
-def test_systemd_install_without_unit_files_says_how(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    argv = ["systemd", "install", "--prefix", str(tmp_path), "--source", str(tmp_path / "none")]
-    assert doctor_cli.main(argv) == 1
-    assert codes.SYSTEMD_SOURCE_MISSING in capsys.readouterr().err
-    assert not (tmp_path / "etc").exists()
