@@ -197,6 +197,9 @@ def cmd_switchover(args: argparse.Namespace) -> int:
         raise RequestFailed(
             f"{printable(answer['to'])} did not become master within {args.wait_s} s"
         )
+    except TokenRefused as exc:
+        print(f"primacy: {codes.TOKEN_FILE_REFUSED} {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except RequestFailed as exc:
         print(f"primacy: {codes.ADMIN_COMMAND_FAILED} {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -215,8 +218,12 @@ _ADMIN_COMMANDS = {"switchover": cmd_switchover, "pause": cmd_pause, "resume": c
 
 def _simple(args: argparse.Namespace, path: str, done: str) -> int:
     try:
+        token = _token(args.token_file)
         for url in args.url:  # group-wide: each named node writes the same marker
-            _request(url, "POST", path, _token(args.token_file))
+            _request(url, "POST", path, token)
+    except TokenRefused as exc:
+        print(f"primacy: {codes.TOKEN_FILE_REFUSED} {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except RequestFailed as exc:
         print(f"primacy: {codes.ADMIN_COMMAND_FAILED} {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -224,11 +231,41 @@ def _simple(args: argparse.Namespace, path: str, done: str) -> int:
     return EXIT_OK
 
 
+class TokenRefused(Exception):
+    """The token file holds no usable token; the message says why, never what it holds."""
+
+
+# A token is one line of a few dozen characters (api/admin.py reads at most this much).
+MAX_TOKEN_BYTES = 4096
+
+
 def _token(path: Path) -> str:
+    """The bearer token in ``path``: one line of printable ASCII, what an HTTP header carries.
+
+    Anything else is refused without a word of its content: a wrong --token-file may name a
+    configuration file or a private key, and an error that quoted it would print a secret.
+    """
+    shown = printable(str(path))
     try:
-        return path.read_text().strip()
+        with path.open("rb") as file:
+            raw = file.read(MAX_TOKEN_BYTES + 1)
     except OSError as exc:
-        raise RequestFailed(f"cannot read the token file {path}: {exc.strerror}") from exc
+        raise TokenRefused(f"cannot read the token file {shown}: {exc.strerror}") from None
+    token = raw.strip()
+    lines = len(token.splitlines())
+    if len(raw) > MAX_TOKEN_BYTES:
+        why = f"is over {MAX_TOKEN_BYTES} bytes"
+    elif lines != 1:
+        why = f"has {lines} lines" if lines else "is empty"
+    elif any(byte < 0x20 or byte > 0x7E for byte in token):
+        why = "holds a character that is not printable ASCII"
+    else:
+        return token.decode("ascii")
+    raise TokenRefused(
+        f"the token file {shown} does not hold a token: one line of printable ASCII is "
+        f"expected, and it {why} (its content is not shown); give the admin_token_file "
+        "the nodes read"
+    )
 
 
 def _is_master(base: str) -> bool:
@@ -265,5 +302,8 @@ def _request(
         raise RequestFailed(
             f"{method} {path} on {base}: {exc.code} {detail}{hint.get(exc.code, '')}"
         ) from exc
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, OSError) as exc:
         raise RequestFailed(f"{method} {path} on {base} failed: {exc}") from exc
+    except ValueError as exc:  # http.client quotes a refused header's value: never shown
+        what = "the token is no valid header value" if "header" in str(exc) else "no JSON"
+        raise RequestFailed(f"{method} {path} on {base} failed: {what}") from None
