@@ -11,8 +11,10 @@ user owns: one becomes master, the other two wait as slaves.
 The wheel is pure Python (``PRIMACY_COMPILE=0``): compiling the hot path with mypyc takes
 about 50 s on two cores, against 10 s, and what is tested here (the package data, the
 scripts, the units, the permissions) is the same in both wheels; tests/compiled/ covers the
-compiled build. What this cannot do is start the units under systemd (no systemd runs in the
-test's container): ``systemd-analyze verify`` checks the installed units where it is present.
+compiled build. ``PRIMACY_TEST_WHEELHOUSE=DIR`` installs from a wheelhouse made elsewhere
+instead (the guide's step 1). What this cannot do is start the units under systemd (no
+systemd runs in the test's container): ``systemd-analyze verify`` checks the installed units
+where it is present.
 
 The service user is ``primacy``; where there is none, the test creates it as the guide does
 (``useradd --system``, without the guide's fixed ids, which may be taken here) and leaves it.
@@ -105,8 +107,12 @@ def _service_user() -> pwd.struct_passwd:
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     """primacy installed from a wheelhouse into a fresh prefix, as the guide installs it."""
-    work = tmp_path_factory.mktemp("build")
-    wheelhouse = offline_wheelhouse(work / "wheelhouse", work, PRIMACY_COMPILE="0")
+    given = os.environ.get("PRIMACY_TEST_WHEELHOUSE")  # the guide's step 1, say: compiled
+    if given:
+        wheelhouse = Path(given)
+    else:
+        work = tmp_path_factory.mktemp("build")
+        wheelhouse = offline_wheelhouse(work / "wheelhouse", work, PRIMACY_COMPILE="0")
     # Not under pytest's temporary folder, which only root may enter.
     root = Path(tempfile.mkdtemp(prefix="primacy-host-"))
     root.chmod(0o755)
@@ -196,6 +202,16 @@ def test_three_nodes_from_the_prefix_run_as_the_service_user_one_master(
     user = _service_user()
     host.share.mkdir(parents=True)
     os.chown(host.share, user.pw_uid, user.pw_gid)  # the guide's chown, once
+    # The guide's check as the service user: exit 0 is the go-ahead (1 would be warnings only,
+    # which a test machine's filesystem may have; 2 refuses)
+    doctor = subprocess.run(
+        ["runuser", "-u", SERVICE_USER, "--", str(host.primacy), "doctor", str(host.share)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert doctor.returncode in (0, 1), doctor.stdout + doctor.stderr
     ports = {node: (free_port(), free_port()) for node in NODES}
     nodes: dict[str, subprocess.Popen[bytes]] = {}
     try:
@@ -233,6 +249,8 @@ def test_three_nodes_from_the_prefix_run_as_the_service_user_one_master(
             argv = (proc / "cmdline").read_bytes().split(b"\0")
             assert argv[0].startswith(bytes(host.prefix / "bin/python")), argv
             assert argv[1] == bytes(host.primacy), argv
+        status = _run(host.primacy, "status", "--share", host.share)
+        assert all(node in status for node in NODES), status
         owners = {path.stat().st_uid for path in host.share.rglob("*")}
         assert owners == {user.pw_uid}
     finally:
