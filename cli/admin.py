@@ -86,14 +86,18 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 def _show_cluster(port: SharePort, as_json: bool) -> int:
     now = time.time()
     entries = port.node_entries()
+    paused = port.is_paused()  # the group's, so every member's: each row says it
     if as_json:
-        print(json.dumps([{**vars(e), "live": e.is_live(now)} for e in entries], indent=2))
+        members = [{**vars(e), "live": e.is_live(now), "paused": paused} for e in entries]
+        print(json.dumps(members, indent=2))
         return EXIT_OK
+    if paused:
+        print(PAUSED_NOTE)
     if not entries:
         print("no node has registered in this share yet")
         return EXIT_OK
     current = latest_epoch(port)
-    roles = {e.node_id: role_shown(e, current) for e in entries}
+    roles = {e.node_id: role_shown(e, current, paused=paused) for e in entries}
     width = max([9, *(len(role) for role in roles.values())])
     print(
         f"{'node':<16} {'role':<{width}} {'epoch':>5}  {'priority':<8} {'status endpoint':<22} "
@@ -114,14 +118,22 @@ def epoch_shown(epoch: int | None) -> str:
     return "-" if epoch is None else str(epoch)
 
 
-def role_shown(entry: NodeEntry, current_epoch: int) -> str:
+PAUSED_NOTE = (
+    "group: PAUSED: no node takes over or steps down on its own, failover is off until "
+    "`primacy resume`"
+)
+
+
+def role_shown(entry: NodeEntry, current_epoch: int, *, paused: bool = False) -> str:
     """A registry entry's role for people. An entry says what its node last wrote: a master
     killed a moment ago still reads ``master`` (and live, until its entry ages) beside the
-    new master, so a master entry below the share's newest epoch says it is stale."""
-    if entry.role != "master" or (entry.epoch is not None and entry.epoch >= current_epoch):
-        return entry.role
-    held = "no epoch" if entry.epoch is None else f"epoch {entry.epoch}"
-    return f"master (stale: {held}, current {current_epoch})"
+    new master, so a master entry below the share's newest epoch says it is stale. In a
+    paused group every role is held, and says so."""
+    role = entry.role
+    if entry.role == "master" and (entry.epoch is None or entry.epoch < current_epoch):
+        held = "no epoch" if entry.epoch is None else f"epoch {entry.epoch}"
+        role = f"master (stale: {held}, current {current_epoch})"
+    return f"{role}, paused" if paused else role
 
 
 # Right after a takeover the new master may still be in its takeover wait.

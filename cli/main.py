@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
-from primacy.cli.admin import epoch_shown, role_shown
+from primacy.cli.admin import PAUSED_NOTE, epoch_shown, role_shown
 from primacy.cli.admin import register as register_admin_commands
 from primacy.cli.doctor import register as register_doctor_commands
 from primacy.cli.epochs import register as register_epochs_commands
@@ -88,8 +88,9 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
         # The endpoint's answer is untrusted text too: a node's name comes from its config.
+        paused = ", group paused" if data.get("paused") else ""
         print(
-            f"node {printable(data['node'])}: {printable(data['role'])}, "
+            f"node {printable(data['node'])}: {printable(data['role'])}{paused}, "
             f"epoch {printable(epoch_shown(data['epoch']))}, "
             f"{'serving' if data.get('serving') else 'not serving'}, "
             f"since {_when(data['since_unix_s'])}"
@@ -103,6 +104,7 @@ def _status_from_records(records: GroupRecords, as_json: bool) -> int:
     latest = latest_epoch(port)
     record = port.read_epoch(latest) if latest else None
     nodes = port.node_entries()
+    paused = port.is_paused()
     if as_json:
         print(
             json.dumps(
@@ -111,6 +113,7 @@ def _status_from_records(records: GroupRecords, as_json: bool) -> int:
                     "epoch": latest,
                     "epoch_record": None if record is None else record.to_json(),
                     "nodes": [vars(node) for node in nodes],
+                    "paused": paused,
                 },
                 indent=2,
                 sort_keys=True,
@@ -131,8 +134,10 @@ def _status_from_records(records: GroupRecords, as_json: bool) -> int:
             f"since {_when(holder.since_unix_s)}"
         )
     print(f"current epoch: {latest}" if latest else "current epoch: none claimed yet")
+    if paused:
+        print(PAUSED_NOTE)
     now = time.time()
-    roles = {node.node_id: role_shown(node, latest) for node in nodes}
+    roles = {node.node_id: role_shown(node, latest, paused=paused) for node in nodes}
     width = max([9, *(len(role) for role in roles.values())])
     for node in nodes:
         seen = "live" if node.is_live(now) else f"last seen {_when(node.updated_unix_s)}"
