@@ -17,7 +17,8 @@ systemd runs in the test's container): ``systemd-analyze verify`` checks the ins
 where it is present.
 
 The service user is ``primacy``; where there is none, the test creates it as the guide does
-(``useradd --system``, without the guide's fixed ids, which may be taken here) and leaves it.
+(``useradd --system``, without the guide's fixed ids, which may be taken here) and removes it
+at the end.
 """
 
 from __future__ import annotations
@@ -93,15 +94,26 @@ def _run(*argv: str | Path, env: dict[str, str] | None = None) -> str:
     return run.stdout
 
 
-def _service_user() -> pwd.struct_passwd:
+@pytest.fixture(scope="module")
+def service_user() -> Iterator[pwd.struct_passwd]:
+    """``primacy``; created as the guide creates it if the machine has none, and then removed
+    again: a ``primacy`` account changes what the doctor run as root checks the share for."""
     try:
-        return pwd.getpwnam(SERVICE_USER)
-    except KeyError:  # the guide's useradd; no fixed uid, which another account may hold here
-        _run(
-            *("useradd", "--system", "--user-group", "--home-dir", "/nonexistent"),
-            *("--shell", "/usr/sbin/nologin", SERVICE_USER),
-        )
-        return pwd.getpwnam(SERVICE_USER)
+        existing: pwd.struct_passwd | None = pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        existing = None
+    if existing is not None:
+        yield existing
+        return
+    # The guide's useradd, without its fixed ids, which another account may hold here
+    _run(
+        *("useradd", "--system", "--user-group", "--home-dir", "/nonexistent"),
+        *("--shell", "/usr/sbin/nologin", SERVICE_USER),
+    )
+    try:
+        yield pwd.getpwnam(SERVICE_USER)
+    finally:
+        _run("userdel", SERVICE_USER)
 
 
 @pytest.fixture(scope="module")
@@ -197,9 +209,9 @@ def _role(port: int) -> str | None:
 
 
 def test_three_nodes_from_the_prefix_run_as_the_service_user_one_master(
-    host: Host, units: str, tmp_path: Path
+    host: Host, units: str, service_user: pwd.struct_passwd, tmp_path: Path
 ) -> None:
-    user = _service_user()
+    user = service_user
     host.share.mkdir(parents=True)
     os.chown(host.share, user.pw_uid, user.pw_gid)  # the guide's chown, once
     # The guide's check as the service user: exit 0 is the go-ahead (1 would be warnings only,
