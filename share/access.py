@@ -68,11 +68,11 @@ class Unusable:
     mode: int
     needs: str  # "rwx", "rw" or "r"
 
-    def problem(self) -> str:
+    def problem(self, who: str = "the service user") -> str:
         kind = "directory" if self.is_directory else "file"
         return (
             f"{kind} owned by {_user_name(self.uid)}:{_group_name(self.gid)} mode "
-            f"{self.mode:04o}: the service user cannot {_verbs(self.needs)} it"
+            f"{self.mode:04o}: {who} cannot {_verbs(self.needs)} it"
         )
 
     def fix(self, identity: Identity) -> str:
@@ -128,7 +128,7 @@ def _paths_in_use(layout: ShareLayout, journal_only: bool) -> Iterator[tuple[Pat
     yield layout.root, rwx if not journal_only else SEARCH
     if not journal_only:
         yield layout.lock_file, rw
-        for marker in (layout.paused_marker, layout.switchover_marker, layout.group_settings):
+        for marker in (layout.paused_marker, layout.switchover_marker):
             yield marker, READ
     directories = [layout.journal, layout.checkpoints, layout.quarantine]
     if not journal_only:
