@@ -61,6 +61,12 @@ def register(subparsers: Any) -> None:
         "--no-round-trips", action="store_true", help="check the mount table only, touch nothing"
     )
     doctor.add_argument(
+        "--user",
+        metavar="NAME",
+        help="the user the nodes run as, to check every file and directory on the share "
+        "against (default: the user running the doctor; as root, the share's owner)",
+    )
+    doctor.add_argument(
         "--zookeeper",
         metavar="HOSTS",
         help="also check this ZooKeeper ensemble (coordination = zookeeper): each server "
@@ -120,6 +126,8 @@ def run_doctor(args: argparse.Namespace) -> int:
         lock_held=lock_held if round_trips else None,
         fsync_round_trip=round_trips,
         mountinfo_path=args.mountinfo,
+        owners=True,
+        service_user=args.user,
     )
     if args.zookeeper is not None:
         diagnosis = replace(diagnosis, findings=diagnosis.findings + _ensemble_findings(args))

@@ -95,6 +95,8 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
             f"{'serving' if data.get('serving') else 'not serving'}, "
             f"since {_when(data['since_unix_s'])}"
         )
+        if data.get("share_unusable"):  # why it claims nothing, with its code and the fix
+            print(f"claims no epoch: {printable(data['share_unusable'])}")
     return EXIT_OK
 
 

@@ -48,6 +48,8 @@ ZOOKEEPER_OPEN_ACL = "PRIMACY-3054"
 ZOOKEEPER_CREDENTIALS_UNUSABLE = "PRIMACY-3055"
 ZOOKEEPER_NO_CREDENTIALS = "PRIMACY-3056"
 ZOOKEEPER_PLAINTEXT = "PRIMACY-3057"
+SHARE_UNUSABLE_BY_SERVICE_USER = "PRIMACY-3070"
+SERVICE_USER_UNKNOWN = "PRIMACY-3071"
 
 TITLES = {
     PATH_UNUSABLE: "the share path does not exist or is not a directory (refused)",
@@ -113,4 +115,11 @@ TITLES = {
         "no ZooKeeper credentials file: the group's znodes are open unless it has one (warning)"
     ),
     ZOOKEEPER_PLAINTEXT: "the connection to ZooKeeper is plaintext, without TLS (warning)",
+    SHARE_UNUSABLE_BY_SERVICE_USER: (
+        "a file or directory on the share that the service user cannot use: its owner or mode "
+        "(another user wrote it); no node claims an epoch until it is fixed (refused)"
+    ),
+    SERVICE_USER_UNKNOWN: (
+        "the service user to check the share's ownership for is not known on this host (warning)"
+    ),
 }

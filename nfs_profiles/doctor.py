@@ -25,6 +25,7 @@ from primacy.nfs_profiles.mountinfo import (
     mount_of,
     read_mountinfo,
 )
+from primacy.nfs_profiles.ownership import check_ownership, service_identity
 from primacy.nfs_profiles.profiles import (
     Profile,
     load_profile,
@@ -32,7 +33,8 @@ from primacy.nfs_profiles.profiles import (
     load_refused_filesystems,
 )
 from primacy.nfs_profiles.round_trips import LockProbe, time_fsync_round_trip, time_lock_round_trip
-from primacy.share.layout import FILE_MODE, ShareLayout
+from primacy.share.access import Identity
+from primacy.share.layout import DIRECTORY_MODE, FILE_MODE, ShareLayout
 from primacy.share.posix import PosixShare
 from primacy.share.records import HOLDING_ROLES
 
@@ -204,14 +206,15 @@ def check_path(path: Path) -> tuple[Finding, ...]:
     return ()
 
 
-def check_who_can_write(path: Path) -> tuple[Finding, ...]:
+def check_who_can_write(path: Path, service: Identity | None = None) -> tuple[Finding, ...]:
     """Flag share directories that users outside the primacy group could write.
 
     Whoever can write the share can plant files every node reads (epochs, registry
     entries, segments), and whoever owns a directory can make it writable; so the
-    share and its directories should belong to root or to the user primacy runs
-    as, with write access for that user and the primacy group only.
+    share and its directories should belong to the user primacy runs as (``service``,
+    by default the doctor's own), mode 0750: the one answer ``check_ownership`` gives too.
     """
+    service = service or Identity.current()
     findings = []
     for directory in ShareLayout(path).directories:
         name = directory.relative_to(path)
@@ -234,7 +237,7 @@ def check_who_can_write(path: Path) -> tuple[Finding, ...]:
         problems = []
         if info.st_mode & stat.S_IWOTH:
             problems.append(f"anyone can write it (mode {stat.S_IMODE(info.st_mode):04o})")
-        if info.st_uid not in (0, os.geteuid()):
+        if info.st_uid not in (0, service.uid):
             problems.append(f"it belongs to uid {info.st_uid}, who can change its mode")
         if problems:
             findings.append(
@@ -244,7 +247,7 @@ def check_who_can_write(path: Path) -> tuple[Finding, ...]:
                     "; ".join(problems),
                     codes.WRITABLE_BY_OTHERS,
                     "a file planted on the share is read by every node",
-                    "chown root:primacy on the share and its directories, then chmod 2770",
+                    f"chown {service.owner} {directory} && chmod {DIRECTORY_MODE:04o} {directory}",
                 )
             )
     return tuple(findings)
@@ -340,13 +343,21 @@ def diagnose(
     lock_held: LockHeld | None = None,
     fsync_round_trip: bool = False,
     mountinfo_path: Path = MOUNTINFO_PATH,
+    owners: bool = False,
+    service_user: str | None = None,
 ) -> Diagnosis:
     """Check ``path`` as a share; round trips (and ``lock_held``, which tries the share's
-    own lock) run only when asked and the path is usable."""
+    own lock) run only when asked and the path is usable. ``owners``: also check every path
+    on the share against the service user (``service_user``, or ``ownership.service_identity``'s
+    default: as root, the share's owner), whose directories ``check_who_can_write`` then expects."""
     path = Path(path)
     findings: list[Finding] = list(check_path(path))
+    service, unknown = service_identity(service_user, path) if owners else (None, ())
+    findings.extend(unknown)
     if not findings:
-        findings.extend(check_who_can_write(path))
+        findings.extend(check_who_can_write(path, service))
+        if service is not None:
+            findings.extend(check_ownership(path, service))
         findings.extend(check_lock_file_mode(path))
         findings.extend(check_share_ancestors(path))
     try:

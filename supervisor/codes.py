@@ -39,6 +39,7 @@ GROUP_PAUSE_SEEN = "PRIMACY-1024"
 STALLED_LOCK_REPLACED = "PRIMACY-1025"
 COORDINATOR_BEHIND_SHARE = "PRIMACY-1026"
 PLANTED_EPOCH_REPLACED = "PRIMACY-1027"
+SHARE_UNUSABLE_BY_NODE = "PRIMACY-1030"
 THREAD_DIED = "PRIMACY-1097"
 ROLE_LOOP_FAILED = "PRIMACY-1098"
 LOCK_JOB_FAILED = "PRIMACY-1099"
@@ -95,6 +96,10 @@ TITLES = {
     PLANTED_EPOCH_REPLACED: (
         "the next epoch's znode existed though the counter had not reached it (written outside "
         "the protocol): the claim replaced it atomically"
+    ),
+    SHARE_UNUSABLE_BY_NODE: (
+        "this node cannot use a file or directory on the share (its owner or mode: another "
+        "user wrote it): it claims no epoch until the path is fixed"
     ),
     THREAD_DIED: "a thread of the node died; the node stops with exit code 1",
     ROLE_LOOP_FAILED: "the role loop failed; the node stops with exit code 1",

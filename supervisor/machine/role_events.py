@@ -98,6 +98,9 @@ class LockResult:
     acquired: bool
     holder: HolderInfo | None = None
     error: str | None = None
+    # After a claim refused for ``share_unusable``: the attempt checked the share again
+    # first, and this is what it still cannot use (None: all usable, the lock was tried).
+    share_unusable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,10 +126,13 @@ class ClaimFailed:
     epoch a try, so the node gives the lock back and holds off, as for a journal
     that cannot open. ``behind_share_floor``: the claim was refused because the
     coordinator has no claim of this epoch, which the share shows was served
-    (``/status`` says so until a claim past it is seen)."""
+    (``/status`` says so until a claim past it is seen). ``share_unusable``: the claim was
+    refused because this node cannot use a path on the share (owner or mode,
+    ``share/access.py``); until a lock attempt finds it usable again, none is claimed."""
 
     reason: str
     behind_share_floor: int | None = None
+    share_unusable: str | None = None
 
 
 @dataclass(frozen=True)

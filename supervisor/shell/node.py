@@ -226,8 +226,11 @@ class Node:
         """Update the node's state from what an event carries; return what the machine must
         hear (the machine's own events go on to it, whatever state it is in)."""
         match event:
-            case roles.LockResult(acquired=acquired, holder=holder, error=error):
+            case roles.LockResult(
+                acquired=acquired, holder=holder, error=error, share_unusable=unusable
+            ):
                 self._state.holder = holder
+                self._state.share_unusable = unusable
                 floor = self._state.behind_share_floor
                 if floor is not None and holder is not None and (holder.epoch or 0) > floor:
                     self._state.behind_share_floor = None  # a claim past the floor: it agrees
@@ -237,8 +240,9 @@ class Node:
             case roles.EpochClaimed(holder=holder):
                 self._state.holder = holder
                 self._state.behind_share_floor = None
-            case roles.ClaimFailed(behind_share_floor=floor):
+            case roles.ClaimFailed(behind_share_floor=floor, share_unusable=unusable):
                 self._state.behind_share_floor = floor
+                self._state.share_unusable = unusable
             case roles.JournalOpened(store=store):
                 # The loop owns it now; the machine says whether to keep it (CloseJournal).
                 self._state.store = store

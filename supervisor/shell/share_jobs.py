@@ -19,6 +19,8 @@ from concurrent.futures import Future
 
 from primacy.locker.lease import CoordinatorBehindShare, Lease, LeaseLost
 from primacy.locker.stall import StallWatch, sighting
+from primacy.share.access import Identity, share_fix, unusable_paths
+from primacy.share.layout import ShareLayout
 from primacy.share.port import EpochCounterWentBack, SharePort
 from primacy.share.records import HolderInfo, RoleChange
 from primacy.store.errors import JournalError, JournalFenced
@@ -60,6 +62,10 @@ class ShareJobs:
             StallWatch(config.stall_takeover_ms / 1000, clock) if config.stall_takeover_ms else None
         )
         self._observe_commit = observe_commit
+        self._layout = ShareLayout(config.share)
+        # Why the last claim was refused for a path this node cannot use; while set, every
+        # lock attempt checks the share again first (on this worker, like the claims).
+        self._share_unusable: str | None = None
 
     def job_for(
         self,
@@ -93,6 +99,20 @@ class ShareJobs:
     # ---- slave -------------------------------------------------------------
 
     def try_lock(self) -> roles.LockResult:
+        if self._share_unusable is not None:
+            self._share_unusable = self.share_unusable()
+            if self._share_unusable is not None:  # no lock taken: a claim would be refused
+                return roles.LockResult(
+                    False,
+                    self._holder(),
+                    error=self._share_unusable,
+                    share_unusable=self._share_unusable,
+                )
+            log.info(
+                "%s node %s can use the share again: it takes part in claims",
+                codes.SHARE_UNUSABLE_BY_NODE,
+                self.node_id,
+            )
         try:
             acquired = self.lease.try_acquire()
             if not acquired and self._holder_stalled():
@@ -163,6 +183,11 @@ class ShareJobs:
     def claim_epoch(
         self, keep_alive_period_ms: int, exec_child: bool = False
     ) -> roles.EpochClaimed | roles.LeaseLost | roles.ClaimFailed:
+        # No epoch for a node that could not open the journal under it: each would be burnt.
+        self._share_unusable = self.share_unusable()
+        if self._share_unusable is not None:
+            log.error("%s; it claims no epoch until then", self._share_unusable)
+            return roles.ClaimFailed(self._share_unusable, share_unusable=self._share_unusable)
         try:
             epoch = self.lease.claim_epoch(keep_alive_period_ms, exec_child)
             # Every earlier master that may still claim the role: the previous one, and
@@ -309,6 +334,24 @@ class ShareJobs:
         return roles.ServingStopped()
 
     # ---- helpers -----------------------------------------------------------
+
+    def share_unusable(self) -> str | None:
+        """Why this node cannot use the share (the paths its user may not use, and the one
+        fix), with its code; None if it can."""
+        identity = Identity.current()
+        found = unusable_paths(
+            self._layout, identity, journal_only=not self._coordinator_is_the_share
+        )
+        if not found:
+            return None
+        first = found[0]
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        fix = first.fix(identity) if len(found) == 1 else share_fix(self._layout.root, identity)
+        return (
+            f"{codes.SHARE_UNUSABLE_BY_NODE} node {self.node_id} cannot use the share as user "
+            f"{identity.user}: {first.path} ({first.problem(identity.user)}){more}. Fix: {fix} "
+            f"(primacy doctor {self._layout.root} lists every path)"
+        )
 
     def _confirmed(self, started_at: float) -> roles.RevalidationPassed:
         return roles.RevalidationPassed(started_at, self._clock() - started_at, time.time())
