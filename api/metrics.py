@@ -175,18 +175,24 @@ FAMILIES: tuple[Family, ...] = (
     ),
     FromSnapshot("primacy_paused", "gauge", "1 while the group is paused", {(): figure("paused")}),
     FromSnapshot(
+        "primacy_lock_keep_alive_period_seconds",
+        "gauge",
+        "This node's lock_keep_alive_period_ms in seconds: how often a master checks its lease",
+        {(): figure("lock_keep_alive_period_s")},
+    ),
+    FromSnapshot(
+        "primacy_eligible_standby",
+        "gauge",
+        "1 while this node is a slave that would take over: its lock attempts reach the share, "
+        "its priority is not never, it is not held off",
+        {(): Reading("eligible_standby", lambda snapshot: float(snapshot.is_eligible_standby()))},
+    ),
+    FromSnapshot(
         "primacy_coordinator_behind_share",
         "gauge",
         "1 while this node refuses to claim: the coordinator's epoch counter is below an epoch "
         "the share's journal shows was served",
         {(): figure("coordinator_behind_share")},
-    ),
-    FromSnapshot(
-        "primacy_share_unusable",
-        "gauge",
-        "1 while this node claims no epoch: its user cannot use a file or directory on the share "
-        "(owner or mode)",
-        {(): Reading("share_unusable", lambda snapshot: 1.0 if snapshot.share_unusable else 0.0)},
     ),
     FromSnapshot(
         "primacy_fenced_writes",

@@ -138,6 +138,9 @@ class StatusSnapshot:
     share_check: ShareCheck | None = None
     journal: JournalFigures | None = None  # None unless this node has the journal open
     paused: bool = False
+    # The node's lock_keep_alive_period_ms, in seconds: what the lease-check alert's
+    # threshold follows (monitoring/alerts.yml, PrimacySlowLeaseChecks).
+    lock_keep_alive_period_s: float = 0.0
     held_off_s: float = 0.0  # after a failed start or a crash loop: left before the next try
     broker: BrokerFigures | None = None  # None unless this node serves
     # Who may connect to the STOMP connector: "none" checks nobody (docs/security); None
@@ -152,10 +155,6 @@ class StatusSnapshot:
     # an epoch the share's journal shows was served (logged with its code): until it agrees, no
     # claim; cleared by a claim of this node or the sight of another's.
     coordinator_behind_share: bool = False
-    # Why this node's last claim was refused: a path on the share its user cannot use (owner or
-    # mode), with the node's code, the path and the fix; None once a lock attempt
-    # finds the share usable (docs/runbook.md, "PrimacyShareUnusable").
-    share_unusable: str | None = None
 
     def is_serving_master(self, now_monotonic: float | None = None) -> bool:
         """A master claims the role only while its last lease check is under one keepalive old."""
@@ -164,6 +163,17 @@ class StatusSnapshot:
             self.role == "master"
             and self.waiting_for is None
             and now < self.master_claim_expires_monotonic
+        )
+
+    def is_eligible_standby(self) -> bool:
+        """A healthy slave that would take over if the master went: it may serve (priority
+        not ``never``), is not held off after a failed start, and may claim an epoch."""
+        return (
+            self.is_healthy_slave()
+            and self.first_lock_attempt_done
+            and self.priority != "never"
+            and self.held_off_s == 0
+            and not self.coordinator_behind_share
         )
 
     def is_healthy_slave(self) -> bool:
@@ -195,4 +205,5 @@ class StatusSnapshot:
         )
         data["live"] = self.is_live()
         data["serving"] = self.is_serving_master()
+        data["eligible_standby"] = self.is_eligible_standby()
         return data
