@@ -195,6 +195,13 @@ FAMILIES: tuple[Family, ...] = (
         {(): figure("coordinator_behind_share")},
     ),
     FromSnapshot(
+        "primacy_share_unusable",
+        "gauge",
+        "1 while this node claims no epoch: its user cannot use a file or directory on the share "
+        "(owner or mode)",
+        {(): Reading("share_unusable", lambda snapshot: 1.0 if snapshot.share_unusable else 0.0)},
+    ),
+    FromSnapshot(
         "primacy_fenced_writes",
         "counter",
         "Records of earlier epochs fenced off when this master opened",

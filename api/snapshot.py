@@ -155,6 +155,10 @@ class StatusSnapshot:
     # an epoch the share's journal shows was served (logged with its code): until it agrees, no
     # claim; cleared by a claim of this node or the sight of another's.
     coordinator_behind_share: bool = False
+    # Why this node's last claim was refused: a path on the share its user cannot use (owner or
+    # mode), with the node's code, the path and the fix; None once a lock attempt
+    # finds the share usable (docs/runbook.md, "PrimacyShareUnusable").
+    share_unusable: str | None = None
 
     def is_serving_master(self, now_monotonic: float | None = None) -> bool:
         """A master claims the role only while its last lease check is under one keepalive old."""

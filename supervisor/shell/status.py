@@ -38,6 +38,9 @@ class NodeState:
     # The epoch the share shows served that the coordinator did not confirm at this node's
     # last claim (refused), until a claim past it is seen; None otherwise.
     behind_share_floor: int | None = None
+    # Why this node claims nothing: a path on the share its user cannot use (share/access.py);
+    # set by a refused claim, cleared by a lock attempt that finds the share usable.
+    share_unusable: str | None = None
 
     def saw_registry(
         self, cluster: tuple[ClusterMember, ...], broker_stats: dict[str, Any] | None
@@ -87,6 +90,7 @@ def build_snapshot(
         coordination=config.coordination,
         coordination_session=state.coordination_session,
         coordinator_behind_share=state.behind_share_floor is not None,
+        share_unusable=state.share_unusable,
     )
 
 
