@@ -13,6 +13,7 @@ lock idle.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -66,6 +67,9 @@ class ShareJobs:
         # Why the last claim was refused for a path this node cannot use; while set, every
         # lock attempt checks the share again first (on this worker, like the claims).
         self._share_unusable: str | None = None
+        # A path opening the journal was refused though its owner and mode looked right (an
+        # ACL, a server's squashing): tried again with the checks until it opens.
+        self._refused_path: str | None = None
 
     def job_for(
         self,
@@ -257,6 +261,11 @@ class ShareJobs:
                 epoch_claimed=self.port.epoch_exists if self._coordinator_is_the_share else None,
             )
         except (JournalError, OSError, ValueError) as exc:
+            denied = _permission_error(exc)
+            if denied is not None and denied.filename:
+                # One epoch went to this; the next lock attempt checks again and claims none.
+                self._refused_path = str(denied.filename)
+                self._share_unusable = f"opening the journal was refused: {denied}"
             return roles.JournalFailed(str(exc))
         store.commit_observer = self._observe_commit
         return roles.JournalOpened(store)
@@ -343,7 +352,7 @@ class ShareJobs:
             self._layout, identity, journal_only=not self._coordinator_is_the_share
         )
         if not found:
-            return None
+            return self._still_refused(identity)
         first = found[0]
         more = f" and {len(found) - 1} more" if len(found) > 1 else ""
         fix = first.fix(identity) if len(found) == 1 else share_fix(self._layout.root, identity)
@@ -353,11 +362,39 @@ class ShareJobs:
             f"(primacy doctor {self._layout.root} lists every path)"
         )
 
+    def _still_refused(self, identity: Identity) -> str | None:
+        """After the journal was refused a path the modes allow: whether it still is."""
+        if self._refused_path is None:
+            return None
+        try:
+            os.close(os.open(self._refused_path, os.O_RDONLY | os.O_NOFOLLOW))
+        except PermissionError as exc:
+            return (
+                f"{codes.SHARE_UNUSABLE_BY_NODE} node {self.node_id} cannot use the share as user "
+                f"{identity.user}: opening {self._refused_path} is refused ({exc.strerror}) "
+                "though its owner and mode allow it: check its ACL and the file server's "
+                "export (root or all squashing)"
+            )
+        except OSError:
+            pass  # gone or another error: the refusal is over; the next opening says the rest
+        self._refused_path = None
+        return None
+
     def _confirmed(self, started_at: float) -> roles.RevalidationPassed:
         return roles.RevalidationPassed(started_at, self._clock() - started_at, time.time())
 
     def _holder(self) -> HolderInfo | None:
         return self.lease.holder()
+
+
+def _permission_error(exc: BaseException) -> PermissionError | None:
+    """The permission refusal behind ``exc`` (itself, or what it was raised from), if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, PermissionError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def role_change(node_id: str, epoch: int, old: str, new: str, reason: str) -> dict[str, object]:
