@@ -18,9 +18,9 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from primacy.share.layout import CHECKPOINTS_DIR_NAME, journal_dir
+from primacy.share.layout import journal_dir
 from primacy.store import recovery
-from primacy.store.checkpoint import Checkpoint, list_checkpoints
+from primacy.store.checkpoint import newest_usable_checkpoint
 from primacy.store.fences import FenceTable
 from primacy.store.segments import epoch_tails, list_segments
 
@@ -138,32 +138,19 @@ def parse_time(text: str) -> int:
 
 
 def read_fences(share: str | Path) -> FenceTable:
-    """Every fence in the journal, as recovery knows them.
+    """Every fence in the journal, as recovery applies them (``recovery.fences_in_force``).
 
-    A fence is the first batch of its epoch's first segment; the checkpoint a
-    new master writes right after it keeps a copy, which recovery applies when
-    the batch was damaged later. The replay must apply it too, or it would
-    count as ``ok`` the stale writes recovery ignores.
+    A fence is the first batch of its epoch's first segment; the checkpoint a new
+    master writes right after it keeps a copy, which recovery applies when the batch
+    was damaged later. The replay must apply the same, or it would count as ``ok``
+    the stale writes recovery ignores: the same checkpoint (the store's one reader
+    of the newest usable one), the same fence batches.
     """
-    table = FenceTable()
-    for segment in list_segments(journal_dir(share)):
-        # The store keeps this reader private to recovery; it is the one that knows
-        # where a fence lives, so the replay uses it rather than a second copy.
-        fence = recovery.read_first_batch_fence(segment)
-        if fence is not None:
-            table.add(*fence)
-    table.merge(_checkpointed_fences(share))
-    return table
-
-
-def _checkpointed_fences(share: str | Path) -> FenceTable:
-    """The fences of the newest checkpoint that reads back intact (it holds every older one)."""
-    for path in list_checkpoints(journal_dir(share) / CHECKPOINTS_DIR_NAME):
-        try:
-            return Checkpoint.from_bytes(path.read_bytes(), dedupe_window_messages=0).fences
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # damaged or of another version: recovery skips it as well
-    return FenceTable()
+    journal = journal_dir(share)
+    segments = list_segments(journal)
+    skipped: list[str] = []  # recovery logs them; the replay's report has its own damage
+    checkpoint = newest_usable_checkpoint(journal, segments, 0, skipped)
+    return recovery.fences_in_force(segments, checkpoint)
 
 
 def plan_segments(share: str | Path, epochs: frozenset[int] | None = None) -> list[SegmentPlan]:

@@ -1,13 +1,17 @@
 """Reading one segment file into Arrow record batches, every byte accounted for by a status.
 
 This is the data source's reader function, free of Spark so it can be tested
-and benchmarked alone. A segment (or byte range) whose every batch checks
-clean is checked at once (``spark.batch_checks``); any other is classified by
-the store (``scan_segment``, with the fence limit and epoch-tail flag from the
-plan). The column decoder decodes groups of valid batches
-(``decode_batches(...).to_arrow()``); this module only adds where each row came
-from and its status, and casts to the types Spark takes. There is no Python
-loop per record, and none per batch on a clean segment.
+and benchmarked alone. Everything it knows of the format is the store's read
+side: a segment (or byte range) whose every batch checks clean is checked at
+once (``store.columns.clean_batches``); any other is classified by the store
+(``scan_segment``, with the fence limit and epoch-tail flag from the plan).
+The store's column decoder decodes groups of valid batches
+(``store.decoder.decode_batches``), checking their records as recovery does: a
+batch whose CRC holds but whose records are not ours comes back as a fault,
+with recovery's reason, and becomes a ``damaged_batch`` row. This module only
+adds where each row came from and its status, and casts to the types Spark
+takes. There is no Python loop per record, and none per batch on a clean
+segment.
 
 Statuses: ``ok`` (a record recovery applies), ``fenced`` (a stale master's
 write past a fence; the record is decoded but never counted), and the damage
@@ -19,25 +23,23 @@ trusted, and a format this release does not know cannot be read.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from primacy.spark.batch_checks import Batches, clean_batches
-from primacy.spark.columns import decode_batches
 from primacy.spark.journal_plan import ALL_TIME, SegmentPlan, TimeWindow
+from primacy.spark.planned_bytes import READ_BUFFERS, PlannedBytes
 from primacy.store import format as fmt
+from primacy.store.columns import Batches, clean_batches
+from primacy.store.decoder import Fault, decode_batches
 from primacy.store.segments import (
     SEGMENT_HEADER_MAX_BYTES,
     Damage,
+    DamageKind,
     SegmentRef,
     SegmentScan,
     open_journal_file,
@@ -73,12 +75,15 @@ RECORDS_SCHEMA = pa.schema(
     ]
 )
 
-# Indexed by the stored record_type byte, so naming the types is one ``take``.
+# Indexed by the stored record_type byte, so naming the types is one ``take`` (the decoder
+# passes only the types we write).
 _TYPE_NAMES = pa.array(
-    [fmt.RecordType(code).name if code in fmt.RecordType._value2member_map_ else f"UNKNOWN_{code}"
-     for code in range(256)],
+    [
+        fmt.RecordType(code).name if code in fmt.RecordType._value2member_map_ else None
+        for code in range(256)
+    ],
     pa.string(),
-)  # fmt: skip
+)
 
 
 def read_segment_batches(
@@ -97,18 +102,18 @@ def read_segment_batches(
         handle = open_journal_file(segment.path)
     except FileNotFoundError:
         return  # removed by retention after planning: nothing left to report
-    with handle, _READ_BUFFERS.lend() as loan:
-        source = _PlannedBytes(handle, plan.size_bytes, loan)
+    with handle, READ_BUFFERS.lend() as loan:
+        source = PlannedBytes(handle, plan.size_bytes, loan)
         clean = None if plan.whole_segment else _clean_range(source, plan)
         if clean is not None:
             node, first, span, batches = clean
-            yield from _record_rows(plan.name, node, STATUS_OK, span, batches, window, first)
+            yield from _record_rows(plan, node, STATUS_OK, span, batches, window, first)
             return
         data = source.read_span(0, source.size)
         whole = _clean_segment(data, plan) if plan.whole_segment else None
         if whole is not None:
             node, batches = whole
-            yield from _record_rows(plan.name, node, STATUS_OK, data, batches, window)
+            yield from _record_rows(plan, node, STATUS_OK, data, batches, window)
             return
         yield from _scanned_rows(plan, segment, data, window)
 
@@ -144,13 +149,13 @@ def _scanned_rows(
     if damage:
         yield _damage_rows(plan, node, damage, open_from)
     valid = Batches.of((b.offset, b.header) for b in scan.batches if plan.holds(b.offset))
-    yield from _record_rows(plan.name, node, STATUS_OK, data, valid, window)
+    yield from _record_rows(plan, node, STATUS_OK, data, valid, window)
     if scan.fenced_offset is not None:
         fenced = _FencedBatches(data, scan.fenced_offset)
         provisional = scan.fenced_offset >= open_from
         mine = Batches.of((offset, header) for offset, header in fenced if plan.holds(offset))
         yield from _record_rows(
-            plan.name, node, STATUS_FENCED, data, mine, window, provisional=provisional
+            plan, node, STATUS_FENCED, data, mine, window, provisional=provisional
         )
         if fenced.stopped_at < len(data) and plan.holds(fenced.stopped_at):
             detail = "bytes past the fence that are not a complete batch"
@@ -167,83 +172,13 @@ def _open_end(scan: SegmentScan, fence_limit: int | None) -> int:
     return scan.size + 1
 
 
-class _ReadBuffers:
-    """Buffers a reader lends for a segment's bytes and takes back when done with it.
-
-    Reading a segment into fresh memory costs twice a read into memory already
-    touched (the kernel zero-fills and maps every page on first write), and the
-    replay reads segment after segment in the same worker: it keeps one buffer,
-    the last one returned. Nothing yielded refers to a lent buffer (the decoder
-    copies, ``decode_batches(copy=True)``), so the rows stay valid after it is
-    reused. A buffer is never resized, only replaced: a view of it may outlive
-    the loan (in a traceback, say), and a bytearray with views cannot change size.
-    """
-
-    def __init__(self) -> None:
-        self._free: list[bytearray] = []
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def lend(self) -> Iterator[_Loan]:
-        with self._lock:
-            loan = _Loan(self._free.pop() if self._free else bytearray())
-        try:
-            yield loan
-        finally:
-            with self._lock:
-                self._free[:] = [loan.buffer]
-
-
-@dataclass
-class _Loan:
-    buffer: bytearray
-
-    def at_least(self, size: int) -> bytearray:
-        if len(self.buffer) < size:
-            self.buffer = bytearray(size)
-        return self.buffer
-
-
-_READ_BUFFERS = _ReadBuffers()
-
-
-class _PlannedBytes:
-    """The segment's bytes up to its planned length, read with ``preadv`` where asked: a
-    range's task reads the headers on its way and its own batches, not the whole file."""
-
-    def __init__(self, handle: BinaryIO, size_bytes: int, loan: _Loan) -> None:
-        self._fd = handle.fileno()
-        self.size = min(os.fstat(self._fd).st_size, size_bytes)
-        self._loan = loan
-
-    def read(self, offset: int, length: int) -> bytes:
-        """Up to ``length`` bytes from ``offset``, a copy of their own (for small reads)."""
-        return bytes(self._read_into(_Loan(bytearray()), offset, length))
-
-    def read_span(self, offset: int, length: int) -> memoryview:
-        """``read`` into the lent buffer: valid until the next ``read_span``."""
-        return self._read_into(self._loan, offset, length)
-
-    def _read_into(self, loan: _Loan, offset: int, length: int) -> memoryview:
-        """Up to ``length`` bytes from ``offset``; fewer past the planned length or if the file
-        shrank. A loop: one ``preadv`` reads at most about 2 GiB."""
-        wanted = max(0, min(length, self.size - offset))
-        view, done = memoryview(loan.at_least(wanted)), 0
-        while done < wanted:
-            got = os.preadv(self._fd, [view[done:wanted]], offset + done)
-            if not got:
-                break
-            done += got
-        return view[:done]
-
-
 # How much a range's walk to its first batch reads at a time: several small batches' headers
 # per read, and little more than one header when batches are large.
 _WALK_READ_BYTES = 64 * 1024
 
 
 def _clean_range(
-    source: _PlannedBytes, plan: SegmentPlan
+    source: PlannedBytes, plan: SegmentPlan
 ) -> tuple[str, int, memoryview, Batches] | None:
     """The range's batches when they, and the batch headers before them, check clean.
 
@@ -290,7 +225,7 @@ def _clean_range(
 
 
 def _record_rows(
-    segment: str,
+    plan: SegmentPlan,
     node: str | None,
     status: str,
     data: memoryview,
@@ -306,15 +241,37 @@ def _record_rows(
     offset is in ``data``. The column decoder decodes each group of journal
     batches at once (``decode_batches``); the casts and the per-row location
     columns are then done once per group: no Python work per journal batch.
+
+    A batch whose records are not ours (the decoder's faults) becomes a range row:
+    ``damaged_batch`` with recovery's reason, as recovery reports it; past a fence,
+    ``fenced`` (recovery counts it fenced, whatever its records), with the reason.
     """
     admitted = window.admits_batches(batches.commit_unix_ns)
     if admitted is not None:
         batches = batches.where(admitted)
-    rows = _RowsOf(segment, node, status, data, data_offset, provisional)
+    rows = _RowsOf(plan.name, node, status, data, data_offset, provisional)
     for group in batches.groups(ROWS_GROUP_BYTES):
-        assembled = rows.assemble(group, window)
+        assembled, faults = rows.assemble(group, window)
+        if faults:
+            yield _fault_rows(plan, node, status, faults, data_offset, provisional)
         if assembled is not None:
             yield assembled
+
+
+def _fault_rows(
+    plan: SegmentPlan,
+    node: str | None,
+    status: str,
+    faults: tuple[Fault, ...],
+    data_offset: int,
+    provisional: bool,
+) -> pa.RecordBatch:
+    if status == STATUS_OK:
+        kind, why = DamageKind.DAMAGED_BATCH.value, ""
+    else:
+        kind, why = status, "a batch past the fence whose records are not ours: "
+    ranges = [(kind, data_offset + f.offset, f.batch_len, why + f.reason) for f in faults]
+    return _range_rows(plan, node, ranges, provisional=provisional)
 
 
 @dataclass(frozen=True)
@@ -328,13 +285,18 @@ class _RowsOf:
     data_offset: int
     provisional: bool
 
-    def assemble(self, group: Batches, window: TimeWindow) -> pa.RecordBatch | None:
-        counts = group.record_count
+    def assemble(
+        self, group: Batches, window: TimeWindow
+    ) -> tuple[pa.RecordBatch | None, tuple[Fault, ...]]:
         # ``data`` is a lent buffer: the columns get bytes of their own.
-        columns = decode_batches(self.data, group.offset, counts, copy=True)
+        decoded = decode_batches(self.data, group, copy=True)
+        if decoded.columns is None:
+            return None, decoded.faults
+        group, columns = decoded.kept, decoded.columns
+        counts = group.record_count
         offsets = group.offset + self.data_offset
-        decoded = columns.to_arrow()
-        n = decoded.num_rows
+        arrow = columns.to_arrow()
+        n = arrow.num_rows
         commits_us = group.commit_unix_ns // 1000
         rows = pa.RecordBatch.from_arrays(
             [
@@ -343,15 +305,15 @@ class _RowsOf:
                 pa.repeat(pa.scalar(self.status, pa.string()), n),
                 pa.nulls(n, pa.string()),
                 pa.repeat(pa.scalar(self.node, pa.string()), n),
-                decoded.column("epoch").cast(pa.int64()),
-                decoded.column("sequence").cast(pa.int64()),
-                decoded.column("timestamp").cast(_TIMESTAMP, safe=False),
+                arrow.column("epoch").cast(pa.int64()),
+                arrow.column("sequence").cast(pa.int64()),
+                arrow.column("timestamp").cast(_TIMESTAMP, safe=False),
                 pa.array(np.repeat(commits_us, counts).view("datetime64[us]"), _TIMESTAMP),
-                pc.take(_TYPE_NAMES, decoded.column("record_type")),
-                decoded.column("destination"),
-                decoded.column("message_id"),
-                decoded.column("headers"),
-                decoded.column("payload"),
+                pc.take(_TYPE_NAMES, arrow.column("record_type")),
+                arrow.column("destination"),
+                arrow.column("message_id"),
+                arrow.column("headers"),
+                arrow.column("payload"),
                 pa.nulls(n, pa.int64()),
                 pa.repeat(pa.scalar(self.provisional, pa.bool_()), n),
             ],
@@ -365,7 +327,7 @@ class _RowsOf:
             if window.until_unix_ns is not None:
                 keep &= stamps < window.until_unix_ns
             rows = rows.filter(pa.array(keep))
-        return rows if rows.num_rows else None
+        return (rows if rows.num_rows else None), decoded.faults
 
 
 class _FencedBatches:

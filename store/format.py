@@ -6,9 +6,11 @@ Spark replay) imports it rather than parsing bytes itself.
 
 A batch is laid out for columnar readers: a fixed-width record-header array,
 then four heaps (destinations, message ids, headers, payloads), each holding
-that field of every record back to back. The Spark replay's column decoder
-(``spark/columns.py``) turns batches into numpy and Arrow columns without a
-Python loop per record; it reads the layout from here.
+that field of every record back to back. The layouts are declared once, below,
+as (field, ``struct`` code) pairs: the ``struct`` formats here and the numpy
+dtypes of the column decoder (``store/columns.py``) are both derived from them.
+``records_fault`` is the one check of a batch's records (recovery, ``primacy
+journal`` and the replay all take its verdict).
 """
 
 from __future__ import annotations
@@ -30,22 +32,53 @@ BATCH_MAGIC = b"PJB1"
 ALIGNMENT = 8
 MAX_BATCH_BYTES = 2**31 - 1  # heap offsets are int32 in Arrow's binary type
 
-# Segment header: magic, version, header_len, node_id_len, reserved,
-# epoch, first_sequence, created_unix_ns, reserved, header_crc32c; node id follows.
-_SEGMENT_HEADER = struct.Struct("<8sHHHHQQqII")
+# The layouts (docs/journal-format.md), each field with its ``struct`` code, little-endian.
+# Every reader derives its view from these: ``struct`` here, numpy in ``store/columns.py``.
+Layout = tuple[tuple[str, str], ...]
+
+# The node id follows the fixed part, zero padded to 8.
+SEGMENT_HEADER_FIELDS: Layout = (
+    ("magic", "8s"), ("format_version", "H"), ("header_len", "H"), ("node_id_len", "H"),
+    ("reserved", "H"), ("epoch", "Q"), ("first_sequence", "Q"), ("created_unix_ns", "q"),
+    ("reserved2", "I"), ("header_crc32c", "I"),
+)  # fmt: skip
+BATCH_HEADER_FIELDS: Layout = (
+    ("magic", "4s"), ("crc32c", "I"), ("batch_len", "I"), ("record_count", "I"),
+    ("epoch", "Q"), ("first_sequence", "Q"), ("commit_unix_ns", "q"), ("heap_len", "I"),
+    ("record_header_len", "H"), ("flags", "H"),
+)  # fmt: skip
+RECORD_HEADER_FIELDS: Layout = (
+    ("sequence", "Q"), ("epoch", "Q"), ("timestamp_unix_ns", "q"), ("record_type", "B"),
+    ("flags", "B"), ("destination_len", "H"), ("message_id_len", "H"), ("reserved", "H"),
+    ("headers_len", "I"), ("payload_len", "I"),
+)  # fmt: skip
+# The record header fields holding each heap's lengths, in the order the heaps are stored.
+HEAP_LENGTH_FIELDS = ("destination_len", "message_id_len", "headers_len", "payload_len")
+
+
+def layout_struct(fields: Layout) -> struct.Struct:
+    return struct.Struct("<" + "".join(code for _, code in fields))
+
+
+def field_offset(fields: Layout, name: str) -> int:
+    """Where ``name`` starts in a layout: the size of the fields before it."""
+    names = [field for field, _ in fields]
+    return layout_struct(fields[: names.index(name)]).size
+
+
+_SEGMENT_HEADER = layout_struct(SEGMENT_HEADER_FIELDS)
 SEGMENT_HEADER_FIXED_LEN = _SEGMENT_HEADER.size  # 48
-_SEGMENT_CRC_OFFSET = 44
+_SEGMENT_CRC_OFFSET = field_offset(SEGMENT_HEADER_FIELDS, "header_crc32c")  # 44
 
-# Batch header: magic, crc32c, batch_len, record_count, epoch, first_sequence,
-# commit_unix_ns, heap_len, record_header_len, flags.
-_BATCH_HEADER = struct.Struct("<4sIIIQQqIHH")
+_BATCH_HEADER = layout_struct(BATCH_HEADER_FIELDS)
 BATCH_HEADER_LEN = _BATCH_HEADER.size  # 48
-BATCH_CRC_START = 8
+BATCH_CRC_START = field_offset(BATCH_HEADER_FIELDS, "batch_len")  # 8: what the CRC covers
 
-# Record header: sequence, epoch, timestamp_unix_ns, type, flags,
-# destination_len, message_id_len, reserved, headers_len, payload_len.
-_RECORD_HEADER = struct.Struct("<QQqBBHHHII")
+_RECORD_HEADER = layout_struct(RECORD_HEADER_FIELDS)
 RECORD_HEADER_LEN = _RECORD_HEADER.size  # 40
+_HEAP_LENGTHS_AT = tuple(
+    [field for field, _ in RECORD_HEADER_FIELDS].index(name) for name in HEAP_LENGTH_FIELDS
+)  # (5, 6, 8, 9): their places in an unpacked record header
 
 
 MAX_DESTINATION_BYTES = 0xFFFF
@@ -297,6 +330,21 @@ def record_keys(batch: bytes | memoryview) -> list[tuple[RecordType, int, str, s
     return [(rtype, seq, dest, mid) for seq, _, _, rtype, dest, mid, _, _ in _walk(batch)]
 
 
+def records_fault(batch: bytes | memoryview) -> str | None:
+    """Why the records of one checked batch are not ones we wrote, or None if they are.
+
+    The one check of a batch's records: the one recovery makes (``record_keys``),
+    ``iter_records`` and so ``primacy journal`` too, and the verdict the replay reports
+    (``store/batch_runs.py`` passes only what this passes, and asks this of the rest).
+    """
+    try:
+        for _ in _walk(batch):
+            pass
+    except FormatError as exc:
+        return str(exc)
+    return None
+
+
 def _walk(
     batch: bytes | memoryview,
 ) -> Iterator[tuple[int, int, int, RecordType, str, str, memoryview, memoryview]]:
@@ -309,7 +357,7 @@ def _walk(
     ]
     cursor = BATCH_HEADER_LEN + header.record_count * RECORD_HEADER_LEN
     heap_starts = []
-    for field in (5, 6, 8, 9):  # destination, message id, headers, payload lengths
+    for field in _HEAP_LENGTHS_AT:  # destination, message id, headers, payload lengths
         heap_starts.append(cursor)
         cursor += sum(slot[field] for slot in slots)
     if cursor - BATCH_HEADER_LEN - header.record_count * RECORD_HEADER_LEN != header.heap_len:

@@ -17,16 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from primacy.share.layout import CHECKPOINTS_DIR_NAME, QUARANTINE_DIR_NAME
+from primacy.share.layout import QUARANTINE_DIR_NAME
 from primacy.share.safe_io import create_new_file, exists_in, real_directory, replace_within
 from primacy.store import format as fmt
 from primacy.store import messages, payloads
-from primacy.store.checkpoint import (
-    Checkpoint,
-    CheckpointUnusable,
-    SegmentPosition,
-    list_checkpoints,
-)
+from primacy.store.checkpoint import Checkpoint, SegmentPosition, newest_usable_checkpoint
 from primacy.store.errors import UnsupportedJournal
 from primacy.store.fences import FenceTable
 from primacy.store.segments import (
@@ -42,7 +37,6 @@ from primacy.store.segments import (
     epoch_tails,
     iter_batches,
     list_segments,
-    open_journal_file,
     open_segment,
     scan_segment,
 )
@@ -115,23 +109,16 @@ def recover(
     segments = list_segments(journal_dir)
     skipped: list[str] = []
     checkpoint = (
-        _newest_usable_checkpoint(journal_dir, segments, dedupe_window_messages, skipped)
+        newest_usable_checkpoint(journal_dir, segments, dedupe_window_messages, skipped)
         if use_checkpoint
         else None
     )
+    fences = fences_in_force(segments, checkpoint)
     if checkpoint is None:
         state = JournalState(dedupe_window_messages)
-        fences = FenceTable()
         positions: dict[str, SegmentPosition] = {}
     else:
-        state, fences, positions = checkpoint.state, checkpoint.fences, checkpoint.positions
-    for segment in segments:
-        covered = positions.get(segment.name)
-        if covered is not None and covered.complete:
-            continue  # its fence, if any, is in the checkpoint's fence table already
-        fence = read_first_batch_fence(segment)
-        if fence is not None:
-            fences.add(*fence)
+        state, positions = checkpoint.state, checkpoint.positions
     tails = epoch_tails(segments)
     torn: list[Damage] = []
     damaged: list[Damage] = []
@@ -209,6 +196,24 @@ def recover(
     return RecoveryResult(state, report, fences, segments, valid_ends)
 
 
+def fences_in_force(segments: list[SegmentRef], checkpoint: Checkpoint | None) -> FenceTable:
+    """Every fence that applies to ``segments``: the checkpoint's table (which becomes the
+    table returned), and the fence batch of each segment it does not cover whole.
+
+    What recovery applies, and so what the replay applies (``spark/journal_plan.py``).
+    """
+    fences = FenceTable() if checkpoint is None else checkpoint.fences
+    covered = {} if checkpoint is None else checkpoint.positions
+    for segment in segments:
+        position = covered.get(segment.name)
+        if position is not None and position.complete:
+            continue  # its fence, if any, is in the checkpoint's fence table already
+        fence = read_first_batch_fence(segment)
+        if fence is not None:
+            fences.add(*fence)
+    return fences
+
+
 def _refuse_unknown_versions(scan: SegmentScan) -> None:
     """A segment of a newer format holds records (maybe acknowledged ones, maybe a fence) this
     release cannot read: skipping it would lose them, so nothing is recovered."""
@@ -259,46 +264,6 @@ def log_report(report: RecoveryReport) -> None:
             )
     for name in report.skipped_checkpoints:
         messages.log(logging.WARNING, messages.CHECKPOINT_SKIPPED, name)
-
-
-_CHECKPOINT_JOURNAL_FACTOR = 16
-_CHECKPOINT_SLACK_BYTES = 64 * 2**20  # the dedupe window (100 000 ids: about 10 MB)
-
-
-def _newest_usable_checkpoint(
-    journal_dir: Path, segments: list[SegmentRef], dedupe_window: int, skipped: list[str]
-) -> Checkpoint | None:
-    sizes = {}
-    for segment in segments:
-        try:
-            sizes[segment.name] = segment.path.stat().st_size
-        except FileNotFoundError:
-            continue
-    # A checkpoint is read whole and parsed, so its size is bounded by what it can hold: the
-    # pending messages and fences of the segments (each entry under twice its record) and
-    # the dedupe window. One far larger was not written by us and is not read.
-    limit = _CHECKPOINT_JOURNAL_FACTOR * sum(sizes.values()) + _CHECKPOINT_SLACK_BYTES
-    for path in list_checkpoints(journal_dir / CHECKPOINTS_DIR_NAME):
-        try:
-            with open_journal_file(path) as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if size > limit:
-                    raise CheckpointUnusable(
-                        f"{size} bytes, more than a journal of {sum(sizes.values())} bytes "
-                        "can need: not read"
-                    )
-                # Its own size, not the bound: read(n) reserves n bytes up front, and the
-                # bound grows with the journal (a journal of 1.6 GB made a 26 GB request
-                # and every takeover failed with MemoryError).
-                checkpoint = Checkpoint.from_bytes(handle.read(size), dedupe_window)
-            for position in checkpoint.positions.values():
-                if not position.complete and sizes.get(position.segment, -1) < position.offset:
-                    raise CheckpointUnusable(f"segment {position.segment} is missing or shorter")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            skipped.append(f"{path.name}: {exc}")
-            continue
-        return checkpoint
-    return None
 
 
 def _grew(segment: SegmentRef, position: SegmentPosition) -> bool:

@@ -1,4 +1,4 @@
-"""The replay's vectorised batch check accepts exactly what the store's scan finds clean (no Spark).
+"""The store's vectorised batch check accepts exactly what its scan finds clean (no Spark).
 
 ``clean_batches`` may only say "clean" where ``store.segments.scan_segment``
 finds every byte a valid batch ending within the fence, and must then list the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from primacy.spark.batch_checks import clean_batches
+from primacy.store.columns import clean_batches
 from primacy.store import format as fmt
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore

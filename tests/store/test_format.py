@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from primacy.spark.columns import ARROW_COLUMNS, decode_batch, record_dtype
+from primacy.store.columns import RECORD_DTYPE
+from primacy.store.decoder import ARROW_COLUMNS, decode_batch
 from primacy.store import format as fmt
 from primacy.store import payloads
 
@@ -102,4 +103,4 @@ def test_segment_header_round_trips_and_detects_damage() -> None:
 
 
 def test_the_column_decoders_record_layout_is_the_formats() -> None:
-    assert record_dtype().itemsize == fmt.RECORD_HEADER_LEN
+    assert RECORD_DTYPE.itemsize == fmt.RECORD_HEADER_LEN
