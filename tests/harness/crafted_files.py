@@ -1,9 +1,10 @@
-"""Files crafted to pass primacy's first checks and still not be ours (issue 27).
+"""Files crafted to pass primacy's first checks and still not be ours (issues 27 and 43).
 
 A random file is refused at its magic or CRC; these are not: a checkpoint with a valid
 CRC whose JSON holds a number no node writes, a segment of a far epoch with a valid
-header. The unit tests, the real-process tests, the planting property test and the chaos
-harness plant them alike.
+header, a batch whose CRC holds over records we never wrote (``with_record_field``).
+The unit tests, the real-process tests, the planting property test and the chaos
+harness plant them alike. Every offset comes from ``store/format.py``'s layouts.
 """
 
 from __future__ import annotations
@@ -80,6 +81,41 @@ def plant_checkpoint(share: Path, number: str, place: str = "epoch") -> Path:
     path = directory / checkpoint_name(10**15, 1)
     path.write_bytes(checkpoint_bytes(checkpoint_body(number, place)))
     return path
+
+
+def resealed(batch: bytes | bytearray) -> bytes:
+    """``batch`` with its CRC32C made whole again over whatever its bytes now say."""
+    data = bytearray(batch)
+    crc_at = fmt.field_offset(fmt.BATCH_HEADER_FIELDS, "crc32c")
+    data[crc_at : crc_at + 4] = struct.pack("<I", crc32c.crc32c(bytes(data[fmt.BATCH_CRC_START :])))
+    return bytes(data)
+
+
+def with_record_field(batch: bytes, index: int, name: str, value: int) -> bytes:
+    """``batch`` with field ``name`` of record ``index``'s header set to ``value``, CRC-valid:
+    the CRC then proves the bytes whole, and only the record checks can tell they are not
+    ours (a length that does not add up, a foreign epoch or sequence, an unknown type)."""
+    code = dict(fmt.RECORD_HEADER_FIELDS)[name]
+    at = (
+        fmt.BATCH_HEADER_LEN
+        + index * fmt.RECORD_HEADER_LEN
+        + fmt.field_offset(fmt.RECORD_HEADER_FIELDS, name)
+    )
+    data = bytearray(batch)
+    struct.pack_into("<" + code, data, at, value)
+    return resealed(data)
+
+
+def record_field(batch: bytes, index: int, name: str) -> int:
+    """Field ``name`` of record ``index``'s header, as stored."""
+    code = dict(fmt.RECORD_HEADER_FIELDS)[name]
+    at = (
+        fmt.BATCH_HEADER_LEN
+        + index * fmt.RECORD_HEADER_LEN
+        + fmt.field_offset(fmt.RECORD_HEADER_FIELDS, name)
+    )
+    (value,) = struct.unpack_from("<" + code, batch, at)
+    return int(value)
 
 
 def far_epoch_segment_bytes(epoch: int, first_sequence: int = 1) -> bytes:

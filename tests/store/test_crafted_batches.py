@@ -4,13 +4,11 @@ never with a traceback (found by trying: record type 9 and invalid UTF-8 ended i
 
 from __future__ import annotations
 
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import crc32c
 import pytest
 
 from primacy.store import format as fmt
@@ -19,12 +17,10 @@ from primacy.store.errors import JournalError
 from primacy.store.journal import JournalStore
 from primacy.store.segments import segment_name
 from tests.harness.cli import primacy
+from tests.harness.crafted_files import with_record_field
 
 PLANTED_EPOCH = 5
 UNKNOWN_TYPE_ID = b"stored-as-type-9"
-# Where the first record's type byte lies in a batch: after the batch header, the record
-# header's sequence, epoch and timestamp (docs/journal-format.md).
-_FIRST_RECORD_TYPE_AT = fmt.BATCH_HEADER_LEN + 24
 # What each crafted record holds, and words of the reason the tools must give.
 CRAFTED = {
     # A SEND whose type byte _plant rewrites to 9 (EncodedRecord takes a RecordType only).
@@ -59,17 +55,9 @@ def _plant(journal: Path, first_sequence: int, record: fmt.EncodedRecord) -> str
     )
     batch = fmt.encode_batch(PLANTED_EPOCH, first_sequence, time.time_ns(), [record])
     if record.message_id == UNKNOWN_TYPE_ID:
-        batch = _with_record_type(batch, 9)
+        batch = with_record_field(batch, 0, "record_type", 9)
     (journal / name).write_bytes(header + batch)
     return name
-
-
-def _with_record_type(batch: bytes, record_type: int) -> bytes:
-    """``batch`` with its first record's type byte replaced and its CRC32C made whole again."""
-    data = bytearray(batch)
-    data[_FIRST_RECORD_TYPE_AT] = record_type
-    data[4:8] = struct.pack("<I", crc32c.crc32c(bytes(data[fmt.BATCH_CRC_START :])))
-    return bytes(data)
 
 
 @pytest.fixture
