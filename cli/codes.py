@@ -30,6 +30,9 @@ ZOOKEEPER_NOT_ADMITTED = "PRIMACY-2042"
 ZOOKEEPER_OPEN_ACL = "PRIMACY-2043"
 ZOOKEEPER_ACL_TIGHTENED = "PRIMACY-2044"
 ZOOKEEPER_PLAINTEXT = "PRIMACY-2045"
+GROUP_SETTINGS_DIFFER = "PRIMACY-2060"
+GROUP_SETTINGS_UNREADABLE = "PRIMACY-2061"
+GROUP_SETTINGS_ADOPTED = "PRIMACY-2062"
 REPLAY_NEEDS_SPARK = "PRIMACY-2701"
 REPLAY_NEEDS_JAVA = "PRIMACY-2702"
 REPLAY_BAD_ARGUMENT = "PRIMACY-2703"
@@ -68,6 +71,14 @@ TITLES = {
     ZOOKEEPER_ACL_TIGHTENED: "open znodes of the group were given the group's ACL (warning)",
     ZOOKEEPER_PLAINTEXT: (
         "the connection to ZooKeeper is plaintext: no zookeeper_tls_ca_file (warning)"
+    ),
+    GROUP_SETTINGS_DIFFER: (
+        "this node's lock_method, coordination or zookeeper_path differs from what the group "
+        "recorded on the share (group.json): it would not see the group's lock (exit 2)"
+    ),
+    GROUP_SETTINGS_UNREADABLE: "the share's group.json cannot be read as group settings (exit 2)",
+    GROUP_SETTINGS_ADOPTED: (
+        "the node follows the lock method the group recorded (its own was left at the default)"
     ),
     REPLAY_NEEDS_SPARK: "the replay needs the spark extra (exit 1)",
     REPLAY_NEEDS_JAVA: "the replay needs Java 17 (exit 1)",

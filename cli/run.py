@@ -33,6 +33,7 @@ from primacy.cli.exits import (
     fail,
     setup_logging,
 )
+from primacy.cli.group_agreement import GroupDisagrees, adopt_group_settings, join_group
 from primacy.cli.zookeeper_access import judge_zookeeper_access
 from primacy.locker.probe import ShareUnusable, check_share
 from primacy.nfs_profiles import codes as share_codes
@@ -171,6 +172,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if refusal:
         return fail(EXIT_SHARE_UNUSABLE, refusal)
     try:
+        config, recorded = join_group(config)
+    except GroupDisagrees as exc:
+        return fail(EXIT_USAGE, str(exc))
+    except OSError as exc:
+        return fail(EXIT_SHARE_UNUSABLE, f"{codes.SHARE_UNUSABLE} {exc}")
+    try:
         check_share(config.share, config.lock_method)
     except ShareUnusable as exc:
         return fail(EXIT_SHARE_UNUSABLE, f"{codes.SHARE_UNUSABLE} {exc}")
@@ -189,7 +196,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         config,
         admin_token=token,
         config_file=args.config,
-        reload_config=lambda: load_config(args.config, overrides),
+        reload_config=lambda: adopt_group_settings(load_config(args.config, overrides), recorded),
         share_check=share_check_for_status(verdict),
     )
     _stop_on_signals(node)

@@ -48,6 +48,9 @@ ZOOKEEPER_OPEN_ACL = "PRIMACY-3054"
 ZOOKEEPER_CREDENTIALS_UNUSABLE = "PRIMACY-3055"
 ZOOKEEPER_NO_CREDENTIALS = "PRIMACY-3056"
 ZOOKEEPER_PLAINTEXT = "PRIMACY-3057"
+GROUP_SETTINGS_UNREADABLE = "PRIMACY-3060"
+GROUP_LOCK_METHOD_NOT_THE_PROFILES = "PRIMACY-3061"
+
 SHARE_UNUSABLE_BY_SERVICE_USER = "PRIMACY-3070"
 SERVICE_USER_UNKNOWN = "PRIMACY-3071"
 
@@ -115,6 +118,13 @@ TITLES = {
         "no ZooKeeper credentials file: the group's znodes are open unless it has one (warning)"
     ),
     ZOOKEEPER_PLAINTEXT: "the connection to ZooKeeper is plaintext, without TLS (warning)",
+    GROUP_SETTINGS_UNREADABLE: (
+        "the share's group.json (how the group locks the share) cannot be read (refused)"
+    ),
+    GROUP_LOCK_METHOD_NOT_THE_PROFILES: (
+        "the group's recorded lock method is not the one the filesystem's profile recommends "
+        "(warning)"
+    ),
     SHARE_UNUSABLE_BY_SERVICE_USER: (
         "a file or directory on the share that the service user cannot use: its owner or mode "
         "(another user wrote it); no node claims an epoch until it is fixed (refused)"

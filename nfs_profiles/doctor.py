@@ -18,6 +18,7 @@ from pathlib import Path
 
 from primacy.nfs_profiles import codes
 from primacy.nfs_profiles.findings import Diagnosis, Finding, Severity, render_text
+from primacy.nfs_profiles.group_settings_check import check_group_settings, recorded_lock_method
 from primacy.nfs_profiles.mountinfo import (
     MOUNTINFO_PATH,
     MountEntry,
@@ -397,8 +398,10 @@ def diagnose(
     if usable and profile is not None:
         if lock_probe is not None:
             findings.append(time_lock_round_trip(path, profile, lock_probe))
-        if lock_held is not None:
-            findings.extend(check_lock_holder(path, lock_held, profile.lock_method))
+        if lock_held is not None:  # the doctor's full look, not primacy run's start check
+            method = recorded_lock_method(path) or profile.lock_method  # the one nodes use
+            findings.extend(check_lock_holder(path, lock_held, method))
+            findings.extend(check_group_settings(path, profile))
         if fsync_round_trip:
             findings.append(time_fsync_round_trip(path, profile))
     return Diagnosis(path, mount, profile, tuple(findings))

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from primacy.share.posix_lock import LockMethod
+
 PROFILE_NAMES = ("nfs4", "gfs2", "cifs", "local")
-LOCK_METHODS = ("flock", "posix")
+LOCK_METHODS = tuple(method.value for method in LockMethod)
 
 MountOptions = Mapping[str, str | None]
 """Mount options by name; a flag such as ``soft`` maps to ``None``."""

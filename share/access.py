@@ -126,6 +126,7 @@ def unusable_paths(
 def _paths_in_use(layout: ShareLayout, journal_only: bool) -> Iterator[tuple[Path, int]]:
     rwx, rw = READ | WRITE | SEARCH, READ | WRITE
     yield layout.root, rwx if not journal_only else SEARCH
+    yield layout.group_settings, READ  # every node reads it at start, whatever it coordinates on
     if not journal_only:
         yield layout.lock_file, rw
         for marker in (layout.paused_marker, layout.switchover_marker):

@@ -16,6 +16,7 @@ CHECKPOINTS_DIR_NAME = "checkpoints"  # inside the journal directory
 QUARANTINE_DIR_NAME = "quarantine"  # inside the journal directory: damaged batches set aside
 PAUSED_FILE_NAME = "paused"
 SWITCHOVER_FILE_NAME = "switchover.json"
+GROUP_SETTINGS_FILE_NAME = "group.json"
 NODE_ENTRY_SUFFIX = ".json"
 # The modes primacy creates files and directories on the share with, whatever the umask: what
 # the shipped unit's UMask=0027 gives. Nobody outside the owner and the group may open a file:
@@ -69,6 +70,11 @@ class ShareLayout:
     def paused_marker(self) -> Path:
         """Present while the group is paused for maintenance."""
         return self.root / PAUSED_FILE_NAME
+
+    @property
+    def group_settings(self) -> Path:
+        """What every node of the group must agree on (the lock method), recorded once."""
+        return self.root / GROUP_SETTINGS_FILE_NAME
 
     @property
     def switchover_marker(self) -> Path:

@@ -85,10 +85,12 @@ def create_new_file(
         return os.open(path.name, flags, mode, dir_fd=directory)
 
 
-def create_exclusive(path: Path, flags: int = os.O_WRONLY, mode: int = FILE_MODE) -> int:
+def create_exclusive(
+    path: Path, flags: int = os.O_WRONLY, mode: int = FILE_MODE, share_root: bool = False
+) -> int:
     """A descriptor of a file created at ``path`` for writing; FileExistsError if the name is
     taken by anything at all (how an epoch or a segment is created: nothing is removed)."""
-    with directory_fd(path.parent) as directory:
+    with directory_fd(path.parent, share_root) as directory:
         flags |= os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         return os.open(path.name, flags, mode, dir_fd=directory)
 
