@@ -1,21 +1,25 @@
 """Replay benchmark: raw segment reads, the decoder alone, and the Spark data source, one journal.
 
 Run: ``.venv/bin/python bench/replay.py [--dir DIR] [--records N | --quick]
-[--payload-bytes B] [--no-cluster]``.
+[--payload-bytes B] [--no-cluster] [--no-spark]``.
 Generates a journal (one epoch, 64 MiB segments, group-commit batches of
 ``--batch-records`` SENDs) with the store's own encoder, then prints, each the
 best of a few runs over page-cached files:
 
 - raw: ``readinto`` of every segment into one buffer allocated beforehand, nothing
   else (no allocation or page faults in the timing: the strictest baseline);
-- decoder: ``spark.segment_reader`` over every segment (read, the store's scan
-  and CRC check, ``decode_batch(...).to_arrow()``, status columns), no Spark;
+- decoder: ``spark.segment_reader`` over every segment, no Spark: the read, the
+  store's checks of every batch (``store.columns.clean_batches``: lengths, headers,
+  CRCs) and of every record (``store.decoder.decode_batches``, the rules of
+  ``fmt.records_fault``), the columns to Arrow, and the replay's status columns;
 - Spark: ``spark.read.format("journal")`` on ``local[2]`` into the ``noop``
   sink (every row materialised, nothing written), after one warm-up run;
 - Spark on a standalone cluster: the same read on a master and two one-core
   workers started from pyspark's own distribution on loopback
   (tests/harness/spark_standalone.py), the code shipped as on any cluster, after one
   warm-up run. On by default when Java is there; ``--no-cluster`` skips it.
+
+``--no-spark`` prints raw and the decoder only (seconds, not minutes).
 
 ``--quick`` generates 200 000 records in 16 MiB segments (four, so that both
 workers of the cluster read) instead of 2 000 000 in 64 MiB ones. Ratios are
@@ -187,6 +191,12 @@ def main() -> None:
         help="200 000 records, 16 MiB segments (overrides --records)",
     )
     parser.add_argument(
+        "--spark",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also read with Spark (local[2], and the cluster unless --no-cluster)",
+    )
+    parser.add_argument(
         "--cluster",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -196,6 +206,7 @@ def main() -> None:
     if args.quick:
         args.records = 200_000
     cluster = missing_requirement() is None if args.cluster is None else args.cluster
+    cluster = cluster and args.spark
     # The driver binds where the cluster does; set before the first JVM starts.
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     root = Path(tempfile.mkdtemp(prefix="replay-bench-", dir=args.dir))
@@ -218,7 +229,8 @@ def main() -> None:
         assert rows == args.records + 1, rows  # every SEND and the fence
         figures = [("raw readinto", raw_s), ("decoder only (no Spark)", decode_s)]
         spark_runs = max(1, args.runs - 1)
-        figures.append(("Spark local[2], warm, noop", spark_seconds(share, spark_runs)))
+        if args.spark:
+            figures.append(("Spark local[2], warm, noop", spark_seconds(share, spark_runs)))
         if cluster:
             figures.append(
                 (
