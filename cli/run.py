@@ -171,15 +171,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     refusal = _judge_mount(verdict, config.share, config.force_unsupported_share)
     if refusal:
         return fail(EXIT_SHARE_UNUSABLE, refusal)
-    try:
-        config, recorded = join_group(config)
+    try:  # the share's locks probed with the group's method before anything is recorded
+        config, recorded = join_group(config, lambda c: check_share(c.share, c.lock_method))
     except GroupDisagrees as exc:
         return fail(EXIT_USAGE, str(exc))
-    except OSError as exc:
-        return fail(EXIT_SHARE_UNUSABLE, f"{codes.SHARE_UNUSABLE} {exc}")
-    try:
-        check_share(config.share, config.lock_method)
-    except ShareUnusable as exc:
+    except (ShareUnusable, OSError) as exc:
         return fail(EXIT_SHARE_UNUSABLE, f"{codes.SHARE_UNUSABLE} {exc}")
     refusal = (
         _judge_stomp_users(config) or _judge_tls_files(config) or judge_zookeeper_access(config)
