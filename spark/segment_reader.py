@@ -42,6 +42,7 @@ from primacy.store.segments import (
     DamageKind,
     SegmentRef,
     SegmentScan,
+    batches_from,
     open_journal_file,
     scan_segment,
 )
@@ -151,15 +152,18 @@ def _scanned_rows(
     valid = Batches.of((b.offset, b.header) for b in scan.batches if plan.holds(b.offset))
     yield from _record_rows(plan, node, STATUS_OK, data, valid, window)
     if scan.fenced_offset is not None:
-        fenced = _FencedBatches(data, scan.fenced_offset)
+        fenced = list(batches_from(data, scan.fenced_offset))
+        stopped_at = scan.fenced_offset  # where the complete batches past the fence end
+        if fenced:
+            stopped_at = fenced[-1].offset + fenced[-1].header.batch_len
         provisional = scan.fenced_offset >= open_from
-        mine = Batches.of((offset, header) for offset, header in fenced if plan.holds(offset))
+        mine = Batches.of((b.offset, b.header) for b in fenced if plan.holds(b.offset))
         yield from _record_rows(
             plan, node, STATUS_FENCED, data, mine, window, provisional=provisional
         )
-        if fenced.stopped_at < len(data) and plan.holds(fenced.stopped_at):
+        if stopped_at < len(data) and plan.holds(stopped_at):
             detail = "bytes past the fence that are not a complete batch"
-            ranges = [(STATUS_FENCED, fenced.stopped_at, len(data) - fenced.stopped_at, detail)]
+            ranges = [(STATUS_FENCED, stopped_at, len(data) - stopped_at, detail)]
             yield _range_rows(plan, node, ranges, provisional=True)
 
 
@@ -328,27 +332,6 @@ class _RowsOf:
                 keep &= stamps < window.until_unix_ns
             rows = rows.filter(pa.array(keep))
         return (rows if rows.num_rows else None), decoded.faults
-
-
-class _FencedBatches:
-    """The stale master's complete batches past the fence; ``stopped_at`` is where they end.
-
-    Like ``scan_segment``'s own count of fenced records, the walk stops at the
-    first bytes past the fence that do not check as a batch.
-    """
-
-    def __init__(self, data: memoryview, offset: int) -> None:
-        self.data = data
-        self.stopped_at = offset
-
-    def __iter__(self) -> Iterator[tuple[int, fmt.BatchHeader]]:
-        while self.stopped_at < len(self.data):
-            status, header = fmt.check_batch(self.data, self.stopped_at)
-            if status is not fmt.BatchStatus.OK or header is None:
-                return
-            start = self.stopped_at
-            self.stopped_at += header.batch_len
-            yield start, header
 
 
 def _damage_rows(

@@ -384,12 +384,20 @@ def _next_valid_batch(
 
 def _count_fenced(scan: SegmentScan, source: SegmentSource, offset: int) -> None:
     """Count the complete batches past the fence, for the loss-averted report."""
+    for batch in batches_from(source, offset):
+        scan.fenced_batches += 1
+        scan.fenced_records += batch.header.record_count
+
+
+def batches_from(data: bytes | memoryview | SegmentSource, offset: int) -> Iterator[BatchAt]:
+    """The valid batches from ``offset`` on, up to the first bytes that are not one: how the
+    fenced writes past a fence are counted (``SegmentScan.fenced_batches``) and read."""
+    source = BytesSource(data) if isinstance(data, (bytes, memoryview)) else data
     while offset < source.size:
         status, header = check_batch_at(source, offset)
         if status is not fmt.BatchStatus.OK or header is None:
             return
-        scan.fenced_batches += 1
-        scan.fenced_records += header.record_count
+        yield BatchAt(offset, header)
         offset += header.batch_len
 
 
