@@ -24,8 +24,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from primacy.api.snapshot import StatusSnapshot
+from primacy.share.records import Role
 
-ROLES = ("starting", "slave", "acquired", "master", "demoting", "stopping", "stopped")
+ROLES = tuple(str(role) for role in Role)
 _FAST_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 

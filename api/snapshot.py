@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from primacy.share.records import HolderInfo, NodeEntry
+from primacy.share.records import HolderInfo, NodeEntry, Role
 
 # The role loop publishes a snapshot at least every 0.2 s; one this old means it is stuck.
 LOOP_STALL_S = 2.0
@@ -164,7 +164,7 @@ class StatusSnapshot:
         """A master claims the role only while its last lease check is under one keepalive old."""
         now = time.monotonic() if now_monotonic is None else now_monotonic
         return (
-            self.role == "master"
+            self.role == Role.MASTER
             and self.waiting_for is None
             and now < self.master_claim_expires_monotonic
         )
@@ -182,7 +182,7 @@ class StatusSnapshot:
 
     def is_healthy_slave(self) -> bool:
         """A slave whose last lock attempt reached the share (found the lock busy)."""
-        return self.role == "slave" and self.lock_attempt_error is None
+        return self.role == Role.SLAVE and self.lock_attempt_error is None
 
     def is_live(self, now_monotonic: float | None = None) -> bool:
         """False once the role loop stalls or a lock operation overruns its deadline."""
@@ -194,7 +194,7 @@ class StatusSnapshot:
         its exec child is ready."""
         return (
             self.first_lock_attempt_done
-            and self.role in ("slave", "master")
+            and self.role in (Role.SLAVE, Role.MASTER)
             and self.waiting_for is None
         )
 

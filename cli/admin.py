@@ -14,7 +14,7 @@ from typing import Any
 from primacy.cli import codes
 from primacy.cli.group_records import RecordsUnreadable, add_zookeeper_arguments, group_records
 from primacy.cli.terminal import printable
-from primacy.share.port import SharePort, latest_epoch
+from primacy.share.port import ShareObserver, latest_epoch
 from primacy.share.records import NodeEntry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -83,7 +83,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
-def _show_cluster(port: SharePort, as_json: bool) -> int:
+def _show_cluster(port: ShareObserver, as_json: bool) -> int:
     now = time.time()
     entries = port.node_entries()
     paused = port.is_paused()  # the group's, so every member's: each row says it

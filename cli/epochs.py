@@ -17,7 +17,8 @@ from typing import Any
 
 from primacy.cli import codes
 from primacy.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from primacy.cli.group_records import RecordsUnreadable, add_zookeeper_arguments, group_records
+from primacy.cli.group_records import RecordsUnreadable, add_zookeeper_arguments, group_location
+from primacy.share.factory import open_zookeeper
 from primacy.share.layout import journal_dir
 from primacy.store.segments import highest_served_epoch
 
@@ -55,16 +56,21 @@ def run_raise(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     floor = highest_served_epoch(journal)
     try:
-        with group_records(args) as records:
-            port: Any = records.port  # a ZooKeeperShare: --zookeeper was given
+        location = group_location(args, args.share)
+        port = open_zookeeper(location)  # the counter's repair is ZooKeeper's alone
+        try:
+            if not port.group_exists():
+                raise RecordsUnreadable(f"no primacy group has used {location.where}")
             if floor == 0 or port.epoch_exists(floor):
                 print(f"the counter already covers epoch {floor}, the journal's newest: no change")
                 return EXIT_OK
             if args.dry_run:
                 print(f"the counter is below epoch {floor}, the journal's newest: would raise it")
                 return EXIT_OK
-            print(f"raising the epoch counter of {records.where} to {floor}")
+            print(f"raising the epoch counter of {location.where} to {floor}")
             reached = port.raise_counter(floor, _progress(floor))
+        finally:
+            port.close()
     except (RecordsUnreadable, OSError) as exc:
         print(f"primacy epochs raise: {exc}", file=sys.stderr)
         return EXIT_FAILURE

@@ -12,30 +12,25 @@ group's credentials file.
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from primacy.share.port import SharePort
-from primacy.share.posix import PosixShare
-from primacy.share.posix_lock import read_holder_from_outside
-from primacy.share.records import HolderInfo
+from primacy.share.factory import (
+    DEFAULT_ZOOKEEPER_PATH,
+    GroupLocation,
+    GroupUnreadable,
+    reading,
+)
+from primacy.share.port import ShareObserver
 
-# What a reader waits for the ensemble: it is a person at a terminal, not a lease check.
-_ZOOKEEPER_WAIT_S = 5.0
-DEFAULT_ZOOKEEPER_PATH = "/primacy"  # the zookeeper_path key's default
-
-
-class RecordsUnreadable(Exception):
-    """The group's records cannot be read; the message says where and why."""
+RecordsUnreadable = GroupUnreadable  # the group's records cannot be read; the message says why
 
 
 @dataclass(frozen=True)
 class GroupRecords:
-    port: SharePort
-    read_holder: Callable[[], HolderInfo | None]  # who holds the lock, read from outside it
+    port: ShareObserver  # read-only: the holder is read from outside the lock
     where: str  # for messages: the share, or the ensemble and path
     doctor: str  # the doctor's command line that checks who holds the lock there
 
@@ -66,28 +61,12 @@ def add_zookeeper_arguments(
         )
 
 
-@contextmanager
-def group_records(args: argparse.Namespace) -> Iterator[GroupRecords]:
-    """The records ``--share`` or ``--zookeeper`` names; RecordsUnreadable if there are none."""
+def group_location(args: argparse.Namespace, share: Path) -> GroupLocation:
+    """Where the arguments say the group's records are: ``share``'s files, or with
+    ``--zookeeper`` the ensemble, its path and the access the flags name (RecordsUnreadable
+    if those files are missing, not private or malformed)."""
     if args.zookeeper is None:
-        share: Path = args.share
-        if not share.is_dir():
-            raise RecordsUnreadable(f"the share {share} does not exist or is not a directory")
-        port = PosixShare(share)
-
-        def holder() -> HolderInfo | None:
-            return read_holder_from_outside(port.layout.lock_file)
-
-        yield GroupRecords(port, holder, str(share), f"primacy doctor {share}")
-        return
-    try:
-        from primacy.share.zookeeper import ZooKeeperShare
-        from primacy.share.zookeeper_access import ZooKeeperAccessError, load_access
-    except ImportError as exc:  # kazoo is the zookeeper extra's
-        raise RecordsUnreadable(
-            f"reading a ZooKeeper group needs kazoo (pip install 'primacy[zookeeper]'): {exc}"
-        ) from exc
-    where = f"{args.zookeeper_path} on {args.zookeeper}"
+        return GroupLocation(share)
     cert, key = args.zookeeper_tls_cert_file, args.zookeeper_tls_key_file
     if (cert is None) != (key is None) or (cert is not None and args.zookeeper_tls_ca_file is None):
         raise RecordsUnreadable(
@@ -95,30 +74,25 @@ def group_records(args: argparse.Namespace) -> Iterator[GroupRecords]:
             "--zookeeper-tls-ca-file"
         )
     try:
+        from primacy.share.zookeeper_access import ZooKeeperAccessError, load_access
+    except ImportError as exc:  # pragma: no cover - zookeeper_access needs nothing optional
+        raise RecordsUnreadable(str(exc)) from exc
+    try:
         access = load_access(args.zookeeper_credentials_file, args.zookeeper_tls_ca_file, cert, key)
     except ZooKeeperAccessError as exc:
         raise RecordsUnreadable(str(exc)) from exc
-    zookeeper = ZooKeeperShare(
-        args.zookeeper,
-        args.zookeeper_path,
-        session_timeout_s=_ZOOKEEPER_WAIT_S,
-        request_timeout_s=_ZOOKEEPER_WAIT_S,
-        access=access,
-        secure_group=False,  # a command leaves the group's ACLs to its nodes
-    )
-    try:
-        deadline = time.monotonic() + _ZOOKEEPER_WAIT_S
-        while zookeeper.session_state != "connected" and time.monotonic() < deadline:
-            time.sleep(0.05)  # kazoo connects on its own thread; requests need the session
-        try:
-            used = zookeeper.group_exists()
-        except OSError as exc:
-            raise RecordsUnreadable(
-                f"the ensemble {args.zookeeper} does not answer: {exc}"
-            ) from exc
-        if not used:
-            raise RecordsUnreadable(f"no primacy group has used {where}")
-        doctor = f"primacy doctor --zookeeper {args.zookeeper} SHARE"
-        yield GroupRecords(zookeeper, zookeeper.read_holder, where, doctor)
-    finally:
-        zookeeper.close()
+    return GroupLocation(share, args.zookeeper, args.zookeeper_path, access)
+
+
+@contextmanager
+def group_records(args: argparse.Namespace) -> Iterator[GroupRecords]:
+    """The records ``--share`` or ``--zookeeper`` names, through a reader's port (built by
+    ``share/factory.py``); RecordsUnreadable if there are none."""
+    share = getattr(args, "share", None)
+    location = group_location(args, Path(share) if share is not None else Path("."))
+    if location.zookeeper_hosts is None:
+        doctor = f"primacy doctor {location.share}"
+    else:
+        doctor = f"primacy doctor --zookeeper {location.zookeeper_hosts} SHARE"
+    with reading(location) as port:
+        yield GroupRecords(port, location.where, doctor)

@@ -102,7 +102,7 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
 
 def _status_from_records(records: GroupRecords, as_json: bool) -> int:
     port = records.port
-    holder = records.read_holder()
+    holder = port.read_holder()
     latest = latest_epoch(port)
     record = port.read_epoch(latest) if latest else None
     nodes = port.node_entries()

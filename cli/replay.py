@@ -12,9 +12,17 @@ import importlib.util
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
+from primacy.cli.group_records import (
+    RecordsUnreadable,
+    add_zookeeper_arguments,
+    group_location,
+)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -42,9 +50,14 @@ def register(subparsers: Any) -> None:
         "--master is given) and write the Parquet tables records, messages, tenure, gaps and "
         "anomalies, plus report.html and report.json, into --out: every segment, or with "
         "--incremental only what the journal gained since the last run into that --out. "
-        "Damaged and fenced records are reported, not fatal. See docs/replay.md.",
+        "Damaged and fenced records are reported, not fatal. A group that coordinates on "
+        "ZooKeeper: give its ensemble with --zookeeper (its epoch claims are read there). "
+        "See docs/replay.md.",
     )
     add_arguments(replay)
+    # A group with coordination = "zookeeper" keeps its epoch claims on the ensemble, not in
+    # the share's epochs/: the same flags as ``primacy status --zookeeper`` say where.
+    add_zookeeper_arguments(replay, replay)
     replay.set_defaults(func=cmd_replay)
 
 
@@ -75,7 +88,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"primacy: {codes.REPLAY_BAD_ARGUMENT} {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        run(options)
+        with epoch_claims_of(args):
+            run(options)
+    except RecordsUnreadable as exc:
+        print(f"primacy: {codes.REPLAY_SHARE_NOT_READABLE} {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except OutputBusy as exc:
         print(f"primacy: {codes.REPLAY_OUTPUT_BUSY} {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -88,3 +105,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"primacy: {codes.REPLAY_SHARE_NOT_READABLE} {reason}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+@contextmanager
+def epoch_claims_of(args: argparse.Namespace) -> Iterator[None]:
+    """For the run: where the tenure table reads the group's epoch claims. A group on the
+    share's own files needs nothing (the job reads its epochs/); with ``--zookeeper``, the
+    ensemble, through a reader's port (RecordsUnreadable if it cannot be read)."""
+    if args.zookeeper is None:
+        yield
+        return
+    from primacy.share.factory import reading
+    from primacy.spark.tenure import claims_from
+
+    with reading(group_location(args, Path(args.share))) as port, claims_from(port):
+        yield

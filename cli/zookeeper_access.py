@@ -17,7 +17,7 @@ made before the node starts (docs/operator-guide.md, "ZooKeeper access"; the cod
 from __future__ import annotations
 
 import logging
-import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from primacy.cli import codes
@@ -71,20 +71,16 @@ def judge_zookeeper_access(config: NodeConfig) -> str | None:
 
 
 def _secure_group(config: NodeConfig, access: ZooKeeperAccess) -> str | None:
-    from primacy.share.zookeeper import ZooKeeperShare
+    from primacy.share.factory import open_zookeeper
+    from primacy.supervisor.shell.coordination import group_location
 
-    assert config.zookeeper_hosts is not None  # the config's own rule
-    port = ZooKeeperShare(
-        config.zookeeper_hosts,
-        config.zookeeper_path,
+    port = open_zookeeper(
+        replace(group_location(config), access=access),
         session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
-        request_timeout_s=CONNECT_WAIT_S,
-        access=access,
+        request_timeout_s=CONNECT_WAIT_S,  # also how long it waits for a session
+        secure_group=True,
     )
     try:
-        deadline = time.monotonic() + CONNECT_WAIT_S
-        while port.session_state != "connected" and time.monotonic() < deadline:
-            time.sleep(0.05)  # kazoo connects on its own thread
         if port.session_state != "connected":
             log.info("ZooKeeper not reached yet: the node checks the group's ACLs once it is")
             return None

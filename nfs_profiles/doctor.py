@@ -35,8 +35,8 @@ from primacy.nfs_profiles.profiles import (
 )
 from primacy.nfs_profiles.round_trips import LockProbe, time_fsync_round_trip, time_lock_round_trip
 from primacy.share.access import Identity
+from primacy.share.factory import GroupLocation, open_port
 from primacy.share.layout import DIRECTORY_MODE, FILE_MODE, ShareLayout
-from primacy.share.posix import PosixShare
 from primacy.share.records import HOLDING_ROLES
 
 # Whether someone holds the share's lock (tried once, let go at once); None if it cannot say.
@@ -318,7 +318,7 @@ def check_lock_holder(path: Path, lock_held: LockHeld, method: str) -> tuple[Fin
     now = time.time()
     holders = [
         entry
-        for entry in PosixShare(path).node_entries()
+        for entry in open_port(GroupLocation(path)).node_entries()
         if entry.is_live(now) and entry.role in HOLDING_ROLES
     ]
     if holders:

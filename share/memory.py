@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from primacy.share.port import LockLost
+from primacy.share.port import Capabilities, LockLost
 from primacy.share.records import (
     HOLDING_ROLES,
     MAX_EPOCH,
@@ -27,6 +27,8 @@ from primacy.share.records import (
     PauseMarker,
     Switchover,
 )
+
+CAPABILITIES = Capabilities(coordination="memory", has_session=False, replaces_lock=True)
 
 
 @dataclass
@@ -97,6 +99,19 @@ class MemoryShareHandle:
     def __init__(self, share: MemoryShare) -> None:
         self.share = share
         self._held = False
+
+    # ---- what it is ----------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return CAPABILITIES
+
+    @property
+    def session_state(self) -> str | None:
+        return None
+
+    def group_exists(self) -> bool:
+        return True  # the share lives as long as the test that made it
 
     # ---- the lock ----------------------------------------------------------
 

@@ -5,6 +5,13 @@ disk); ``share/memory.py`` in memory, for tests of the node's logic that need no
 filesystem. A lease on a coordination service (ZooKeeper, say) is a third
 implementation of the same methods (``share/zookeeper.py``): the lease policy in
 ``locker/`` and the node above it do not change (docs/architecture.md, "The share layer").
+Implementations are built in one place, ``share/factory.py``.
+
+The port says what it can do. ``ShareObserver`` is its read-only part: the group's epoch
+claims (who became master when: the role history every backend keeps), the holder record,
+the registry and the markers, and the session state of a backend that has one. It is
+all a reader (``primacy status``, ``cluster``, the replay) needs, on any backend.
+``capabilities`` says what differs between backends.
 
 The contract every implementation keeps (``tests/share/test_port_contract.py``
 runs the same tests against each):
@@ -29,6 +36,7 @@ runs the same tests against each):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from primacy.share.records import EpochRecord, HolderInfo, NodeEntry, PauseMarker, Switchover
@@ -52,6 +60,15 @@ class EpochCounterWentBack(OSError):
         )
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a port's backend offers beyond the common contract, said rather than probed."""
+
+    coordination: str  # who decides the master: "share" (its files), "zookeeper", "memory"
+    has_session: bool  # ``session_state`` reports a coordination service's session
+    replaces_lock: bool  # ``replace_lock`` can free a stalled holder's lock
+
+
 class ChangeWatch(Protocol):
     """Hints that the share changed (a master let go, the pause marker moved): never decisions."""
 
@@ -61,8 +78,47 @@ class ChangeWatch(Protocol):
     def stop(self) -> None: ...
 
 
-class SharePort(Protocol):
-    """One node's handle on the share."""
+class ShareObserver(Protocol):
+    """What may be read of a group without taking part in it: nothing here changes anything,
+    takes the lock or disturbs its holder. A reader's handle (``share/factory.py``,
+    ``reading``) creates nothing either."""
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    @property
+    def session_state(self) -> str | None:
+        """The coordination service's session (connecting, connected, suspended, lost, closed);
+        None for a backend without one."""
+
+    def group_exists(self) -> bool:
+        """Whether a group has used this share or path (a reader refuses one that has not)."""
+
+    def read_holder(self) -> HolderInfo | None:
+        """The lock's holder record (None if none or unreadable), read without disturbing the
+        lock: a node's handle through what it holds, a reader's from outside."""
+
+    def epoch_exists(self, epoch: int) -> bool:
+        """Whether ``epoch`` has been claimed, asked of the authority. OSError propagates."""
+
+    def listed_epochs(self) -> list[int]:
+        """The claimed epochs a listing shows: a hint, which may be stale."""
+
+    def read_epoch(self, epoch: int) -> EpochRecord | None:
+        """The record of ``epoch`` (None if absent or unreadable)."""
+
+    def node_entries(self) -> list[NodeEntry]: ...
+
+    def is_paused(self) -> bool: ...
+
+    def read_switchover(self) -> Switchover | None: ...
+
+    def close(self) -> None:
+        """End this handle's connections (a coordination service's session with them)."""
+
+
+class SharePort(ShareObserver, Protocol):
+    """One node's handle on the share: the observer's reads, and what a node does."""
 
     # ---- the lock ----------------------------------------------------------
 
@@ -77,9 +133,6 @@ class SharePort(Protocol):
 
     def write_holder(self, holder: HolderInfo) -> None:
         """Record the holder with the lock, durably (only while holding it)."""
-
-    def read_holder(self) -> HolderInfo | None:
-        """The lock's holder record (None if none or unreadable)."""
 
     def release_lock(self, node_id: str) -> None:
         """Mark the holder record released, then let the lock go (even if marking fails)."""
@@ -100,15 +153,6 @@ class SharePort(Protocol):
     def claim_epoch(self, record: EpochRecord) -> int:
         """Claim the next free epoch atomically and durably with ``record``; return it."""
 
-    def epoch_exists(self, epoch: int) -> bool:
-        """Whether ``epoch`` has been claimed, asked of the authority. OSError propagates."""
-
-    def listed_epochs(self) -> list[int]:
-        """The claimed epochs a listing shows: a hint, which may be stale."""
-
-    def read_epoch(self, epoch: int) -> EpochRecord | None:
-        """The record of ``epoch`` (None if absent or unreadable)."""
-
     def rewrite_epoch(self, record: EpochRecord) -> None:
         """Replace the record of an epoch already claimed (never create it): readers see the
         old record or the new one, never a part. FileNotFoundError if never claimed."""
@@ -117,22 +161,13 @@ class SharePort(Protocol):
 
     def publish_node(self, entry: NodeEntry) -> None: ...
 
-    def node_entries(self) -> list[NodeEntry]: ...
-
     def pause(self, marker: PauseMarker) -> None: ...
 
     def resume(self) -> None: ...
 
-    def is_paused(self) -> bool: ...
-
     def request_switchover(self, switchover: Switchover) -> None: ...
 
-    def read_switchover(self) -> Switchover | None: ...
-
     def clear_switchover(self) -> None: ...
-
-    def close(self) -> None:
-        """End this handle's connections (a coordination service's session with them)."""
 
     # ---- hints -------------------------------------------------------------
 
@@ -146,12 +181,12 @@ class SharePort(Protocol):
         ``on_pause_changed`` when the pause marker appears or goes. Hints only."""
 
 
-def latest_epoch_hint(port: SharePort) -> int:
+def latest_epoch_hint(port: ShareObserver) -> int:
     """The highest epoch a listing shows (0 if none)."""
     return max(port.listed_epochs(), default=0)
 
 
-def latest_epoch(port: SharePort) -> int:
+def latest_epoch(port: ShareObserver) -> int:
     """The highest claimed epoch, confirmed by single-name lookups past the hint."""
     epoch = latest_epoch_hint(port)
     while port.epoch_exists(epoch + 1):
@@ -159,7 +194,7 @@ def latest_epoch(port: SharePort) -> int:
     return epoch
 
 
-def epochs_claimed_before(port: SharePort, epoch: int) -> Iterator[int]:
+def epochs_claimed_before(port: ShareObserver, epoch: int) -> Iterator[int]:
     """The claimed epochs below ``epoch``, newest first.
 
     Epochs are claimed without gaps, so each is looked up by name (what NFS
@@ -178,3 +213,10 @@ def epochs_claimed_before(port: SharePort, epoch: int) -> Iterator[int]:
         if listed is None:
             listed = sorted(port.listed_epochs(), reverse=True)
         candidate = next((e for e in listed if e < candidate), 0)
+
+
+def epoch_claims(port: ShareObserver) -> dict[int, EpochRecord | None]:
+    """Every epoch a listing shows, oldest first, with its record (None where unreadable: the
+    claim is still proof the epoch was claimed). The group's role history: who became master
+    when, on any backend."""
+    return {epoch: port.read_epoch(epoch) for epoch in sorted(set(port.listed_epochs()))}

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from primacy.share import safe_io
 from primacy.share.layout import NODE_ENTRY_SUFFIX, ShareLayout
-from primacy.share.port import ChangeWatch
-from primacy.share.posix_lock import LockMethod, ShareLock
+from primacy.share.port import Capabilities, ChangeWatch
+from primacy.share.posix_lock import LockMethod, ShareLock, read_holder_from_outside
 from primacy.share.records import (
     MAX_EPOCH,
     MAX_RECORD_BYTES,
@@ -33,14 +33,37 @@ from primacy.share.records import (
 )
 from primacy.share.watch import ShareWatcher
 
+CAPABILITIES = Capabilities(coordination="share", has_session=False, replaces_lock=True)
+
 
 class PosixShare:
-    """One node's handle on a shared directory (see ``share/port.py`` for the contract)."""
+    """One node's handle on a shared directory (see ``share/port.py`` for the contract).
 
-    def __init__(self, root: Path | str, method: LockMethod = LockMethod.FLOCK) -> None:
+    ``reader``: the handle of a process that never takes the lock (a command, the replay): it
+    reads the holder record from outside, never through ``ShareLock``, whose first read opens
+    (and would create) the lock file. A node's handle must not: a second open and close of the
+    lock file in the holding process drops its POSIX lock (DESIGN.md's pitfall)."""
+
+    def __init__(
+        self, root: Path | str, method: LockMethod = LockMethod.FLOCK, reader: bool = False
+    ) -> None:
         self.layout = ShareLayout(Path(root))
         self.lock = ShareLock(self.layout.lock_file, method)
         self._epochs = self.layout.epochs
+        self._reader = reader
+
+    # ---- what it is ----------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return CAPABILITIES
+
+    @property
+    def session_state(self) -> str | None:
+        return None  # no coordination service: the share's own files decide
+
+    def group_exists(self) -> bool:
+        return self.layout.root.is_dir()
 
     # ---- the lock ----------------------------------------------------------
 
@@ -58,6 +81,8 @@ class PosixShare:
         self.lock.write_holder(holder)
 
     def read_holder(self) -> HolderInfo | None:
+        if self._reader:
+            return read_holder_from_outside(self.layout.lock_file)
         return self.lock.read_holder()
 
     def release_lock(self, node_id: str) -> None:

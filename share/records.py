@@ -8,6 +8,7 @@ node wait longer, never shorter (docs/safety.md: shortcuts rest on positive proo
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -27,9 +28,35 @@ MAX_HOLDER_BYTES = 4096
 MAX_CLOCK_SKEW_S = 60.0
 # A registry entry not refreshed for this long is a node that is gone.
 LIVE_WINDOW_S = 10.0
+
+
+class Role(enum.StrEnum):
+    """A node's role as everyone outside its role machine sees it: ``/status``, the registry
+    (``NodeEntry.role``), systemd, the metrics, and the role changes the journal keeps
+    (``RoleChange``). Spelled here once; the role machine's states map onto it
+    (``supervisor/machine/role_table.py``)."""
+
+    STARTING = "starting"
+    SLAVE = "slave"
+    ACQUIRED = "acquired"
+    MASTER = "master"
+    DEMOTING = "demoting"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+def parse_role(text: str) -> Role | None:
+    """The role a record names, whatever its case (a journal's early role records wrote
+    ``MASTER``), or None for anything else."""
+    try:
+        return Role(text.lower())
+    except ValueError:
+        return None
+
+
 # Roles in which a node may still hold the lock: a registry entry leaving them is a hint that
 # the lock is free (a node's role as ``NodeEntry.role`` writes it).
-HOLDING_ROLES = frozenset({"acquired", "master", "stopping", "demoting"})
+HOLDING_ROLES = frozenset({Role.ACQUIRED, Role.MASTER, Role.STOPPING, Role.DEMOTING})
 # A switchover whose target has not taken over by then no longer holds other nodes back.
 SWITCHOVER_TIMEOUT_S = 15.0
 

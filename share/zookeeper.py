@@ -51,7 +51,7 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
 from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
 from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
-from primacy.share.port import EpochCounterWentBack, LockLost
+from primacy.share.port import Capabilities, EpochCounterWentBack, LockLost
 from primacy.share.records import (
     MAX_RECORD_BYTES,
     EpochRecord,
@@ -124,6 +124,11 @@ class ZooKeeperShare:
     @property
     def coordination(self) -> str:
         return "zookeeper"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        # A stalled holder's lock goes when its session expires: nothing to replace.
+        return Capabilities(coordination="zookeeper", has_session=True, replaces_lock=False)
 
     @property
     def session_state(self) -> str:

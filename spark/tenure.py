@@ -1,9 +1,11 @@
 """Who was master when: tenures per epoch and the gaps between them, from small driver-side facts.
 
 Evidence, strongest first: the role control records the supervisor journals
-(``{"event": "role", "to": "MASTER"}`` on becoming master, ``"to":
-"STOPPING"``/``"DEMOTING"`` on a graceful stop), the ``epochs/`` directory
-(who claimed each epoch and when), and the records themselves (each epoch's
+(``{"event": "role", "to": "master"}`` on becoming master, ``"to": "stopping"`` on a
+graceful stop, ``"demoting"`` on a switchover or another graceful step down; roles as
+``share/records.py`` spells them), the group's epoch claims (who claimed each epoch and
+when, read through the share port: the share's ``epochs/``, or a ZooKeeper group's
+znodes), and the records themselves (each epoch's
 fence, first and last record, fenced writes). A crash leaves no stop record:
 the tenure then ends when the next epoch was claimed, the moment the old
 master's lease stopped being current.
@@ -14,14 +16,16 @@ rows per epoch, so it is tested without Spark.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from primacy.share.posix import PosixShare
-from primacy.share.records import RoleChange
-
-MASTER_ROLE = "master"
+from primacy.share.factory import GroupLocation, reading
+from primacy.share.port import ShareObserver, epoch_claims
+from primacy.share.records import Role, RoleChange, parse_role
 
 GRACEFUL = "graceful"
 CRASHED = "crashed"  # no stop record; a later epoch took over
@@ -109,12 +113,40 @@ class Gap:
         return (self.to_unix_ns - self.earliest_from_unix_ns) / 1e9
 
 
-def read_epoch_claims(share: str | Path) -> dict[int, EpochClaim]:
-    """Who claimed each epoch of a share and when, from its epoch records (``share/records.py``)."""
-    port = PosixShare(share)
+# Where the claims of the group being replayed are read (``claims_from``); unset: the share's
+# own epochs/ directory. A context variable, so it is the run's own, on the driver's thread.
+_CLAIMS_PORT: ContextVar[ShareObserver | None] = ContextVar("claims_port", default=None)
+
+
+@contextmanager
+def claims_from(port: ShareObserver) -> Iterator[None]:
+    """While this lasts, ``read_epoch_claims`` reads the group's claims through ``port``: a
+    group whose epochs live on ZooKeeper (``primacy replay --zookeeper``), whose share has no
+    epochs/ of its own."""
+    token = _CLAIMS_PORT.set(port)
+    try:
+        yield
+    finally:
+        _CLAIMS_PORT.reset(token)
+
+
+def read_epoch_claims(share: str | Path | ShareObserver) -> dict[int, EpochClaim]:
+    """Who claimed each epoch and when, from the group's epoch records, through the port
+    (``share/port.py``): a port given, the one ``claims_from`` set, or a reader's port on the
+    share's own files (built by ``share/factory.py``)."""
+    if isinstance(share, str | Path):
+        port = _CLAIMS_PORT.get()
+        if port is None:
+            with reading(GroupLocation(Path(share))) as own:
+                return _claims(own)
+        return _claims(port)
+    return _claims(share)
+
+
+def _claims(port: ShareObserver) -> dict[int, EpochClaim]:
     claims: dict[int, EpochClaim] = {}
-    for epoch in port.listed_epochs():
-        record = port.read_epoch(epoch)  # an unreadable claim still proves the epoch was claimed
+    # An unreadable claim still proves the epoch was claimed.
+    for epoch, record in epoch_claims(port).items():
         claimed_s = None if record is None else record.claimed_unix_s
         claims[epoch] = EpochClaim(
             epoch,
@@ -150,14 +182,14 @@ def build_tenures(
     for index, epoch in enumerate(epochs):
         fact, claim = facts.get(epoch), claims.get(epoch)
         mine = sorted((e for e in events if e.epoch == epoch), key=lambda e: e.unix_ns)
-        became = [e.unix_ns for e in mine if e.to_role.lower() == MASTER_ROLE]
+        became = [e.unix_ns for e in mine if parse_role(e.to_role) is Role.MASTER]
         serving_from: int | None = None
         if became:
             serving_from = became[0]
         elif fact is not None:
             serving_from = fact.first_message_unix_ns
         start = serving_from if serving_from is not None else 0
-        stops = [e for e in mine if e.to_role.lower() != MASTER_ROLE and e.unix_ns >= start]
+        stops = [e for e in mine if parse_role(e.to_role) is not Role.MASTER and e.unix_ns >= start]
         seen = [e.unix_ns for e in mine]
         if fact is not None:
             seen.append(fact.last_record_unix_ns)

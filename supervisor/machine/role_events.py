@@ -14,22 +14,11 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from primacy.share.records import HolderInfo
+# Role is the share's: one spelling for the registry, the journal and /status.
+from primacy.share.records import HolderInfo, Role
 
 if TYPE_CHECKING:
     from primacy.store.journal import JournalStore
-
-
-class Role(enum.StrEnum):
-    """The role the outside world sees (``/status``, the registry, systemd, the journal)."""
-
-    STARTING = "starting"
-    SLAVE = "slave"
-    ACQUIRED = "acquired"
-    MASTER = "master"
-    DEMOTING = "demoting"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
 
 
 class Priority(enum.IntEnum):

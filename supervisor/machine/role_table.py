@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from primacy.share.records import Role
 from primacy.supervisor.machine.role_events import (
     ChildExited,
     ClaimFailed,
@@ -37,7 +38,6 @@ from primacy.supervisor.machine.role_events import (
     PrePromoteDone,
     PriorityChanged,
     RevalidationPassed,
-    Role,
     ServingFailed,
     ServingStopped,
     StepDownRequested,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Re-exported (pyproject: implicit_reexport): the shell and the tests say ``roles.Tick``.
+from primacy.share.records import Role
 from primacy.supervisor.machine.role_events import (
     GUARDIAN_KILL_LEAD,
     Action,
@@ -44,7 +45,6 @@ from primacy.supervisor.machine.role_events import (
     RestartChild,
     Revalidate,
     RevalidationPassed,
-    Role,
     RoleChanged,
     RunPrePromote,
     ServingFailed,

@@ -1,9 +1,8 @@
 """The node's share port, chosen by ``coordination``: the share's own files, or ZooKeeper.
 
 Both keep the journal on the share; only where the lock and the epochs live
-differs (docs/operator-guide.md, "Coordination on ZooKeeper"). The ZooKeeper
-client is imported only by a node that uses it, so the package needs kazoo only
-there (``pip install 'primacy[zookeeper]'``).
+differs (docs/operator-guide.md, "Coordination on ZooKeeper"). This module turns the
+node's config into a ``GroupLocation``; ``share/factory.py`` builds the port.
 """
 
 from __future__ import annotations
@@ -12,8 +11,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from primacy.share.factory import GroupLocation, open_port
 from primacy.share.port import SharePort
-from primacy.share.posix import PosixShare
 from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
 
@@ -36,24 +35,30 @@ def zookeeper_access(config: NodeConfig) -> ZooKeeperAccess:
 log = logging.getLogger("primacy.node")
 
 
-def open_share_port(config: NodeConfig, on_session_state: Callable[[str], None]) -> SharePort:
-    """The port for ``config``; ``on_session_state`` hears each change of a coordination
-    service's session (on that client's thread: post, never block)."""
-    if config.coordination == "zookeeper":
-        from primacy.share.zookeeper import ZooKeeperShare
+def group_location(config: NodeConfig) -> GroupLocation:
+    """Where ``config``'s group keeps its lock, epochs and registry."""
+    zookeeper = config.coordination == "zookeeper"
+    return GroupLocation(
+        config.share,
+        config.zookeeper_hosts if zookeeper else None,
+        config.zookeeper_path,
+        zookeeper_access(config) if zookeeper else None,
+        config.lock_method,
+    )
 
-        assert config.zookeeper_hosts is not None  # the config's own rule
-        return ZooKeeperShare(
-            config.zookeeper_hosts,
-            config.zookeeper_path,
-            session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
-            # A request outlasting the keepalive could not have kept the claim anyway.
-            request_timeout_s=max(config.lock_keep_alive_period_ms / 1000, 0.1),
-            on_session_state=on_session_state,
-            on_planted_epoch=lambda epoch: _planted_epoch_replaced(config, epoch),
-            access=zookeeper_access(config),
-        )
-    return PosixShare(config.share, config.lock_method)
+
+def open_share_port(config: NodeConfig, on_session_state: Callable[[str], None]) -> SharePort:
+    """The port for ``config`` (built by ``share/factory.py``); ``on_session_state`` hears
+    each change of a coordination service's session (on that client's thread: post, never
+    block)."""
+    return open_port(
+        group_location(config),
+        session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
+        # A request outlasting the keepalive could not have kept the claim anyway.
+        request_timeout_s=max(config.lock_keep_alive_period_ms / 1000, 0.1),
+        on_session_state=on_session_state,
+        on_planted_epoch=lambda epoch: _planted_epoch_replaced(config, epoch),
+    )
 
 
 def _planted_epoch_replaced(config: NodeConfig, epoch: int) -> None:

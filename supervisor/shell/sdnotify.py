@@ -23,6 +23,7 @@ import os
 import socket
 from collections.abc import Mapping
 
+from primacy.share.records import Role
 from primacy.supervisor import codes
 
 log = logging.getLogger(__name__)
@@ -124,9 +125,9 @@ class Notifier:
     def role_changed(self, old: str, new: str, status: str) -> None:
         """What systemd hears of a role change: READY=1 with the node's first role, STOPPING=1
         when it starts to stop, and the new role as the unit's status line."""
-        if old == "starting":
+        if old == Role.STARTING:
             self.ready()
-        if new == "stopping" or (new == "stopped" and old == "slave"):
+        if new == Role.STOPPING or (new == Role.STOPPED and old == Role.SLAVE):
             self.stopping()
         self.status(status)
 

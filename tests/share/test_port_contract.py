@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from primacy.share.factory import GroupLocation, GroupUnreadable, reading
 from primacy.share.memory import MemoryShareHandle
-from primacy.share.port import LockLost, SharePort, epochs_claimed_before, latest_epoch
+from primacy.share.port import (
+    LockLost,
+    ShareObserver,
+    SharePort,
+    epoch_claims,
+    epochs_claimed_before,
+    latest_epoch,
+)
 from primacy.share.posix import PosixShare
 from primacy.share.records import (
     EpochRecord,
@@ -19,7 +30,8 @@ from primacy.share.records import (
     Switchover,
 )
 from primacy.share.zookeeper import ZooKeeperShare
-from tests.share.ports import IN_PROCESS_LOCK_KINDS, Handles, kind_params
+from tests.harness.zookeeper import Ensemble
+from tests.share.ports import IN_PROCESS_LOCK_KINDS, Handles, kind_params, zookeeper_handles
 
 TWO_LOCKERS = pytest.mark.parametrize("share_kind", kind_params(IN_PROCESS_LOCK_KINDS))
 
@@ -160,3 +172,104 @@ def test_hints_wake_a_watcher_when_the_master_lets_go(handles: Handles) -> None:
         assert paused.wait(10)
     finally:
         watch.stop()
+
+
+# ---- what the port says it can do, and what a reader sees ------------------------------
+
+
+@contextmanager
+def reader_of(handle: SharePort) -> Iterator[ShareObserver]:
+    """A reader's port on the group ``handle`` is on, built as commands and the replay build
+    theirs (share/factory.py); the in-memory share has no reader but its own handles."""
+    if isinstance(handle, MemoryShareHandle):
+        yield handle.share.handle()
+        return
+    if isinstance(handle, ZooKeeperShare):
+        location = GroupLocation(Path("."), handle.hosts, handle.path, handle.access)
+    else:
+        assert isinstance(handle, PosixShare)
+        location = GroupLocation(handle.layout.root)
+    with reading(location) as reader:
+        yield reader
+
+
+def test_the_port_says_what_its_backend_can_do(share_kind: str, handles: Handles) -> None:
+    port = handles()
+    said = port.capabilities
+    assert said.coordination == {"memory": "memory", "zookeeper": "zookeeper"}.get(
+        share_kind, "share"
+    )
+    # A session where the backend has one, and only there: nobody probes for it.
+    assert said.has_session == (port.session_state is not None)
+    if said.has_session:
+        assert port.session_state == "connected"
+    assert said.replaces_lock == (share_kind != "zookeeper")
+
+
+def test_a_reader_sees_every_claim_in_order_with_its_record(handles: Handles) -> None:
+    port = handles()
+    for node in ("n1", "n2", "n3"):
+        _claim(port, node)
+    with reader_of(port) as reader:
+        assert reader.group_exists()
+        claims = epoch_claims(reader)
+        assert list(claims) == [1, 2, 3]
+        assert [record.node_id for record in claims.values() if record] == ["n1", "n2", "n3"]
+        assert all(
+            record is not None and record.claimed_unix_s is not None for record in claims.values()
+        )
+
+
+@TWO_LOCKERS
+def test_a_reader_sees_the_holder_without_disturbing_the_lock(handles: Handles) -> None:
+    holder, other = handles(), handles()
+    assert holder.try_lock()
+    holder.write_holder(HolderInfo.for_this_process("a", 3))
+    with reader_of(holder) as reader:
+        seen = reader.read_holder()
+        assert seen is not None and (seen.node_id, seen.epoch, seen.released) == ("a", 3, False)
+        assert reader.node_entries() == [] and not reader.is_paused()
+        assert reader.read_switchover() is None
+    holder.check_lock()  # still held: reading it took nothing and dropped nothing
+    assert not other.try_lock()
+    holder.release_lock("a")
+
+
+def test_a_reader_refuses_a_share_that_is_not_there(tmp_path: Path) -> None:
+    with pytest.raises(GroupUnreadable, match="does not exist"):
+        reading(GroupLocation(tmp_path / "missing")).__enter__()
+
+
+@pytest.mark.zookeeper
+def test_a_reader_refuses_a_path_no_group_used_and_creates_nothing(
+    zookeeper_ensemble: Ensemble,
+) -> None:
+    path = f"/test-{uuid.uuid4().hex}"
+    location = GroupLocation(Path("."), zookeeper_ensemble.hosts, path, zookeeper_ensemble.access)
+    with pytest.raises(GroupUnreadable, match="no primacy group has used"), reading(location):
+        pass
+    opened: list[ZooKeeperShare] = []
+    try:
+        other = zookeeper_handles(
+            zookeeper_ensemble.hosts, f"{path}-other", opened, zookeeper_ensemble.access
+        )()
+        assert other.client.exists(path) is None  # type: ignore[attr-defined]
+    finally:
+        for port in opened:
+            port.close()
+
+
+def test_a_forgotten_node_leaves_the_registry(handles: Handles) -> None:
+    """``primacy forget``: a node stopped for good leaves the registry; forgetting it twice
+    does nothing; a name no entry can have (a path) is refused, not followed."""
+    a, b = handles(), handles()
+    now = time.time()
+    for node in ("a", "b"):
+        a.publish_node(NodeEntry(node, "h", 1, "127.0.0.1:1", "normal", "slave", None, now))
+    b.forget_node("a")
+    assert [e.node_id for e in a.node_entries()] == ["b"]
+    b.forget_node("a")
+    for name in ("", ".", "..", "x/y", "../nodes/b"):
+        with pytest.raises(ValueError):
+            a.forget_node(name)
+    assert [e.node_id for e in b.node_entries()] == ["b"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from primacy.share.memory import MemoryShare
+from primacy.share.records import EpochRecord, Role
 from primacy.spark.tenure import (
     CRASHED,
     GRACEFUL,
@@ -15,6 +17,7 @@ from primacy.spark.tenure import (
     RoleEvent,
     build_gaps,
     build_tenures,
+    claims_from,
     read_epoch_claims,
     role_event_from_control,
 )
@@ -91,3 +94,31 @@ def test_only_role_events_become_role_changes() -> None:
     assert role_event_from_control({"event": "checkpoint"}, 1, 5) is None
     event = role_event_from_control({"event": "role", "from": "A", "to": "MASTER"}, 3, 5)
     assert event == RoleEvent(3, None, "A", "MASTER", None, 5)
+
+
+def test_epoch_claims_are_read_through_the_port_of_a_group_kept_elsewhere(tmp_path: Path) -> None:
+    """A group whose epochs live on a coordinator (ZooKeeper; here the in-memory share, for
+    speed: tests/spark/test_zookeeper_replay.py reads a real ensemble): the share has no
+    epochs/, and the claims are the port's."""
+    group = MemoryShare()
+    for node in ("a", "b"):
+        group.handle().claim_epoch(EpochRecord(0, node_id=node, claimed_unix_s=7.0))
+    expected = {1: EpochClaim(1, "a", 7 * S), 2: EpochClaim(2, "b", 7 * S)}
+    assert read_epoch_claims(group.handle()) == expected
+    assert read_epoch_claims(tmp_path) == {}  # the share's own epochs/: none
+    with claims_from(group.handle()):
+        assert read_epoch_claims(tmp_path) == expected  # what the replay job asks for
+    assert read_epoch_claims(tmp_path) == {}
+
+
+def test_a_switchover_journaled_as_demoting_ends_the_tenure_gracefully() -> None:
+    events = [
+        became_master(1, 10),
+        RoleEvent(1, "node-1", Role.MASTER, Role.DEMOTING, "switchover to node-2", 50 * S),
+        RoleEvent(2, "node-2", Role.ACQUIRED, Role.MASTER, "serving", 51 * S),
+    ]
+    tenures = build_tenures({1: facts(1, 9, 50), 2: facts(2, 51, 90)}, {}, events)
+    assert (tenures[0].how_ended, tenures[0].end_reason) == (
+        GRACEFUL,
+        "master -> demoting: switchover to node-2",
+    )
