@@ -142,6 +142,42 @@ class Budget(Generic[H]):
         return _oldest(self._waiting[fullest])
 
 
+@dataclass
+class ByteBudget:
+    """At most ``total`` bytes held by every holder together, at most ``per_network`` by the
+    holders of one network: the STOMP listener's budget for what its connections keep between
+    frames (state_limits.py). Nothing is displaced: past either, the request is refused."""
+
+    total: int
+    per_network: int
+    networks: Networks = field(default_factory=Networks)
+    held: int = 0
+    _by_network: dict[str, int] = field(default_factory=dict)
+
+    def held_by(self, network: str) -> int:
+        return self._by_network.get(network, 0)
+
+    def take(self, network: str, nbytes: int) -> str | None:
+        """Hold ``nbytes`` more for ``network`` if both limits allow; else which refused it
+        (``"network"`` or ``"total"``), nothing held."""
+        if self.held_by(network) + nbytes > self.per_network:
+            return "network"
+        if self.held + nbytes > self.total:
+            return "total"
+        self._by_network[network] = self.held_by(network) + nbytes
+        self.held += nbytes
+        return None
+
+    def give(self, network: str, nbytes: int) -> None:
+        """``nbytes`` that ``network`` held are free again."""
+        left = self.held_by(network) - nbytes
+        if left > 0:
+            self._by_network[network] = left
+        else:
+            self._by_network.pop(network, None)
+        self.held -= nbytes
+
+
 def accept_backlog(max_connections: int) -> int:
     """The listen backlog of a STOMP listener serving at most ``max_connections``: never more."""
     return min(ACCEPT_BACKLOG, max_connections)

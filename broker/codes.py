@@ -53,6 +53,11 @@ OUT_OF_DESCRIPTORS = "PRIMACY-1536"
 # Messages: a transaction that does not fit, a message that cannot be dead-lettered.
 TRANSACTION_FULL = "PRIMACY-1540"
 MESSAGE_HELD_BACK = "PRIMACY-1541"
+# What a client makes the master hold, sized (state_limits.py): 1542-1545.
+HEADER_VALUE_TOO_LONG = "PRIMACY-1542"
+DESTINATION_NAME_TOO_LONG = "PRIMACY-1543"
+CONNECTION_STATE_LIMIT = "PRIMACY-1544"
+NETWORK_STATE_LIMIT = "PRIMACY-1545"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -110,6 +115,16 @@ TITLES = {
     MESSAGE_HELD_BACK: (
         "message kept in the journal but no longer delivered by this master "
         "(it cannot move to a dead-letter queue)"
+    ),
+    HEADER_VALUE_TOO_LONG: "a header value (a receipt id included) over max_header_value_bytes",
+    DESTINATION_NAME_TOO_LONG: "a destination name over max_destination_name_bytes",
+    CONNECTION_STATE_LIMIT: (
+        "the connection's subscriptions and open transactions would pass "
+        "max_state_bytes_per_connection"
+    ),
+    NETWORK_STATE_LIMIT: (
+        "the subscriptions and open transactions of one network's connections, or of all, "
+        "would pass max_state_bytes_per_network or max_state_bytes"
     ),
 }
 

@@ -34,6 +34,12 @@ from primacy.broker.message_ids import CLIENT_ID_HEADER, journal_id
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
 from primacy.broker.replies import ReplyQueue, Writes
+from primacy.broker.state_limits import (
+    StateAccount,
+    check_header_values,
+    subscription_bytes,
+    utf8_len,
+)
 from primacy.broker.transactions import SendKey, Transactions
 from primacy.broker.users import User
 
@@ -56,6 +62,7 @@ class StompCommands:
     user: User | None
     subscriptions: dict[str, Subscription]
     transactions: Transactions
+    state: StateAccount  # what its subscriptions and transactions hold (state_limits.py)
     _legacy_ack_ids: LegacyAckIds
     _login: Login | None
     _held: HeldFrames
@@ -72,8 +79,13 @@ class StompCommands:
 
     def handle(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
+        if receipt is not None and utf8_len(receipt) > self.config.max_header_value_bytes:
+            receipt = None  # refused below, and not echoed
         handler = _HANDLERS.get(frame.command)
         try:
+            check_header_values(
+                frame, self.config.max_header_value_bytes, self.config.max_destination_name_bytes
+            )
             if handler is None or (frame.command == "NACK" and self.version == "1.0"):
                 raise Refused(
                     codes.UNKNOWN_COMMAND, f"{frame.command[:64]!r} is not a STOMP client command"
@@ -194,6 +206,12 @@ class StompCommands:
                 codes.BAD_REQUEST, "ack must be auto, client or client-individual"
             ) from None
         prefetch = positive_int(frame.get("activemq.prefetchSize"), self.config.prefetch)
+        try:
+            what = f"the SUBSCRIBE to {destination[:64]!r}"
+            self.state.charge(subscription_bytes(destination, subscription_id), what)
+        except Refused:
+            self.broker.counters.subscriptions_refused += 1
+            raise
         subscription = Subscription(self, subscription_id, destination, ack_mode, prefetch)
         self.subscriptions[subscription_id] = subscription
         self.broker.subscribe(subscription)
@@ -206,6 +224,7 @@ class StompCommands:
             raise Refused(codes.BAD_REQUEST, f"no subscription with id {subscription_id!r}")
         self.broker.unsubscribe(subscription)
         self._legacy_ack_ids.forget_subscription(subscription_id)
+        self.state.refund(subscription_bytes(subscription.destination, subscription_id))
         return []
 
     def _on_ack(self, frame: Frame) -> Writes:

@@ -106,6 +106,48 @@ class BrokerKeys(BaseModel):
         ge=1024,
         le=2**40,
     )
+    # What a frame may make the master keep or echo (state_limits.py): real clients' header
+    # values (receipt ids, subscription ids, transaction names, properties) and destination
+    # names are far shorter; ActiveMQ and RabbitMQ cap names too.
+    max_header_value_bytes: Int = key(
+        8 * 1024,
+        "refuse a frame with a header value (a receipt id included) longer than this, in UTF-8",
+        metavar="BYTES",
+        ge=256,
+        le=2**20,
+    )
+    max_destination_name_bytes: Int = key(
+        1024,
+        "refuse a SEND or SUBSCRIBE whose destination name is longer than this, in UTF-8",
+        metavar="BYTES",
+        ge=64,
+        le=2**20,
+    )
+    # Subscriptions and open transactions, sized: each subscription's names and bookkeeping,
+    # each transaction's name and the frames it holds (state_limits.py).
+    max_state_bytes_per_connection: Int = key(
+        32 * 1024 * 1024,
+        "refuse a SUBSCRIBE, BEGIN or transaction frame that would make one connection's "
+        "subscriptions and open transactions hold more than this",
+        metavar="BYTES",
+        ge=64 * 1024,
+        le=2**40,
+    )
+    max_state_bytes: Int = key(
+        256 * 1024 * 1024,
+        "the same for every connection of the node together",
+        metavar="BYTES",
+        ge=64 * 1024,
+        le=2**44,
+    )
+    max_state_bytes_per_network: Int | None = key(
+        None,
+        "the same for the connections of one network together",
+        metavar="BYTES",
+        default_text="half of max_state_bytes",
+        ge=64 * 1024,
+        le=2**44,
+    )
     # Past this, a new message's body stays in the journal only and is read back when its
     # turn comes (a store cursor).
     max_body_memory_bytes: Int = key(
@@ -155,6 +197,10 @@ class BrokerKeys(BaseModel):
     @property
     def unauthenticated_per_network(self) -> int:
         return self.max_unauthenticated_per_network or max(1, self.max_connections // 4)
+
+    @property
+    def state_bytes_per_network(self) -> int:
+        return self.max_state_bytes_per_network or max(1, self.max_state_bytes // 2)
 
 
 class BrokerConfig(BrokerKeys):

@@ -6,7 +6,11 @@ every journal write before it completed. Here: the asyncio protocol, TLS,
 flow control, writes and heart-beats; what each client command means is in
 ``commands.py``. A connection is admitted by the listener's budgets (``Admission``,
 over ``admission.py``): per network and in all; until its CONNECT arrives it is
-*unauthenticated*, and may be displaced by a newer connection of its network.
+*unauthenticated*, and may be displaced by a newer connection of its network. What its
+subscriptions and transactions hold is charged to the listener's byte budget
+(``state_limits.py``). Replies are flow-controlled as deliveries are: while the socket's
+buffer is above ``write_buffer_high_bytes`` the connection is not read from, so a client that
+reads nothing cannot make the master buffer replies without end (issue 42, finding 3).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import cast
 
 from primacy.broker import codes
 from primacy.broker.ack_ids import LegacyAckIds
-from primacy.broker.admission import LOCAL, Budget, Networks
+from primacy.broker.admission import LOCAL, Budget, ByteBudget, Networks
 from primacy.broker.authentication import MAX_LOGINS_IN_PROGRESS, MAX_LOGINS_PER_NETWORK, Login
 from primacy.broker.commands import StompCommands
 from primacy.broker.config import BrokerConfig
@@ -31,6 +35,7 @@ from primacy.broker.frames import CONTROL_CHARACTERS, Frame, FrameParser, StompP
 from primacy.broker.heartbeats import ConnectionTimers
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 from primacy.broker.replies import ReplyQueue
+from primacy.broker.state_limits import StateAccount
 from primacy.broker.transactions import Transactions
 from primacy.broker.users import User
 
@@ -47,11 +52,13 @@ _sessions = itertools.count(1)
 class Admission:
     """The STOMP listener's budgets, one set per serving broker: connections (``max_connections``,
     ``max_connections_per_network``), those without CONNECT yet (half of ``max_connections``,
-    ``max_unauthenticated_per_network``), and logins in progress (authentication.py)."""
+    ``max_unauthenticated_per_network``), logins in progress (authentication.py), and the bytes
+    subscriptions and transactions hold (``max_state_bytes``, ``max_state_bytes_per_network``)."""
 
     connections: Budget[StompConnection]
     unauthenticated: Budget[StompConnection]
     logins: Budget[Login]
+    state: ByteBudget
 
     @classmethod
     def of(cls, config: BrokerConfig) -> Admission:
@@ -62,6 +69,7 @@ class Admission:
                 max(1, config.max_connections // 2), config.unauthenticated_per_network, networks
             ),
             Budget(MAX_LOGINS_IN_PROGRESS, MAX_LOGINS_PER_NETWORK, networks),
+            ByteBudget(config.max_state_bytes, config.state_bytes_per_network, networks),
         )
 
 
@@ -83,10 +91,12 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self.version = "1.2"  # until CONNECT says otherwise
         self.subscriptions: dict[str, Subscription] = {}
         self._legacy_ack_ids = LegacyAckIds()  # STOMP 1.0/1.1 acknowledge by message id
+        self.state = StateAccount(admission.state, self.config.max_state_bytes_per_connection)
         self.transactions = Transactions(
             self.config.max_transactions_per_connection,
             self.config.max_transaction_bytes,
             broker.counters,
+            self.state,
         )
         self._socket_writable = True
         self._replies = ReplyQueue(self._send_frame, self._close_after_reply)
@@ -113,6 +123,7 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = self.transport.get_extra_info("peername")
         self.source = str(peer[0]) if isinstance(peer, tuple) else LOCAL
+        self.state.network = self.admission.state.networks.of(self.source)
         refusal = self._admit()
         if refusal is not None:
             code, detail = refusal
@@ -270,14 +281,18 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self.broker.remove_peer(self, list(self.subscriptions.values()))
         self.subscriptions.clear()
         self.transactions.clear()
+        self.state.close()
         self._replies.clear()
         self.transport = None
 
     def pause_writing(self) -> None:
+        # Replies too wait for the client to read: no more frames until the buffer drains.
         self._socket_writable = False
+        self.pause_reading()
 
     def resume_writing(self) -> None:
         self._socket_writable = True
+        self.resume_reading_if_due()
         self.broker.peer_writable()
 
     # ---- what the broker calls -------------------------------------------------
@@ -336,10 +351,13 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def resume_reading_if_due(self) -> None:
-        """Read again once neither a waiting SEND nor too many journal writes hold it back."""
+        """Read again once neither a waiting SEND, too many journal writes nor a full socket
+        buffer (above the transport's low mark: a quarter of ``write_buffer_high_bytes``)
+        hold it back."""
         low = self.config.max_writes_in_flight_per_connection // 2
         if (
             self._reading_paused
+            and self._socket_writable
             and not self.closing
             and not self._held
             and self._writes_in_flight <= low

@@ -7,7 +7,10 @@ steps of a committed one run in the order they arrived, as if sent then.
 What the steps hold stays in memory until COMMIT or ABORT, so a connection may
 have at most ``max_open`` transactions open, holding at most ``max_bytes`` of
 frames together; past either the frame is refused and, as every
-ERROR does, that ends the connection, its transactions dropped, nothing stored.
+ERROR does, that ends the connection, its transactions dropped, nothing stored. Each
+transaction's name, bookkeeping and frames are also charged to the connection's
+``StateAccount`` (state_limits.py), with its subscriptions, against the budgets per
+connection, per network and in all.
 
 A transaction keeps which messages its SENDs store (destination and id): COMMIT
 asks whether all of them fit the broker's message limits at once (``commit``'s
@@ -27,6 +30,7 @@ from primacy.broker.frame_rules import required
 from primacy.broker.frames import Frame
 from primacy.broker.refusals import Refused
 from primacy.broker.replies import Writes
+from primacy.broker.state_limits import StateAccount, transaction_bytes
 
 Step = Callable[[], Writes]
 SendKey = tuple[str, str]  # the destination and message id a SEND stores
@@ -36,14 +40,18 @@ SendKey = tuple[str, str]  # the destination and message id a SEND stores
 class _Transaction:
     steps: list[Step] = field(default_factory=list)
     held_bytes: int = 0
+    charged: int = 0  # to the connection's StateAccount: bookkeeping, name and frames
     sends: list[SendKey] = field(default_factory=list)
 
 
 class Transactions:
-    def __init__(self, max_open: int, max_bytes: int, counters: Counters) -> None:
+    def __init__(
+        self, max_open: int, max_bytes: int, counters: Counters, state: StateAccount
+    ) -> None:
         self.max_open = max_open
         self.max_bytes = max_bytes
         self._counters = counters
+        self._state = state
         self._open: dict[str, _Transaction] = {}
         self._held_bytes = 0  # by every open transaction together
 
@@ -53,7 +61,9 @@ class Transactions:
             raise Refused(codes.BAD_REQUEST, f"transaction {name!r} is already open")
         if len(self._open) >= self.max_open:
             self._refuse(f"a connection may have at most {self.max_open} open transactions")
-        self._open[name] = _Transaction()
+        cost = transaction_bytes(name)
+        self._charge(cost, f"the BEGIN of {name[:64]!r}")
+        self._open[name] = _Transaction(charged=cost)
 
     def commit(self, frame: Frame, check_room: Callable[[list[SendKey]], None]) -> Writes:
         """Run the transaction's steps; the journal writes they started.
@@ -87,6 +97,8 @@ class Transactions:
             self._refuse(
                 f"open transactions would hold more than {self.max_bytes} bytes; commit sooner"
             )
+        self._charge(size, f"this {frame.command} in transaction {name[:64]!r}")
+        transaction.charged += size
         transaction.steps.append(step)
         if sends is not None:
             transaction.sends.append(sends)
@@ -95,6 +107,7 @@ class Transactions:
         return []
 
     def clear(self) -> None:
+        """The connection is going (its StateAccount is closed with it)."""
         self._open.clear()
         self._held_bytes = 0
 
@@ -104,7 +117,15 @@ class Transactions:
         if transaction is None:
             raise Refused(codes.BAD_REQUEST, f"no open transaction {name!r}")
         self._held_bytes -= transaction.held_bytes
+        self._state.refund(transaction.charged)
         return transaction
+
+    def _charge(self, nbytes: int, what: str) -> None:
+        try:
+            self._state.charge(nbytes, what)
+        except Refused:
+            self._counters.transactions_refused += 1
+            raise
 
     def _refuse(self, detail: str) -> None:
         self._counters.transactions_refused += 1
