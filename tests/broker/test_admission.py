@@ -3,7 +3,7 @@ and which waiting connection a newcomer displaces (broker/admission.py, sans-I/O
 
 from __future__ import annotations
 
-from primacy.broker.admission import LOCAL, Budget, Networks
+from primacy.broker.admission import LOCAL, Budget, ByteBudget, Networks
 
 
 def test_addresses_are_grouped_into_networks_by_prefix() -> None:
@@ -62,3 +62,16 @@ def test_room_is_given_back_at_once_and_a_connection_waiting_again_is_the_newest
     budget.settle("b")
     budget.wait("b")  # an idle kept-alive connection: displaceable again, after c
     assert budget.take("10.0.0.1", "d").displaced == ("c",)
+
+
+def test_a_byte_budget_refuses_past_its_network_or_its_total_and_takes_back_what_is_given() -> None:
+    budget = ByteBudget(total=1000, per_network=600)
+    one, other = budget.networks.of("10.0.0.1"), budget.networks.of("10.0.1.1")
+    assert budget.take(one, 600) is None
+    assert budget.take(one, 1) == "network"
+    assert budget.take(other, 401) == "total"
+    assert budget.take(other, 400) is None
+    assert (budget.held, budget.held_by(one), budget.held_by(other)) == (1000, 600, 400)
+    budget.give(one, 600)
+    assert budget.held_by(one) == 0 and budget.held == 400
+    assert budget.take(one, 600) is None  # room again
