@@ -9,6 +9,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -47,6 +48,7 @@ class ApiServer:
         port: int,
         admission: Admission,
         ssl_context: ssl.SSLContext | None = None,
+        on_thread_death: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         config = uvicorn.Config(
             app,
@@ -72,14 +74,13 @@ class ApiServer:
         self._socket: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self.address = f"{host}:{port}"
+        # Told, on the server's thread, of an exception that ends it (its owner stops).
+        self._on_thread_death = on_thread_death
 
     def start(self, timeout_s: float = 10.0) -> None:
         self._socket = self._bind()
         self._thread = threading.Thread(
-            target=asyncio.run,
-            args=(self._serve(self._socket),),
-            name="primacy-http",
-            daemon=True,
+            target=self._run, args=(self._socket,), name="primacy-http", daemon=True
         )
         self._thread.start()
         deadline = time.monotonic() + timeout_s
@@ -94,6 +95,14 @@ class ApiServer:
             self._thread.join(timeout_s)
         if self._socket is not None:
             self._socket.close()
+
+    def _run(self, sock: socket.socket) -> None:
+        try:
+            asyncio.run(self._serve(sock))
+        except BaseException as exc:
+            if self._on_thread_death is None:
+                raise
+            self._on_thread_death(threading.current_thread().name, exc)
 
     async def _serve(self, sock: socket.socket) -> None:
         asyncio.get_running_loop().set_exception_handler(_on_loop_exception)

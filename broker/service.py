@@ -11,8 +11,9 @@ Two ways the broker stops by itself. A failed journal (fenced, write failed) is
 reported to ``on_fatal``: the node demotes. An exception escaping a handler on
 the loop (a bug) is logged with ``codes.LOOP_FAILED`` and its traceback, the broker
 closes every connection, and the loop's thread ends by raising
-``BrokerLoopFailed``: a node learns of it as of any thread of its that dies
-(``threading.excepthook``) and stops with exit code 1, rather than serve on
+``BrokerLoopFailed``: its owner hears of it through ``on_thread_death`` (a node, as of
+any thread of its that dies, ``supervisor/shell/thread_deaths.py``; without an owner,
+``threading.excepthook``) and stops with exit code 1, rather than serve on
 with a broker in a state nobody planned for. asyncio would only log such an
 exception and drop one connection (an ``OSError`` from a protocol callback it
 does not even log), so the loop's exception handler is ours, and the
@@ -90,6 +91,10 @@ class BrokerService:
         # write failed, closed): every connection is already aborted by then. It
         # must not block; it may call stop().
         self.on_fatal: Callable[[str], None] | None = None
+        # Told, on the loop's thread as it ends, of the exception that ends it.
+        self.on_thread_death: Callable[[str, BaseException], None] | None = None
+        # The figures last read on the loop: one reference, replaced whole, never mutated.
+        self._last_stats: dict[str, Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._broker: Broker | None = None
@@ -117,7 +122,10 @@ class BrokerService:
         ready: asyncio.Future[None] = loop.create_future()
         self._loop = loop
         self._thread = threading.Thread(
-            target=self._run, args=(loop, listener, ready), name="primacy-broker", daemon=True
+            target=self._run_thread,
+            args=(loop, listener, ready),
+            name="primacy-broker",
+            daemon=True,
         )
         self._thread.start()
         started = threading.Event()
@@ -152,19 +160,45 @@ class BrokerService:
         log.info("%s", codes.title(codes.SERVICE_STOPPED))
 
     def stats(self) -> dict[str, Any]:
-        """Figures for the status endpoint: messages in/out, connections, queue depth."""
+        """Figures for the status endpoint: messages in/out, connections, queue depth.
+
+        The broker's books are read on its own loop and nowhere else (they change under any
+        other thread, and a dict that changes size while read raises). A loop that does not
+        answer within ``_STATS_TIMEOUT_S`` (busy, stuck), or a read that fails, gives the
+        figures last read there, marked ``"stale": true``: never an exception. Once the loop's
+        thread has ended, nothing changes the books, and they are read as they were left."""
         broker, loop = self._broker, self._loop
         if broker is None or loop is None:
             return {"running": False}
-        if loop.is_running() and self._thread is not threading.current_thread():
-            # Read the broker's books on its own loop: they change under us otherwise.
-            answer: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-            loop.call_soon_threadsafe(lambda: answer.set_result(self._stats(broker)))
+        thread = self._thread
+        if thread is threading.current_thread():
+            return self._read_stats(broker)
+        if thread is not None and not thread.is_alive():
+            return self._read_stats(broker)  # the loop has ended: nothing changes the books now
+        answer: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+
+        def read() -> None:
             try:
-                return answer.result(timeout=_STATS_TIMEOUT_S)
-            except concurrent.futures.TimeoutError:
-                pass  # the loop is stopping or stuck: the counters are still worth having
-        return self._stats(broker)
+                answer.set_result(self._read_stats(broker))
+            except Exception as exc:  # a bug in a figure must not stop the broker's loop
+                answer.set_exception(exc)
+
+        try:
+            loop.call_soon_threadsafe(read)
+            return answer.result(timeout=_STATS_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            pass  # busy or stuck: the last figures
+        except RuntimeError as exc:  # the loop is closed, or the read failed
+            log.debug("broker figures not read on its loop: %r", exc)
+        except Exception as exc:
+            log.warning("broker figures could not be read: %r", exc)
+        return {**(self._last_stats or {"running": False}), "stale": True}
+
+    def _read_stats(self, broker: Broker) -> dict[str, Any]:
+        """On the broker's loop only."""
+        figures = self._stats(broker)
+        self._last_stats = figures
+        return figures
 
     def _stats(self, broker: Broker) -> dict[str, Any]:
         counters = broker.counters
@@ -200,6 +234,19 @@ class BrokerService:
         }
 
     # ---- the loop thread --------------------------------------------------------
+
+    def _run_thread(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        listener: socket.socket,
+        ready: asyncio.Future[None],
+    ) -> None:
+        try:
+            self._run(loop, listener, ready)
+        except BaseException as exc:
+            if self.on_thread_death is None:
+                raise  # threading.excepthook
+            self.on_thread_death(threading.current_thread().name, exc)
 
     def _run(
         self,

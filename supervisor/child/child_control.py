@@ -30,6 +30,7 @@ from primacy.supervisor.child.child_ready import ReadyCheck
 from primacy.supervisor.child.children import ChildProcess
 from primacy.supervisor.machine import roles
 from primacy.supervisor.shell.node_events import ChildReady
+from primacy.supervisor.shell.thread_deaths import ThreadDeaths, owned_thread
 
 log = logging.getLogger("primacy.children")
 # The thread wakes at once for a command or the guardian's exit; it polls for the rest: a
@@ -82,6 +83,7 @@ class ChildControl:
         post: Callable[[roles.Event | ChildReady], None],
         ready_check: Callable[[], ReadyCheck | None] = lambda: None,
         ready_timeout_s: float = float("inf"),
+        deaths: ThreadDeaths | None = None,
     ) -> None:
         self._child = child
         self._post = post
@@ -99,7 +101,7 @@ class ChildControl:
         self._gate_open: bool | None = None
         self._standby: Mapping[str, str] | None = None  # a standby's environment, while wanted
         self._standby_at = 0.0
-        self._thread = threading.Thread(target=self._run, name="primacy-child", daemon=True)
+        self._thread = owned_thread(deaths, self._run, "primacy-child")
 
     def start_thread(self) -> None:
         self._thread.start()

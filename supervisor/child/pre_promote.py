@@ -13,11 +13,11 @@ import logging
 import os
 import signal
 import subprocess
-import threading
 from collections.abc import Callable, Mapping
 
 from primacy.supervisor import codes
 from primacy.supervisor.machine import roles
+from primacy.supervisor.shell.thread_deaths import ThreadDeaths, owned_thread
 
 log = logging.getLogger("primacy.node")
 
@@ -28,13 +28,14 @@ def run_pre_promote(
     epoch: int,
     environment: Mapping[str, str],
     post: Callable[[roles.Event], None],
+    deaths: ThreadDeaths | None = None,
 ) -> None:
     """Start the command on its own thread; post ``PrePromoteDone`` when it ends."""
 
     def run() -> None:
         post(roles.PrePromoteDone(epoch, _veto(command, timeout_s, environment)))
 
-    threading.Thread(target=run, name="primacy-pre-promote", daemon=True).start()
+    owned_thread(deaths, run, "primacy-pre-promote").start()
 
 
 def _veto(command: str, timeout_s: float, environment: Mapping[str, str]) -> str | None:

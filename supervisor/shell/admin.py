@@ -126,9 +126,14 @@ def _reverse(text: str) -> tuple[int, ...]:
     return tuple(-ord(char) for char in text)
 
 
-def status_endpoint(config: NodeConfig, app: FastAPI) -> ApiServer:
+def status_endpoint(
+    config: NodeConfig,
+    app: FastAPI,
+    on_thread_death: Callable[[str, BaseException], None] | None = None,
+) -> ApiServer:
     """The node's HTTP endpoint on ``http``, over TLS when ``http_tls_cert`` is set, admitting
-    connections by network as the STOMP listener does."""
+    connections by network as the STOMP listener does; ``on_thread_death`` hears of an
+    exception that ends its thread."""
     host, port = config.http_host_port
     tls = (
         ServerTls(config.http_tls_cert, config.http_tls_key, config.http_tls_ca).context
@@ -139,4 +144,4 @@ def status_endpoint(config: NodeConfig, app: FastAPI) -> ApiServer:
     admission: Budget[object] = Budget(
         config.http_max_connections, config.http_max_connections_per_network, networks
     )
-    return ApiServer(app, host, port, admission, tls)
+    return ApiServer(app, host, port, admission, tls, on_thread_death)

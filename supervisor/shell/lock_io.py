@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from primacy.supervisor import codes
+from primacy.supervisor.shell.thread_deaths import ThreadDeaths, owned_thread
 
 log = logging.getLogger("primacy.node")
 T = TypeVar("T")
@@ -30,10 +30,10 @@ def _no_event(_: BaseException) -> None:
 class LockIoWorker:
     """Runs lock and epoch operations one at a time on its own thread."""
 
-    def __init__(self, post: Callable[[Any], None]) -> None:
+    def __init__(self, post: Callable[[Any], None], deaths: ThreadDeaths | None = None) -> None:
         self._post = post
         self._jobs: queue.Queue[tuple[Job, OnError] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._work, name="primacy-lock-io", daemon=True)
+        self._thread = owned_thread(deaths, self._work, "primacy-lock-io")
         self._thread.start()
 
     def submit(self, job: Job, on_error: OnError = _no_event) -> None:

@@ -12,29 +12,21 @@ docs/architecture.md lists the threads, what each owns and posts.
 from __future__ import annotations
 
 import collections
-import functools
 import logging
 import queue
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from primacy.api.app import create_app
-from primacy.api.metrics import NodeMetrics
 from primacy.api.snapshot import ShareCheck, StatusSnapshot
-from primacy.broker.tls import certificate_expiries
 from primacy.share.port import SharePort
 from primacy.supervisor import codes
 from primacy.supervisor.child.children import become_subreaper
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.machine import roles
 from primacy.supervisor.machine.roles import Priority, Role, RoleMachine
-from primacy.supervisor.shell import sdnotify
-from primacy.supervisor.shell.admin import NodeAdmin, status_endpoint
-from primacy.supervisor.shell.config_watch import ConfigWatcher, live_edit
-from primacy.supervisor.shell.coordination import open_share_port
-from primacy.supervisor.shell.lock_io import LockIoWorker
+from primacy.supervisor.shell import node_parts
+from primacy.supervisor.shell.config_watch import live_edit
 from primacy.supervisor.shell.node_events import (
     ChildReady,
     ConfigEdited,
@@ -42,11 +34,8 @@ from primacy.supervisor.shell.node_events import (
     RegistryRead,
     SessionChanged,
     ThreadDied,
-    thread_death_hook,
 )
-from primacy.supervisor.shell.registry_loop import RegistryLoop
-from primacy.supervisor.shell.serving import Serving
-from primacy.supervisor.shell.share_jobs import ShareJobs, lease_lost
+from primacy.supervisor.shell.share_jobs import lease_lost
 from primacy.supervisor.shell.status import NodeState, build_snapshot
 from primacy.supervisor.version import package_version
 
@@ -81,55 +70,29 @@ class Node:
             has_child=bool(config.exec),
             has_pre_promote=config.pre_promote is not None,
         )
-        self._io = LockIoWorker(self.post)
-        self._serving = Serving(config, self.post)
         # The node's state: written on the role loop only (see the module's docstring).
         self._exit = False
         self._exit_code = 0
         self._role_changed = False
+        self._leaving: roles.RoleChanged | None = None  # a master's change, journaled at release
         self._state = NodeState(since_unix_s=time.time())
         self._version = package_version()
-        self._notifier = sdnotify.Notifier(
-            watchdog_s=config.watchdog_timeout_s, stop_s=config.stop_timeout_s
-        )
-        self._snapshot = self._build_snapshot()
-
-        self.metrics = NodeMetrics(
-            self.snapshot,
-            functools.partial(
-                certificate_expiries,
-                {"stomp": config.stomp_tls_cert, "http": config.http_tls_cert},
-            ),
-        )
-        self._port = share_port or open_share_port(
-            config, lambda state: self.post(SessionChanged(state))
-        )
-        # "connecting" until its client says otherwise; None for a port without a session.
-        self._state.coordination_session = getattr(self._port, "session_state", None)
-        self._jobs = ShareJobs(config, self._port, clock, self.metrics.observe_commit)
-        admin = NodeAdmin(config.node_id, self._port, self.snapshot, self.post, self._io.call)
-        self._api = status_endpoint(
-            config, create_app(self.snapshot, self.metrics, admin, admin_token)
-        )
-        self._config_watcher = (
-            ConfigWatcher(config_file, reload_config, lambda new: self.post(ConfigEdited(new)))
-            if config_file is not None and reload_config is not None
-            else None
-        )
-        self._registry = RegistryLoop(
-            self._port,
-            config.node_id,
-            self._api.address,
-            config.registry_refresh_ms / 1000,
-            self.snapshot,
-            self._serving.broker_stats,
+        parts = node_parts.wire(
+            config,
+            clock,
             self.post,
+            self.snapshot,
+            admin_token,
+            config_file,
+            reload_config,
+            share_port,
         )
-        self._watcher = self._port.watch(
-            config.node_id,
-            on_master_left=lambda: self.post(roles.MasterLeft()),
-            on_pause_changed=self._registry.wake,
-        )
+        self._parts = parts
+        self._io, self._serving, self._jobs = parts.io, parts.serving, parts.jobs
+        self._notifier, self.metrics, self._registry = parts.notifier, parts.metrics, parts.registry
+        # "connecting" until its client says otherwise; None for a port without a session.
+        self._state.coordination_session = parts.port.session_state
+        self._snapshot = self._build_snapshot()
 
     # ---- for every thread ----------------------------------------------------
 
@@ -147,29 +110,7 @@ class Node:
     def run(self) -> int:
         """Run until stopped; returns the process exit code."""
         become_subreaper()
-        previous_hook = threading.excepthook
-        threading.excepthook = thread_death_hook(self.config.node_id, self.post)
-        self._api.start()  # raises ApiServerError before anything else has started
-        self._registry.start()
-        try:
-            self._watcher.start()
-        except OSError as exc:  # inotify limits, or a filesystem without events
-            log.warning(
-                "%s share events unavailable (%s); slaves rely on polling",
-                codes.SHARE_EVENTS_UNAVAILABLE,
-                exc,
-            )
-        self._serving.start_threads()
-        if self._config_watcher is not None:
-            self._config_watcher.start()
-        log.info(
-            "%s node %s starting: share=%s http=%s priority=%s",
-            codes.NODE_STARTED,
-            self.config.node_id,
-            self.config.share,
-            self._api.address,
-            self.config.priority,
-        )
+        node_parts.start(self._parts, self.config)  # ApiServerError before anything else
         try:
             self._loop()
         except Exception:
@@ -179,7 +120,6 @@ class Node:
             self._exit_code = 1
         finally:
             self._shutdown()
-            threading.excepthook = previous_hook
         return self._exit_code
 
     # ---- the role loop -------------------------------------------------------
@@ -338,9 +278,10 @@ class Node:
         log.log(level, "%s node %s stops serving: %s", code, self.config.node_id, reason)
         store, self._state.store = self._state.store, None
         jobs, registry = self._jobs, self._registry
+        leaving, self._leaving = self._leaving, None  # the machine's change, as it said it
 
         def release() -> roles.Event:
-            stopped = jobs.release(store, graceful, reason)
+            stopped = jobs.release(store, graceful, leaving)
             registry.publish_released()  # the lock is free: this entry wakes the slaves
             return stopped
 
@@ -382,6 +323,8 @@ class Node:
             self._snapshot = self._build_snapshot()
         if change.new is Role.SLAVE:  # a warm standby, if configured, from now on
             self._serving.stand_by()
+        if change.old is Role.MASTER:  # journaled by the release, before the journal closes
+            self._leaving = change
         self._role_changed = True
         log.info(
             "%s node %s role %s -> %s epoch=%s: %s",
@@ -445,7 +388,7 @@ class Node:
             )
         store, self._state.store = self._state.store, None
         jobs = self._jobs
-        self._io.submit(lambda: jobs.release(store, True, "stopping"))
+        self._io.submit(lambda: jobs.release(store, True))
         released = self._io.close(timeout_s=_CLOSE_TIMEOUT_S)
         if not released:
             log.error(
@@ -453,13 +396,7 @@ class Node:
                 codes.RELEASE_UNANSWERED,
                 self.config.node_id,
             )
-        if self._config_watcher is not None:
-            self._config_watcher.stop()
         # After the lock is free: this entry is what wakes the slaves.
         self._snapshot = self._build_snapshot()
-        self._registry.close(_CLOSE_TIMEOUT_S, final=released)
-        self._watcher.stop()  # last: joining the observer takes a while and wakes no one
-        self._port.close()  # a coordination service's session ends after the release
-        self._api.stop()
-        self._notifier.close()
+        node_parts.close_after_release(self._parts, _CLOSE_TIMEOUT_S, released)
         log.info("%s node %s stopped", codes.NODE_STOPPED, self.config.node_id)

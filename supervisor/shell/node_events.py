@@ -8,18 +8,12 @@ lock I/O worker finds is the role machine's own events (``roles.LockResult``,
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from primacy.api.snapshot import ClusterMember
-from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.machine.roles import Priority
-
-log = logging.getLogger("primacy.node")
 
 
 @dataclass(frozen=True)
@@ -61,24 +55,3 @@ class SessionChanged:
 
 
 NodeEvent = RegistryRead | ConfigEdited | ThreadDied | ChildReady | SessionChanged
-
-
-def thread_death_hook(
-    node_id: str, post: Callable[[ThreadDied], None]
-) -> Callable[[threading.ExceptHookArgs], None]:
-    """``threading.excepthook`` for a node: a thread of ours that dies is logged, and the node
-    is stopped (``ThreadDied``) rather than run on without it."""
-
-    def on_thread_death(args: threading.ExceptHookArgs) -> None:
-        name = args.thread.name if args.thread is not None else "?"
-        log.error(
-            "%s node %s: thread %s died: %r",
-            codes.THREAD_DIED,
-            node_id,
-            name,
-            args.exc_value,
-            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),  # type: ignore[arg-type]
-        )
-        post(ThreadDied(name, repr(args.exc_value)))
-
-    return on_thread_death

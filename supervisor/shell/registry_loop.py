@@ -31,6 +31,7 @@ from primacy.share.records import NodeEntry
 from primacy.supervisor import codes
 from primacy.supervisor.machine.roles import Priority, Role
 from primacy.supervisor.shell.node_events import RegistryRead
+from primacy.supervisor.shell.thread_deaths import ThreadDeaths, owned_thread
 
 log = logging.getLogger("primacy.node")
 
@@ -47,6 +48,7 @@ class RegistryLoop:
         snapshot: Callable[[], StatusSnapshot],
         broker_stats: Callable[[], dict[str, Any] | None],
         post: Callable[[RegistryRead], None],
+        deaths: ThreadDeaths | None = None,
     ) -> None:
         self._port = port
         self._node_id = node_id
@@ -58,13 +60,11 @@ class RegistryLoop:
         self._wake = threading.Event()
         self._released = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="primacy-registry", daemon=True)
+        self._thread = owned_thread(deaths, self._run, "primacy-registry")
         # The stats thread's last gathering: one reference, replaced whole, never mutated.
         self._last_stats: dict[str, Any] | None = None
         self._gather = threading.Event()
-        self._stats_thread = threading.Thread(
-            target=self._gather_stats, name="primacy-broker-stats", daemon=True
-        )
+        self._stats_thread = owned_thread(deaths, self._gather_stats, "primacy-broker-stats")
 
     def start(self) -> None:
         self._stats_thread.start()
@@ -89,7 +89,15 @@ class RegistryLoop:
         deadline = time.monotonic() + timeout_s
         self._thread.join(timeout_s)
         if final:
-            self._refresh()
+            try:
+                self._refresh()  # on the closing thread (the role loop's): it must not raise
+            except Exception as exc:
+                log.warning(
+                    "%s node %s: the last registry entry was not written: %r",
+                    codes.REGISTRY_NOT_REFRESHED,
+                    self._node_id,
+                    exc,
+                )
         # Ends once the broker answers its last call (at most the broker's own bound).
         self._stats_thread.join(max(0.0, deadline - time.monotonic()))
 

@@ -29,6 +29,7 @@ from primacy.supervisor.config import NodeConfig, parse_host_port
 from primacy.supervisor.machine import roles
 from primacy.supervisor.machine.role_events import Priority
 from primacy.supervisor.shell.node_events import ChildReady
+from primacy.supervisor.shell.thread_deaths import ThreadDeaths
 
 log = logging.getLogger("primacy.node")
 
@@ -37,10 +38,14 @@ class Serving:
     """The connector and the child of one node; ``start`` when master, ``stop`` on demotion."""
 
     def __init__(
-        self, config: NodeConfig, post: Callable[[roles.Event | ChildReady], None]
+        self,
+        config: NodeConfig,
+        post: Callable[[roles.Event | ChildReady], None],
+        deaths: ThreadDeaths | None = None,
     ) -> None:
         self._config = config
         self._post = post
+        self._deaths = deaths
         self._broker: BrokerService | None = None
         self._claim_confirmed = float("-inf")  # what the child's guardian was told last
         # Resolved once, at start: a path resolved at each takeover would stat a share
@@ -54,6 +59,7 @@ class Serving:
                 post,
                 lambda: ready_check(config),
                 config.exec_ready_timeout_s,
+                deaths,
             )
             if config.exec
             else None
@@ -77,6 +83,8 @@ class Serving:
             service.on_fatal = lambda reason: self._post(
                 roles.LeaseLost(f"the journal failed: {reason}")
             )
+            if self._deaths is not None:  # a bug on its loop ends its thread: the node stops
+                service.on_thread_death = self._deaths.died
             try:
                 service.start()
             except OSError as exc:
@@ -142,7 +150,9 @@ class Serving:
         assert self._config.pre_promote is not None
         environment = self._epoch_environment(epoch)
         timeout_s = self._config.pre_promote_timeout_s
-        run_pre_promote(self._config.pre_promote, timeout_s, epoch, environment, self._post)
+        run_pre_promote(
+            self._config.pre_promote, timeout_s, epoch, environment, self._post, self._deaths
+        )
 
     def stop(self, graceful: bool, then: Callable[[], None]) -> None:
         """Close every connection at once; stop the child's tree, then call ``then``."""

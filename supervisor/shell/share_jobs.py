@@ -23,7 +23,7 @@ from primacy.locker.stall import StallWatch, sighting
 from primacy.share.access import Identity, share_fix, unusable_paths
 from primacy.share.layout import ShareLayout
 from primacy.share.port import EpochCounterWentBack, SharePort
-from primacy.share.records import HolderInfo, RoleChange
+from primacy.share.records import HolderInfo, Role, RoleChange
 from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.journal import JournalStore
 from primacy.store.segments import highest_served_epoch
@@ -285,9 +285,9 @@ class ShareJobs:
             self.lease.mark_outlasted()  # the takeover wait is over; before serving
         except LeaseLost as exc:
             return roles.LeaseLost(f"recording the end of the takeover wait failed: {exc}")
-        event = role_change(self.node_id, store.epoch, "acquired", "master", "serving")
+        event = RoleChange(self.node_id, Role.ACQUIRED, Role.MASTER, store.epoch, "serving")
         try:
-            store.append_control(event).result()
+            store.append_control(event.to_json()).result()
         except JournalFenced as exc:
             return roles.LeaseLost(f"the fencing check of the tenure record failed: {exc}")
         except JournalError as exc:
@@ -319,12 +319,21 @@ class ShareJobs:
         return roles.TimingsChanged(timings) if longer else None
 
     def release(
-        self, store: JournalStore | None, graceful: bool, reason: str
+        self,
+        store: JournalStore | None,
+        graceful: bool,
+        leaving: roles.RoleChanged | None = None,
     ) -> roles.ServingStopped:
-        """Stop journal writes, then let the lock go: nothing is written under a lost lock."""
+        """Stop journal writes, then let the lock go: nothing is written under a lost lock.
+        ``leaving``: the role machine's own change out of master (to ``stopping`` on a stop,
+        ``demoting`` on a switchover or another graceful step down), journaled as it said it
+        before the journal closes."""
         if store is not None:
-            if graceful:
-                append_role_change(store, self.node_id, "master", "stopping", reason)
+            if graceful and leaving is not None:
+                change = RoleChange(
+                    self.node_id, leaving.old, leaving.new, store.epoch, leaving.reason
+                )
+                append_role_change(store, change)
             store.close()
         if graceful and self.lease.held:
             try:
@@ -397,21 +406,16 @@ def _permission_error(exc: BaseException) -> PermissionError | None:
     return None
 
 
-def role_change(node_id: str, epoch: int, old: str, new: str, reason: str) -> dict[str, object]:
-    return RoleChange(node_id, old, new, epoch, reason).to_json()
-
-
-def append_role_change(store: JournalStore, node_id: str, old: str, new: str, reason: str) -> None:
-    event = role_change(node_id, store.epoch, old, new, reason)
+def append_role_change(store: JournalStore, change: RoleChange) -> None:
     try:
-        store.append_control(event).add_done_callback(_log_control_failure)
+        store.append_control(change.to_json()).add_done_callback(_log_control_failure)
     except JournalError as exc:
         log.warning(
             "%s node %s could not journal %s -> %s: %s",
             codes.ROLE_CHANGE_NOT_JOURNALED,
-            node_id,
-            old,
-            new,
+            change.node,
+            change.from_role,
+            change.to_role,
             exc,
         )
 

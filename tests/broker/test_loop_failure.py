@@ -26,7 +26,8 @@ from primacy.cli.localgroup import free_port
 from primacy.supervisor import codes as node_codes
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.shell.node import Node
-from primacy.supervisor.shell.node_events import ThreadDied, thread_death_hook
+from primacy.supervisor.shell.node_events import ThreadDied
+from primacy.supervisor.shell.thread_deaths import ThreadDeaths
 from tests.broker.nodes import Master, Masters, RawClient, eventually, stored_state
 from tests.broker.stomppy import StompPy
 
@@ -37,9 +38,17 @@ class InjectedBug(Exception):
 
 @pytest.fixture
 def thread_deaths(monkeypatch: pytest.MonkeyPatch) -> list[ThreadDied]:
-    """What the node's role loop would be told of threads that die (``Node.run`` installs it)."""
+    """What a node's role loop would be told of threads that die: a node hands its broker its
+    ``ThreadDeaths`` (``on_thread_death``); these brokers have no node, so their threads'
+    deaths reach ``threading.excepthook``, which hands them to the same handler here."""
     deaths: list[ThreadDied] = []
-    monkeypatch.setattr(threading, "excepthook", thread_death_hook("node-a", deaths.append))
+    handler = ThreadDeaths("node-a", deaths.append)
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        assert args.thread is not None and args.exc_value is not None
+        handler.died(args.thread.name, args.exc_value)
+
+    monkeypatch.setattr(threading, "excepthook", hook)
     return deaths
 
 
