@@ -17,7 +17,7 @@ from primacy.cli.terminal import printable
 from primacy.share.port import ShareObserver, latest_epoch
 from primacy.share.records import NodeEntry
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SHARE_UNUSABLE = 0, 1, 2, 3  # as cli/exits.py
 
 
 class RequestFailed(Exception):
@@ -80,7 +80,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             return _show_cluster(records.port, args.json)
     except RecordsUnreadable as exc:
         print(f"primacy: {codes.SHARE_UNUSABLE} {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_SHARE_UNUSABLE
 
 
 def _show_cluster(port: ShareObserver, as_json: bool) -> int:

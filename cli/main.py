@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import ssl
 import sys
 import time
@@ -20,10 +21,14 @@ from primacy.cli.doctor import register as register_doctor_commands
 from primacy.cli.epochs import register as register_epochs_commands
 from primacy.cli.exits import (
     EXIT_FAILURE,
+    EXIT_NO_MASTER,
     EXIT_OK,
+    EXIT_OUTPUT_CLOSED,
     EXIT_SHARE_UNUSABLE,
+    CommandLineParser,
     fail,
 )
+from primacy.cli.forget import register as register_forget_command
 from primacy.cli.group_records import (
     GroupRecords,
     RecordsUnreadable,
@@ -51,6 +56,8 @@ def _status_parser(subparsers: Any) -> None:
         description="Show who holds the lock, the current epoch and the known nodes, read from the "
         "share (--share), from the ZooKeeper ensemble of a group that coordinates there "
         "(--zookeeper), or from a running node's status endpoint (--url).",
+        epilog=STATUS_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = status.add_mutually_exclusive_group(required=True)
     source.add_argument("--share", type=Path, help="the shared data directory")
@@ -64,6 +71,15 @@ def _status_parser(subparsers: Any) -> None:
         help="for an https:// --url: the PEM CA to trust (default: the system's)",
     )
     status.set_defaults(func=cmd_status)
+
+
+STATUS_EXIT_CODES = f"""exit codes:
+  0  a live node serves as master (as the share, or the node asked, sees the group)
+  1  the node's endpoint cannot be read
+  3  the share (or the ZooKeeper ensemble) cannot be read
+  {EXIT_NO_MASTER}  no live node serves as master: the group serves no client
+  64 bad command line
+"""
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -84,6 +100,10 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
             data = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return fail(EXIT_FAILURE, f"{codes.STATUS_UNREADABLE} cannot read {target}: {exc}")
+    members = data.get("cluster") or []
+    has_master = bool(data.get("serving")) or any(
+        isinstance(m, dict) and m.get("live") and m.get("role") == "master" for m in members
+    )
     if as_json:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
@@ -97,6 +117,12 @@ def _status_from_url(url: str, as_json: bool, ca_file: Path | None = None) -> in
         )
         if data.get("share_unusable"):  # why it claims nothing, with its code and the fix
             print(f"claims no epoch: {printable(data['share_unusable'])}")
+    if not has_master:
+        print(
+            f"primacy: no live node serves as master, as {printable(data['node'])} sees the group",
+            file=sys.stderr,
+        )
+        return EXIT_NO_MASTER
     return EXIT_OK
 
 
@@ -107,6 +133,9 @@ def _status_from_records(records: GroupRecords, as_json: bool) -> int:
     record = port.read_epoch(latest) if latest else None
     nodes = port.node_entries()
     paused = port.is_paused()
+    now = time.time()
+    masters = [node.node_id for node in nodes if node.is_live(now) and node.role == "master"]
+    found = EXIT_OK if masters else EXIT_NO_MASTER
     if as_json:
         print(
             json.dumps(
@@ -116,12 +145,13 @@ def _status_from_records(records: GroupRecords, as_json: bool) -> int:
                     "epoch_record": None if record is None else record.to_json(),
                     "nodes": [vars(node) for node in nodes],
                     "paused": paused,
+                    "live_masters": masters,
                 },
                 indent=2,
                 sort_keys=True,
             )
         )
-        return EXIT_OK
+        return found
     if holder is None:
         print("lock: never taken")
     elif holder.released:
@@ -138,7 +168,6 @@ def _status_from_records(records: GroupRecords, as_json: bool) -> int:
     print(f"current epoch: {latest}" if latest else "current epoch: none claimed yet")
     if paused:
         print(PAUSED_NOTE)
-    now = time.time()
     roles = {node.node_id: role_shown(node, latest, paused=paused) for node in nodes}
     width = max([9, *(len(role) for role in roles.values())])
     for node in nodes:
@@ -153,7 +182,7 @@ def _status_from_records(records: GroupRecords, as_json: bool) -> int:
             f"no live node is registered as master: if that lasts, `{records.doctor}` "
             "checks whether something else holds the lock"
         )
-    return EXIT_OK
+    return found
 
 
 def _when(unix_s: object) -> str:
@@ -202,7 +231,7 @@ def build_parser(*, run_flags: bool = True) -> argparse.ArgumentParser:
     """The whole command line. ``run_flags=False`` leaves out ``run``'s flags, which are built
     from the configuration's declaration (pydantic): a command that does not run a node need
     not import it."""
-    parser = argparse.ArgumentParser(
+    parser = CommandLineParser(
         prog="primacy",
         description="High availability for message brokers on shared storage: the node holding the "
         "share's lock is master, the others wait and take over when it goes.",
@@ -213,6 +242,7 @@ def build_parser(*, run_flags: bool = True) -> argparse.ArgumentParser:
     _status_parser(subparsers)
     _demo_parser(subparsers)
     register_admin_commands(subparsers)
+    register_forget_command(subparsers)
     register_doctor_commands(subparsers)
     register_journal_commands(subparsers)
     register_epochs_commands(subparsers)
@@ -227,7 +257,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     # No option comes before the command's name but --help and --version, which need no flags.
     args = build_parser(run_flags=own[:1] == ["run"]).parse_args(own)
     args.exec_command = exec_command
-    result: int = args.func(args)
+    if args.command == "run":  # a node: any exception is its bug, with its traceback
+        ran: int = args.func(args)
+        return ran
+    try:
+        result: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The output's reader went away (`primacy doctor --json | head`): what was left to
+        # print is dropped, and the interpreter's flush at exit must not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OUTPUT_CLOSED
     return result
 
 

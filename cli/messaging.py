@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from primacy.cli import codes
-from primacy.cli.exits import EXIT_FAILURE, EXIT_FEWER_THAN_COUNT, EXIT_OK, EXIT_USAGE, fail
+from primacy.cli.exits import (
+    EXIT_FAILURE,
+    EXIT_FEWER_THAN_COUNT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    fail,
+)
 from primacy.cli.terminal import printable
 from primacy.client.consumer import Consumer, Message
 from primacy.client.errors import ClientError
@@ -77,8 +83,9 @@ def register(subparsers: Any) -> None:
 CONSUME_EXIT_CODES = f"""exit codes:
   0  --count messages received, or (without --count) none arrived for --idle-timeout-s
   1  no broker reached, or the connection failed past the failover URL's limits
-  2  bad command line (URL, TLS files)
+  2  the URL or the TLS files are refused
   {EXIT_FEWER_THAN_COUNT}  fewer than --count arrived before --idle-timeout-s passed with none
+  64 bad command line (an unknown option, a missing argument, a --count not a number)
 """
 
 PASSCODE_VARIABLE = "PRIMACY_STOMP_PASSCODE"
@@ -116,11 +123,11 @@ def cmd_send(args: argparse.Namespace) -> int:
     try:
         url = parse_url(args.url)
     except UrlError as error:
-        return fail(EXIT_USAGE, str(error))
+        return fail(EXIT_REFUSED, str(error))
     try:
         producer = Producer(url, window=args.window, **_security(args))
     except (OSError, ValueError) as error:  # a CA or certificate file that cannot be read
-        return fail(EXIT_USAGE, f"cannot use the TLS files: {error}")
+        return fail(EXIT_REFUSED, f"cannot use the TLS files: {error}")
     started = time.monotonic()
     try:
         for number in range(1, args.count + 1):
@@ -139,11 +146,11 @@ def cmd_consume(args: argparse.Namespace) -> int:
     try:
         url = parse_url(args.url)
     except UrlError as error:
-        return fail(EXIT_USAGE, str(error))
+        return fail(EXIT_REFUSED, str(error))
     try:
         consumer = Consumer(url, args.destination, **_security(args))
     except (OSError, ValueError) as error:
-        return fail(EXIT_USAGE, f"cannot use the TLS files: {error}")
+        return fail(EXIT_REFUSED, f"cannot use the TLS files: {error}")
     acknowledged: list[Message] = []  # receipted: the broker journaled the ACK
     started = time.monotonic()
     try:

@@ -227,6 +227,13 @@ class MemoryShareHandle:
         ):
             self.share._master_left()
 
+    def forget_node(self, node_id: str) -> None:
+        if "/" in node_id or "\0" in node_id or node_id in ("", ".", ".."):
+            raise ValueError(f"{node_id!r} cannot name a registry entry")
+        with self.share._mutex:
+            self.share.check()
+            self.share.nodes.pop(node_id, None)
+
     def node_entries(self) -> list[NodeEntry]:
         with self.share._mutex:
             self.share.check()

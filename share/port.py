@@ -161,6 +161,11 @@ class SharePort(ShareObserver, Protocol):
 
     def publish_node(self, entry: NodeEntry) -> None: ...
 
+    def forget_node(self, node_id: str) -> None:
+        """Remove ``node_id``'s registry entry (a node stopped for good); nothing if it has
+        none. ValueError for a name no entry can have. A node still running writes its
+        entry again at its next refresh."""
+
     def pause(self, marker: PauseMarker) -> None: ...
 
     def resume(self) -> None: ...

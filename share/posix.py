@@ -157,6 +157,11 @@ class PosixShare:
             self.layout.node_entry(entry.node_id), entry.to_json(), durable=False
         )
 
+    def forget_node(self, node_id: str) -> None:
+        if "/" in node_id or "\0" in node_id or node_id in ("", ".", ".."):
+            raise ValueError(f"{node_id!r} cannot name a registry entry")
+        safe_io.remove(self.layout.node_entry(node_id))
+
     def node_entries(self) -> list[NodeEntry]:
         found = []
         for name in sorted(safe_io.names_in(self.layout.nodes)):  # never through a symlink

@@ -525,6 +525,11 @@ class ZooKeeperShare:
             raise OSError(errno.EINVAL, f"{entry.node_id!r} cannot name a znode")
         self._write(json.dumps(entry.to_json(), sort_keys=True).encode(), "nodes", entry.node_id)
 
+    def forget_node(self, node_id: str) -> None:
+        if "/" in node_id or "\0" in node_id or node_id in ("", ".", ".."):
+            raise ValueError(f"{node_id!r} cannot name a registry entry")
+        self._delete("nodes", node_id)
+
     def node_entries(self) -> list[NodeEntry]:
         self._caught_up()
         found = []

@@ -7,6 +7,7 @@ the file. Unknown keys and bad values are refused with a message that names the 
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 import socket
@@ -390,6 +391,14 @@ JOURNAL_KEYS = tuple(JournalKeys.model_fields)
 BROKER_KEYS = tuple(BrokerKeys.model_fields)
 
 
+def _did_you_mean(unknown: str) -> str:
+    """The known keys an unknown one is close to, or where the list is: not all 60 of them."""
+    close = difflib.get_close_matches(unknown, CONFIG_KEYS, n=3, cutoff=0.6)
+    if close:
+        return "; did you mean " + " or ".join(repr(key) for key in close) + "?"
+    return "; `primacy run --help` and the operator guide's key tables list the known keys"
+
+
 def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConfig:
     """Merge the TOML file (if any) with flag overrides (flags win) and validate."""
     values: dict[str, Any] = {}
@@ -403,7 +412,7 @@ def load_config(config_file: Path | None, overrides: dict[str, Any]) -> NodeConf
         unknown = sorted(set(values) - set(CONFIG_KEYS))
         if unknown:
             raise ConfigError(
-                f"unknown key {unknown[0]!r} in {config_file}; known keys: {', '.join(CONFIG_KEYS)}"
+                f"unknown key {unknown[0]!r} in {config_file}{_did_you_mean(unknown[0])}"
             )
     values.update({key: value for key, value in overrides.items() if value is not None})
     for required in ("node_id", "share"):

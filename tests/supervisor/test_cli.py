@@ -108,14 +108,14 @@ def test_busy_http_port_exits_4(share: Path) -> None:
 
 def test_status_from_the_share(share: Path) -> None:
     empty = primacy("status", "--share", str(share))
-    assert empty.returncode == 0, empty.stderr
+    assert empty.returncode == 6, empty.stderr  # no node serves as master (EXIT_NO_MASTER)
     assert "lock: never taken" in empty.stdout
     assert "current epoch: none claimed yet" in empty.stdout  # not "epoch 0", no such epoch
     lease = Lease(PosixShare(share), "alpha")
     assert lease.try_acquire()
     epoch = lease.claim_epoch()
     result = primacy("status", "--share", str(share))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 6, result.stderr  # a lock, but no node registered as master
     assert "held by alpha" in result.stdout and f"current epoch: {epoch}" in result.stdout
     lease.release()
     result = primacy("status", "--share", str(share))
