@@ -18,6 +18,10 @@ its request at once, gets in. Connections that are served (logged in, or an HTTP
 answered) are never displaced: past the limits, the newcomer is refused. What a host with
 many networks can still do: docs/safety.md.
 
+The STOMP listener also holds a ``ByteBudget``: bytes, not holders, per network and in all, for
+what its connections' subscriptions and transactions keep (``state_limits.py``); nothing is
+displaced from it, a request past it is refused.
+
 Sans-I/O: the listener closes what is displaced and says why; nothing here touches a socket.
 """
 
