@@ -66,38 +66,69 @@ class State(enum.StrEnum):
     @property
     def role(self) -> Role:
         """What ``/status``, ``/master``, the registry, systemd and the journal are told."""
-        return _ROLE_OF[self]
+        return COLUMNS[self].role
+
+    @property
+    def checks_lease(self) -> bool:
+        """Lease checks run on a timer in this state."""
+        return COLUMNS[self].checks_lease
+
+    @property
+    def hung_check_demotes(self) -> bool:
+        """A lease check that outlives the keepalive period demotes the node."""
+        return COLUMNS[self].hung_check_demotes
 
 
-_ROLE_OF = {
-    State.STARTING: Role.STARTING,
-    State.SLAVE: Role.SLAVE,
-    State.CLAIMING: Role.ACQUIRED,
-    State.RECOVERING: Role.ACQUIRED,
-    State.RECOVERING_PRE_PROMOTE: Role.ACQUIRED,
-    State.PRE_PROMOTE: Role.ACQUIRED,
-    State.WAITING: Role.ACQUIRED,
-    State.PROMOTING: Role.ACQUIRED,
-    State.MASTER: Role.MASTER,
-    State.DEMOTING: Role.DEMOTING,
-    State.DEMOTING_WITH_CHILD: Role.DEMOTING,
-    State.STOPPING: Role.STOPPING,
-    State.STOPPING_WITH_CHILD: Role.STOPPING,
-    State.STOPPED: Role.STOPPED,
+@dataclass(frozen=True)
+class Columns:
+    """What a state is, beside its row of transitions."""
+
+    role: Role
+    checks_lease: bool = False
+    hung_check_demotes: bool = False
+
+
+_ACQUIRED = Columns(Role.ACQUIRED)
+_CHECKED = Columns(Role.ACQUIRED, checks_lease=True, hung_check_demotes=True)
+COLUMNS = {
+    State.STARTING: Columns(Role.STARTING),
+    State.SLAVE: Columns(Role.SLAVE),
+    State.CLAIMING: _ACQUIRED,
+    State.RECOVERING: _ACQUIRED,
+    State.RECOVERING_PRE_PROMOTE: _ACQUIRED,
+    State.PRE_PROMOTE: _CHECKED,
+    State.WAITING: _CHECKED,
+    State.PROMOTING: _CHECKED,
+    State.MASTER: Columns(Role.MASTER, checks_lease=True, hung_check_demotes=True),
+    State.DEMOTING: Columns(Role.DEMOTING),
+    # ... lease checks go on while the exec child stops, so its guardian hears the claim holds
+    State.DEMOTING_WITH_CHILD: Columns(Role.DEMOTING, checks_lease=True),
+    State.STOPPING: Columns(Role.STOPPING),
+    State.STOPPING_WITH_CHILD: Columns(Role.STOPPING, checks_lease=True),
+    State.STOPPED: Columns(Role.STOPPED),
 }
 
 
 @dataclass(frozen=True)
 class Step:
-    """``handler``: the ``RoleMachine`` method run for the event; it returns the next state,
-    one of ``to``, or None to stay."""
+    """``handler``: the ``RoleMachine`` method run for the event; it may move the machine to
+    one of ``to`` only. Where the event leads one way when it goes as planned (a journal
+    opened, a stop that keeps its exec child), that way is ``to[0]``: the table, not the
+    handler, says which."""
 
     handler: str
     to: tuple[State, ...] = ()
+    sets: str = ""  # for ``set``: the machine's field the event's field of that name replaces
 
 
 def go(handler: str, *to: State) -> Step:
     return Step(handler, to)
+
+
+def handlers_missing(machine: type) -> list[str]:
+    """The handlers the table names that ``machine`` lacks (a typo fails at import)."""
+    names = {step.handler for row in TRANSITIONS.values() for step in row.values()}
+    return sorted(name for name in names if not callable(getattr(machine, "_" + name, None)))
 
 
 IGNORED = Step("ignore")  # fits the state by design and changes nothing
@@ -112,10 +143,10 @@ OVERTAKEN = go("io_finished")
 
 # Changes of what the node is told, taken in every state.
 SETTINGS: dict[type, Step] = {
-    PauseChanged: go("set_paused"),
-    PriorityChanged: go("set_priority"),
+    PauseChanged: Step("set", sets="paused"),
+    PriorityChanged: Step("set", sets="priority"),
     TimingsChanged: go("set_timings"),
-    PeersSeen: go("set_peers"),
+    PeersSeen: Step("set", sets="best_other_priority"),
 }
 
 TRANSITIONS: dict[State, dict[type, Step]] = {

@@ -59,7 +59,13 @@ from primacy.supervisor.machine.role_events import (
     TryLock,
     YieldLock,
 )
-from primacy.supervisor.machine.role_table import IGNORED, TRANSITIONS, State, Step
+from primacy.supervisor.machine.role_table import (
+    IGNORED,
+    TRANSITIONS,
+    State,
+    Step,
+    handlers_missing,
+)
 
 # The shortest gap between two lock attempts, however many hints arrive.
 MIN_RETRY_GAP_S = 0.01
@@ -137,11 +143,11 @@ class RoleMachine:
         if self._io_in_flight is not None:
             # Only where an overdue lease check demotes: elsewhere a deadline already past
             # would only make the shell spin until the hung share answers.
-            if self.state in _HUNG_CHECK_DEMOTES and not self.paused:
+            if self.state.hung_check_demotes and not self.paused:
                 deadlines.append(self._io_started_at + self._io_timeout())
         elif self.state in (State.STARTING, State.SLAVE):
             deadlines.append(max(self._next_lock_attempt_at, self.hold_off_until))
-        elif self.state in _CHECKING_STATES:
+        elif self.state.checks_lease:
             deadlines.append(self._next_revalidation_at)
             if self.state is State.WAITING:
                 deadlines.append(self._takeover_ready_at)
@@ -177,14 +183,11 @@ class RoleMachine:
         """The result of a lock operation a stop or demotion overtook: only the worker is free."""
         self._io_done()
 
-    def _set_paused(self, event: PauseChanged, now: float, actions: list[Action]) -> None:
-        self.paused = event.paused
-
-    def _set_priority(self, event: PriorityChanged, now: float, actions: list[Action]) -> None:
-        self.priority = event.priority
-
-    def _set_peers(self, event: PeersSeen, now: float, actions: list[Action]) -> None:
-        self.best_other_priority = event.best_other_priority
+    def _set(
+        self, event: PauseChanged | PriorityChanged | PeersSeen, now: float, actions: list[Action]
+    ) -> None:
+        """What the node is told: the field the table names, replaced."""
+        setattr(self, self._step.sets, getattr(event, self._step.sets))
 
     def _set_timings(self, event: TimingsChanged, now: float, actions: list[Action]) -> None:
         # A shorter keepalive shortens the current claim at once; a longer one only
@@ -259,9 +262,7 @@ class RoleMachine:
 
     def _journal_opened(self, event: JournalOpened, now: float, actions: list[Action]) -> None:
         self._io_done()
-        vetting = self.state is State.RECOVERING_PRE_PROMOTE
-        to = State.PRE_PROMOTE if vetting else State.WAITING
-        self._move(to, "journal recovered and fenced", actions)
+        self._move(self._onward(), "journal recovered and fenced", actions)
 
     def _close_journal(self, event: JournalOpened, now: float, actions: list[Action]) -> None:
         self._io_done()
@@ -273,9 +274,7 @@ class RoleMachine:
         if event.vetoed_because is not None:
             self._hold_off_and_step_down(event.vetoed_because, now, actions)
             return
-        recovering = self.state is State.RECOVERING_PRE_PROMOTE
-        to = State.RECOVERING if recovering else State.WAITING
-        self._move(to, "pre_promote allowed the takeover", actions)
+        self._move(self._onward(), "pre_promote allowed the takeover", actions)
 
     def _tick_waiting(self, event: Tick, now: float, actions: list[Action]) -> None:
         if self._io_in_flight is not None:
@@ -325,8 +324,7 @@ class RoleMachine:
     def _stop_confirming(self, event: LeaseLost, now: float, actions: list[Action]) -> None:
         """The guardian hears of no more checks: its deadline runs out and it kills the tree."""
         self._io_done()
-        demoting = self.state is State.DEMOTING_WITH_CHILD
-        self._move(State.DEMOTING if demoting else State.STOPPING, event.reason, actions)
+        self._move(self._onward(), event.reason, actions)
 
     def _child_exited(self, event: ChildExited, now: float, actions: list[Action]) -> None:
         window = self.timings.child_restart_window_s
@@ -363,8 +361,7 @@ class RoleMachine:
         actions.append(StopServing(graceful=True, reason=event.reason))
 
     def _keep_stopping(self, event: StopRequested, now: float, actions: list[Action]) -> None:
-        child = self.state is State.DEMOTING_WITH_CHILD
-        self._move(State.STOPPING_WITH_CHILD if child else State.STOPPING, event.reason, actions)
+        self._move(self._onward(), event.reason, actions)  # with the child, if it stops one
 
     def _serving_stopped(self, event: ServingStopped, now: float, actions: list[Action]) -> None:
         self._move(State.SLAVE, "serving stopped", actions)
@@ -393,6 +390,10 @@ class RoleMachine:
         old, self.state = self.state, to
         if to.role is not old.role:
             actions.append(RoleChanged(old.role, to.role, self.epoch, reason))
+
+    def _onward(self) -> State:
+        """Where the event leads when it goes as planned: the table's first target for it."""
+        return self._step.to[0]
 
     def _record_check(self, started_at: float) -> None:
         self.last_ok_revalidation_start = started_at
@@ -442,23 +443,5 @@ class RoleMachine:
         return max(now, self._last_lock_attempt_at + MIN_RETRY_GAP_S)
 
 
-# States in which a lease check that outlives the keepalive period demotes the node.
-_HUNG_CHECK_DEMOTES = (State.PRE_PROMOTE, State.WAITING, State.PROMOTING, State.MASTER)
-# States in which lease checks run on a timer.
-_CHECKING_STATES = (
-    State.PRE_PROMOTE,
-    State.WAITING,
-    State.PROMOTING,
-    State.MASTER,
-    State.DEMOTING_WITH_CHILD,
-    State.STOPPING_WITH_CHILD,
-)
-
-_MISSING = {
-    step.handler
-    for row in TRANSITIONS.values()
-    for step in row.values()
-    if not callable(getattr(RoleMachine, "_" + step.handler, None))
-}
-if _MISSING:  # a typo in the table fails at import, not on the day the event comes
-    raise RoleMachineError(f"the table names handlers RoleMachine lacks: {sorted(_MISSING)}")
+if _missing := handlers_missing(RoleMachine):  # a typo in the table fails at import
+    raise RoleMachineError(f"the table names handlers RoleMachine lacks: {_missing}")

@@ -280,3 +280,19 @@ def test_the_pre_promote_command_starts_with_the_recovery() -> None:
     d.machine.has_pre_promote = True
     actions = d.machine.handle(EpochClaimed(3), d.now)
     assert d.kinds(actions) == [RunPrePromote, OpenJournal]
+
+
+def test_the_columns_say_where_lease_checks_run_and_where_a_hung_one_demotes() -> None:
+    checked = {state for state in State if state.checks_lease}
+    assert checked == {
+        State.PRE_PROMOTE,
+        State.WAITING,
+        State.PROMOTING,
+        State.MASTER,
+        State.DEMOTING_WITH_CHILD,  # the exec child's guardian hears the claim holds
+        State.STOPPING_WITH_CHILD,
+    }
+    # Where a check runs on a timer, a Tick starts it: the row has a handler for Tick.
+    assert all(TRANSITIONS[state][roles.Tick].handler != "ignore" for state in checked)
+    demoting = {state for state in State if state.hung_check_demotes}
+    assert demoting == checked - {State.DEMOTING_WITH_CHILD, State.STOPPING_WITH_CHILD}
