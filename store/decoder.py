@@ -174,8 +174,9 @@ def _in_place(
     first_record: npt.NDArray[np.int64],
 ) -> bool:
     """Whether ``fmt.records_fault`` surely finds every record where it belongs: each
-    batch's records numbered on from its first sequence, of its epoch, of a type we write.
-    A whole-array test per rule; False only says "let the store judge each batch"."""
+    batch's records numbered on from its first sequence, of its epoch, of a type we write,
+    no number past ``fmt.MAX_NUMBER``. A whole-array test per rule; False only says "let
+    the store judge each batch"."""
     step = (sequence[1:] - sequence[:-1] == 1) & (epoch[1:] == epoch[:-1])
     step[first_record[1:] - 1] = True  # from one batch to the next, anything goes
     # Sequences past u64 wrap in numpy; the store's arithmetic does not: judge those there.
@@ -185,6 +186,8 @@ def _in_place(
         and np.array_equal(epoch[first_record], batches.epoch)
         and step.all()
         and (last >= batches.first_sequence).all()
+        and (last <= fmt.MAX_NUMBER).all()
+        and (batches.epoch <= fmt.MAX_NUMBER).all()
         and _KNOWN_TYPE[record_type].all()
     )
 

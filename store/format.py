@@ -81,6 +81,9 @@ _HEAP_LENGTHS_AT = tuple(
 )  # (5, 6, 8, 9): their places in an unpacked record header
 
 
+# Epochs and sequences are u64 on disk, but no node reaches 2^63 (both count up from 1),
+# checkpoints hold numbers up to it only, and the replay's columns are signed.
+MAX_NUMBER = 2**63 - 1
 MAX_DESTINATION_BYTES = 0xFFFF
 MAX_MESSAGE_ID_BYTES = 0xFFFF
 
@@ -305,8 +308,8 @@ def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
 
     A batch whose CRC holds but whose records we never wrote (a record type we do
     not know, lengths that do not add up, text that is not UTF-8, sequences or
-    epochs other than the batch's) raises FormatError: the CRC proves the bytes
-    are whole, not that they are ours.
+    epochs other than the batch's, or past ``MAX_NUMBER``) raises FormatError: the
+    CRC proves the bytes are whole, not that they are ours.
     """
     for seq, epoch, ts, record_type, destination, message_id, headers, payload in _walk(batch):
         yield Record(
@@ -333,7 +336,8 @@ def record_keys(batch: bytes | memoryview) -> list[tuple[RecordType, int, str, s
 def records_fault(batch: bytes | memoryview) -> str | None:
     """Why the records of one checked batch are not ones we wrote, or None if they are.
 
-    The one check of a batch's records: the one recovery makes (``record_keys``),
+    The one check of a batch's records (docs/journal-format.md): the one recovery makes
+    (``record_keys``),
     ``iter_records`` and so ``primacy journal`` too, and the verdict the replay reports
     (``store/batch_runs.py`` passes only what this passes, and asks this of the rest).
     """
@@ -351,6 +355,11 @@ def _walk(
     """Each record's sequence, epoch, time, type, destination, id, headers and payload bytes."""
     view = memoryview(batch)
     header = batch_header_at(view)
+    if header.epoch > MAX_NUMBER or header.last_sequence > MAX_NUMBER:
+        raise FormatError(
+            f"the batch's epoch {header.epoch} or last sequence {header.last_sequence} is past "
+            "2^63 - 1, which no node reaches (nor can a checkpoint or the replay hold it)"
+        )
     slots = [
         _RECORD_HEADER.unpack_from(view, BATCH_HEADER_LEN + i * RECORD_HEADER_LEN)
         for i in range(header.record_count)

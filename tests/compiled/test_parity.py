@@ -240,6 +240,7 @@ def test_batches_read_back_alike_whole_or_damaged(rows: list[Any], damage: list[
         lambda m: m.check_batch(raw, 0),
         lambda m: list(m.iter_records(raw)),
         lambda m: m.record_keys(raw),
+        lambda m: m.records_fault(raw),
     ):
         assert outcome(read, compiled) == outcome(read, source)
 

@@ -34,6 +34,7 @@ EXPECTED = {
     "a sequence repeated": "damaged_batch",
     "an unknown record type": "damaged_batch",
     "a destination not UTF-8": "damaged_batch",
+    "a sequence no node reaches": "damaged_batch",
     "a stale master's write past the fence": "fenced",
     "a stale master's batch not ours either": "fenced",
     "a segment no fence lists": "fenced",

@@ -96,6 +96,7 @@ def write_corpus(share: Path, checkpoint: str = "none") -> Corpus:
     a.add(with_record_field(_sends(1, 9, 2), 1, "sequence", 9), "a sequence repeated")
     a.add(with_record_field(_sends(1, 11, 1), 0, "record_type", 9), "an unknown record type")
     a.add(_sends(1, 12, 1, destination=b"/queue/\xff"), "a destination not UTF-8")
+    a.add(_sends(1, 2**63, 1), "a sequence no node reaches")
     a.add(_sends(1, 13, 2))
     fenced_at = len(a.data)
     a.add(_sends(1, 15, 1), "a stale master's write past the fence")

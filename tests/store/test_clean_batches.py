@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from primacy.store.columns import clean_batches
 from primacy.store import format as fmt
+from primacy.store.columns import clean_batches
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore
 from primacy.store.segments import SegmentRef, list_segments, scan_segment

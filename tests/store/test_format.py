@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from primacy.store.columns import RECORD_DTYPE
-from primacy.store.decoder import ARROW_COLUMNS, decode_batch
 from primacy.store import format as fmt
 from primacy.store import payloads
+from primacy.store.columns import RECORD_DTYPE
+from primacy.store.decoder import ARROW_COLUMNS, decode_batch
 
 
 def sample_records() -> list[fmt.EncodedRecord]:
