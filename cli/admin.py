@@ -59,6 +59,7 @@ def register(subparsers: Any) -> None:
         parser.add_argument(
             "--token-file", type=Path, required=True, help="file holding the admin bearer token"
         )
+        parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
         if name == "switchover":
             parser.add_argument(
                 "--to",
@@ -192,18 +193,21 @@ def cmd_switchover(args: argparse.Namespace) -> int:
         # The answer names the target's address as the share listed it when the master chose
         # (its /cluster may be older: a slave that registered a moment ago is not in it yet).
         answer = _request(master_url, "POST", "/switchover", token, body)
-        print(
-            f"switchover from {printable(answer['from'])} to {printable(answer['to'])} "
-            f"(epoch {printable(answer['epoch'])}) ..."
-        )
+        if not args.json:
+            print(
+                f"switchover from {printable(answer['from'])} to {printable(answer['to'])} "
+                f"(epoch {printable(answer['epoch'])}) ..."
+            )
         deadline = started + args.wait_s
         while time.monotonic() < deadline:
             # An unauthenticated GET: the registry's address is good enough to watch.
             if _is_master(f"http://{answer['to_http']}"):
-                print(
-                    f"{printable(answer['to'])} is serving as master after "
-                    f"{time.monotonic() - started:.2f} s"
-                )
+                took_s = time.monotonic() - started
+                if args.json:
+                    shown = {key: answer.get(key) for key in ("from", "to", "epoch", "to_http")}
+                    print(json.dumps({**shown, "serving_after_s": round(took_s, 3)}))
+                else:
+                    print(f"{printable(answer['to'])} is serving as master after {took_s:.2f} s")
                 return EXIT_OK
             time.sleep(0.02)
         raise RequestFailed(
@@ -239,7 +243,10 @@ def _simple(args: argparse.Namespace, path: str, done: str) -> int:
     except RequestFailed as exc:
         print(f"primacy: {codes.ADMIN_COMMAND_FAILED} {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(done)
+    if args.json:
+        print(json.dumps({"paused": path == "/pause", "nodes": args.url}))
+    else:
+        print(done)
     return EXIT_OK
 
 

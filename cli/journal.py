@@ -27,6 +27,7 @@ def register(subparsers: Any) -> None:
 
     verify = commands.add_parser("verify", help="check every batch and every checkpoint")
     verify.add_argument("share", type=Path)
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.set_defaults(func=_reporting_journal_errors(run_verify))
 
     dump = commands.add_parser("dump", help="print valid records in sequence order")
@@ -37,11 +38,13 @@ def register(subparsers: Any) -> None:
 
     stats = commands.add_parser("stats", help="records, bytes, segments, epochs, fenced, damaged")
     stats.add_argument("share", type=Path)
+    stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(func=_reporting_journal_errors(run_stats))
 
 
 def _reporting_journal_errors(command: Command) -> Command:
-    """A journal this release cannot read is one line on stderr and exit status 2."""
+    """A share without a journal is one line on stderr and exit status 3 (as for every
+    command that reads the share); a journal this release cannot read, exit status 2."""
 
     def run(args: argparse.Namespace) -> int:
         journal = journal_dir(args.share)
@@ -51,7 +54,7 @@ def _reporting_journal_errors(command: Command) -> Command:
                 f"journal (no directory {journal})",
                 file=sys.stderr,
             )
-            return 2
+            return 3
         try:
             return command(args)
         except JournalError as error:
@@ -64,6 +67,19 @@ def _reporting_journal_errors(command: Command) -> Command:
 def run_verify(args: argparse.Namespace) -> int:
     result = tools.verify(args.share)
     report = result.report
+    if args.json:
+        verdict = {
+            "ok": result.ok,
+            "segments": report.segments,
+            "batches": report.batches_read,
+            "records": report.records_applied,
+            "fenced_records": report.fenced_records,
+            "damaged": len(report.damaged),
+            "torn_tails": [{"segment": t.segment, "offset": t.offset} for t in report.torn_tails],
+            "problems": list(result.problems),
+        }
+        print(json.dumps(verdict, indent=2, default=str))
+        return 0 if result.ok else 1
     print(
         f"{report.segments} segment(s), {report.batches_read} valid batch(es), "
         f"{report.records_applied} record(s); {len(report.torn_tails)} torn tail(s), "
@@ -109,8 +125,11 @@ def run_dump(args: argparse.Namespace) -> int:
 
 def run_stats(args: argparse.Namespace) -> int:
     figures = tools.stats(args.share)
-    for key, value in asdict(figures).items():
-        print(f"{key}: {printable(value)}")
+    if args.json:
+        print(json.dumps(asdict(figures), indent=2, default=str))
+    else:
+        for key, value in asdict(figures).items():
+            print(f"{key}: {printable(value)}")
     if figures.damaged_batches:
         print("damaged batches: `primacy journal verify` says where and why", file=sys.stderr)
         return 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -50,6 +51,7 @@ def register(subparsers: Any) -> None:
         default=1,
         help="sends in flight before waiting for receipts (default 1: one at a time)",
     )
+    send.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     _add_security_options(send)
     send.set_defaults(func=cmd_send)
 
@@ -76,6 +78,12 @@ def register(subparsers: Any) -> None:
         help="stop when no message arrived for this long (default 5)",
     )
     consume.add_argument("--quiet", action="store_true", help="print only the summary")
+    consume.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON lines on stdout: one object a message (message_id, body, redelivered), "
+        "then the summary (consumed, ...)",
+    )
     _add_security_options(consume)
     consume.set_defaults(func=cmd_consume)
 
@@ -134,11 +142,11 @@ def cmd_send(args: argparse.Namespace) -> int:
             producer.send(args.destination, args.body.replace("{n}", str(number)).encode())
         producer.flush()
     except ClientError as error:
-        _summary_of_sends(producer, time.monotonic() - started)
+        _summary_of_sends(producer, time.monotonic() - started, args.json)
         return fail(EXIT_FAILURE, str(error))
     finally:
         producer.close()
-    _summary_of_sends(producer, time.monotonic() - started)
+    _summary_of_sends(producer, time.monotonic() - started, args.json)
     return EXIT_OK
 
 
@@ -158,7 +166,14 @@ def cmd_consume(args: argparse.Namespace) -> int:
             message = consumer.receive(timeout_s=args.idle_timeout_s)
             if message is None:
                 break
-            if not args.quiet:
+            if args.json and not args.quiet:
+                shown = {
+                    "message_id": message.message_id,
+                    "body": message.body.decode(errors="replace"),
+                    "redelivered": message.redelivered,
+                }
+                print(json.dumps(shown))
+            elif not args.quiet:
                 # Producers choose ids and bodies: escaped (cli/terminal.py), one message a
                 # line, and no escape sequence of theirs reaches the operator's terminal.
                 body = message.body.decode(errors="replace")
@@ -180,6 +195,17 @@ def cmd_consume(args: argparse.Namespace) -> int:
     counted = acknowledged + in_doubt
     distinct = len({message.message_id for message in counted})
     consumed = len(counted)
+    if args.json:
+        summary = {
+            "consumed": consumed,
+            "distinct": distinct,
+            "duplicate": consumed - distinct,
+            "redelivered": sum(message.redelivered for message in counted),
+            "without_receipt": len(in_doubt),
+            "failovers": consumer.failover.reconnects,
+            "elapsed_s": round(elapsed_s, 3),
+        }
+        print(json.dumps(summary))
     print(
         f"consumed {consumed} ({distinct} distinct, {consumed - distinct} duplicate, "
         f"{sum(message.redelivered for message in counted)} redelivered, "
@@ -202,7 +228,17 @@ def _acknowledging(consumer: Consumer, acknowledged: list[Message]) -> int:
     return len(acknowledged) + consumer.unconfirmed + len(consumer.in_doubt)
 
 
-def _summary_of_sends(producer: Producer, elapsed_s: float) -> None:
+def _summary_of_sends(producer: Producer, elapsed_s: float, as_json: bool) -> None:
+    if as_json:
+        summary = {
+            "sent": producer.sent,
+            "receipted": producer.receipted,
+            "resent": producer.resent,
+            "unreceipted": len(producer.unreceipted),
+            "failovers": producer.failover.reconnects,
+            "elapsed_s": round(elapsed_s, 3),
+        }
+        print(json.dumps(summary))
     print(
         f"sent {producer.sent}, receipted {producer.receipted}, resent {producer.resent}, "
         f"unreceipted {len(producer.unreceipted)}, failovers {producer.failover.reconnects}, "

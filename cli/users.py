@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ def register(subparsers: Any) -> None:
     remove.set_defaults(func=cmd_remove)
     listing = commands.add_parser("list", help="list the users and their destinations")
     listing.add_argument("file", type=Path)
+    listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(func=cmd_list)
 
 
@@ -100,6 +102,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         users = load_users(args.file)
     except UsersFileError as exc:
         return fail(EXIT_USAGE, f"{codes.USERS_FILE_REFUSED} {exc}")
+    if args.json:  # never the password hashes
+        shown = [{"name": u.name, "send": u.send, "receive": u.receive} for u in users.values()]
+        print(json.dumps(shown, indent=2))
+        return EXIT_OK
     for user in users.values():
         print(f"{user.name}\tsend: {' '.join(user.send)}\treceive: {' '.join(user.receive)}")
     return EXIT_OK

@@ -22,7 +22,7 @@ from primacy.share.posix import PosixShare
 from primacy.share.records import NodeEntry
 from primacy.supervisor.config import CONFIG_KEYS
 from tests.harness.cli import PRIMACY, primacy
-from tests.harness.group import Group, wait_until
+from tests.harness.group import Group, free_port, wait_until
 
 
 def _commands() -> list[str]:
@@ -131,3 +131,54 @@ def test_a_share_that_cannot_be_read_is_3_on_every_reader(tmp_path: Path, comman
     names = ["n1"] if command == "forget" else []
     result = primacy(command, *names, "--share", str(tmp_path / "no-such-share"))
     assert result.returncode == 3 and "PRIMACY-2002" in result.stderr, result.stderr
+
+
+REPORTING = [
+    ("status",),
+    ("cluster",),
+    ("doctor",),
+    ("forget",),
+    ("journal", "verify"),
+    ("journal", "dump"),
+    ("journal", "stats"),
+    ("users", "list"),
+    ("send",),
+    ("consume",),
+    ("switchover",),
+    ("pause",),
+    ("resume",),
+]
+
+
+@pytest.mark.parametrize("command", REPORTING, ids=" ".join)
+def test_every_command_that_reports_takes_json(command: tuple[str, ...]) -> None:
+    """On 173b3ec only status, cluster, doctor and journal dump had --json."""
+    shown = primacy(*command, "--help")
+    assert shown.returncode == 0 and "--json" in shown.stdout, shown.stdout
+
+
+def test_the_json_reports_parse(group: Group, share: Path, tmp_path: Path) -> None:
+    users = tmp_path / "users.json"
+    added = primacy("users", "add", str(users), "app", stdin="a long password\n")
+    assert added.returncode == 0, added.stderr
+    listed = json.loads(primacy("users", "list", str(users), "--json").stdout)
+    assert [(user["name"], sorted(user)) for user in listed] == [
+        ("app", ["name", "receive", "send"])  # never the password's hash
+    ]
+
+    port = free_port()
+    node = group.start("a", "--stomp", f"127.0.0.1:{port}")
+    wait_until(node.is_master, 30, "a to serve")
+    url = f"tcp://127.0.0.1:{port}"
+    sent = primacy("send", url, "/queue/j", "--count", "3", "--json")
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout)["receipted"] == 3
+    consumed = primacy("consume", url, "/queue/j", "--count", "3", "--json")
+    assert consumed.returncode == 0, consumed.stderr
+    *messages, summary = map(json.loads, consumed.stdout.splitlines())
+    assert [m["body"] for m in messages] == ["message 1", "message 2", "message 3"]
+    assert (summary["consumed"], summary["without_receipt"]) == (3, 0)
+    for command in ("stats", "verify"):
+        report = primacy("journal", command, str(share), "--json")
+        assert report.returncode == 0, report.stderr
+        assert isinstance(json.loads(report.stdout), dict)

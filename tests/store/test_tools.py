@@ -57,5 +57,5 @@ def test_a_missing_share_or_journal_is_an_error_not_an_empty_journal(
     tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for share in (tmp_path / "does-not-exist", tmp_path):
-        assert run(["journal", command, str(share)]) == 2
+        assert run(["journal", command, str(share)]) == 3  # EXIT_SHARE_UNUSABLE
         assert "is not a share with a journal" in capsys.readouterr().err
