@@ -273,19 +273,3 @@ def test_a_forgotten_node_leaves_the_registry(handles: Handles) -> None:
         with pytest.raises(ValueError):
             a.forget_node(name)
     assert [e.node_id for e in b.node_entries()] == ["b"]
-
-
-def test_a_forgotten_node_leaves_the_registry(handles: Handles) -> None:
-    """``primacy forget``: a node stopped for good leaves the registry; forgetting it twice
-    does nothing; a name no entry can have (a path) is refused, not followed."""
-    a, b = handles(), handles()
-    now = time.time()
-    for node in ("a", "b"):
-        a.publish_node(NodeEntry(node, "h", 1, "127.0.0.1:1", "normal", "slave", None, now))
-    b.forget_node("a")
-    assert [e.node_id for e in a.node_entries()] == ["b"]
-    b.forget_node("a")
-    for name in ("", ".", "..", "x/y", "../nodes/b"):
-        with pytest.raises(ValueError):
-            a.forget_node(name)
-    assert [e.node_id for e in b.node_entries()] == ["b"]
