@@ -165,8 +165,9 @@ class BrokerService:
         The broker's books are read on its own loop and nowhere else (they change under any
         other thread, and a dict that changes size while read raises). A loop that does not
         answer within ``_STATS_TIMEOUT_S`` (busy, stuck), or a read that fails, gives the
-        figures last read there, marked ``"stale": true``: never an exception. Once the loop's
-        thread has ended, nothing changes the books, and they are read as they were left."""
+        figures last read there (the first when it started serving): never an exception, and
+        never a dict ``/status`` cannot show. Once the loop's thread has ended, nothing
+        changes the books, and they are read as they were left."""
         broker, loop = self._broker, self._loop
         if broker is None or loop is None:
             return {"running": False}
@@ -192,7 +193,7 @@ class BrokerService:
             log.debug("broker figures not read on its loop: %r", exc)
         except Exception as exc:
             log.warning("broker figures could not be read: %r", exc)
-        return {**(self._last_stats or {"running": False}), "stale": True}
+        return self._last_stats or {"running": False}
 
     def _read_stats(self, broker: Broker) -> dict[str, Any]:
         """On the broker's loop only."""
@@ -318,6 +319,7 @@ class BrokerService:
         except Exception as error:  # reported to start() in the caller's thread
             ready.set_exception(error)
             return
+        self._read_stats(broker)  # so a late answer always has figures to fall back on
         ready.set_result(None)
 
     def _fatal(self, reason: str) -> None:

@@ -166,7 +166,8 @@ class Serving:
             then()
 
     def broker_stats(self) -> dict[str, Any] | None:
-        """For the registry thread: the serving broker's figures (its stats are thread-safe)."""
+        """For the stats thread: the serving broker's figures (read on the broker's own loop;
+        a late or failed read gives the last ones, never an exception)."""
         broker = self._broker  # one read of a reference the loop replaces, never mutates
         return broker.stats() if broker is not None else None
 
