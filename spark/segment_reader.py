@@ -51,6 +51,7 @@ STATUS_OK = "ok"
 STATUS_FENCED = "fenced"
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
+_NANOSECONDS = pa.timestamp("ns", tz="UTC")  # a record header's
 # Journal batches are grouped into Arrow batches of about this many bytes: few enough
 # Python calls per record, and batches large enough for Spark's Arrow transfer.
 ROWS_GROUP_BYTES = 8 * 1024 * 1024
@@ -299,9 +300,9 @@ class _RowsOf:
         group, columns = decoded.kept, decoded.columns
         counts = group.record_count
         offsets = group.offset + self.data_offset
-        arrow = columns.to_arrow()
-        n = arrow.num_rows
+        n = len(columns.sequence)
         commits_us = group.commit_unix_ns // 1000
+        stamps_ns = pa.array(columns.timestamp_unix_ns.view("datetime64[ns]"), _NANOSECONDS)
         rows = pa.RecordBatch.from_arrays(
             [
                 pa.repeat(pa.scalar(self.segment, pa.string()), n),
@@ -309,15 +310,16 @@ class _RowsOf:
                 pa.repeat(pa.scalar(self.status, pa.string()), n),
                 pa.nulls(n, pa.string()),
                 pa.repeat(pa.scalar(self.node, pa.string()), n),
-                arrow.column("epoch").cast(pa.int64()),
-                arrow.column("sequence").cast(pa.int64()),
-                arrow.column("timestamp").cast(_TIMESTAMP, safe=False),
+                # Spark's longs: the decoder passes no epoch or sequence past 2^63 - 1.
+                pa.array(columns.epoch.view(np.int64), pa.int64()),
+                pa.array(columns.sequence.view(np.int64), pa.int64()),
+                stamps_ns.cast(_TIMESTAMP, safe=False),
                 pa.array(np.repeat(commits_us, counts).view("datetime64[us]"), _TIMESTAMP),
-                pc.take(_TYPE_NAMES, arrow.column("record_type")),
-                arrow.column("destination"),
-                arrow.column("message_id"),
-                arrow.column("headers"),
-                arrow.column("payload"),
+                pc.take(_TYPE_NAMES, pa.array(columns.record_type, pa.uint8())),
+                columns.destination.arrow(pa.string()),
+                columns.message_id.arrow(pa.string()),
+                columns.headers.arrow(pa.binary()),
+                columns.payload.arrow(pa.binary()),
                 pa.nulls(n, pa.int64()),
                 pa.repeat(pa.scalar(self.provisional, pa.bool_()), n),
             ],
