@@ -125,7 +125,9 @@ def test_a_thread_that_dies_stops_its_node_with_a_code(
         def broken() -> None:
             raise RuntimeError("a bug in a worker")
 
-        doomed = threading.Thread(target=broken, name="primacy-doomed")
+        # One of the node's own threads (every thread a node starts runs through its
+        # ThreadDeaths, supervisor/shell/thread_deaths.py): no process-wide hook is involved.
+        doomed = node._parts.deaths.thread(broken, "primacy-doomed")
         doomed.start()
         doomed.join()
         runner.join(15)
