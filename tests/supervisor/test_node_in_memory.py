@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,6 @@ import pytest
 from tests.harness.cli import primacy
 from tests.harness.group import MasterPoller, wait_until
 from tests.harness.memory_group import InProcessNode, MemoryGroup
-
-
-@pytest.fixture
-def memory_group(tmp_path: Path) -> Iterator[MemoryGroup]:
-    journal = tmp_path / "share"
-    journal.mkdir()
-    group = MemoryGroup(journal)
-    try:
-        yield group
-    finally:
-        group.close()
 
 
 def test_one_node_serves_and_the_others_answer_503(memory_group: MemoryGroup) -> None:

@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,17 +17,6 @@ import pytest
 from primacy.store import tools
 from tests.harness.group import wait_until
 from tests.harness.memory_group import MemoryGroup
-
-
-@pytest.fixture
-def memory_group(tmp_path: Path) -> Iterator[MemoryGroup]:
-    journal = tmp_path / "share"
-    journal.mkdir()
-    group = MemoryGroup(journal)
-    try:
-        yield group
-    finally:
-        group.close()
 
 
 class InjectedBug(RuntimeError):

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from primacy.cli.localgroup import free_port
 from primacy.share.memory import MemoryShare
@@ -111,17 +107,6 @@ def test_close_ends_both_threads() -> None:
     assert broker.called.wait(WAIT_S)
     loop.close(WAIT_S, final=True)
     assert not loop._thread.is_alive() and not loop._stats_thread.is_alive()
-
-
-@pytest.fixture
-def memory_group(tmp_path: Path) -> Iterator[MemoryGroup]:
-    journal = tmp_path / "share"
-    journal.mkdir()
-    group = MemoryGroup(journal)
-    try:
-        yield group
-    finally:
-        group.close()
 
 
 def test_a_master_whose_broker_loop_is_busy_keeps_its_entry_fresh(
