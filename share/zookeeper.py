@@ -378,14 +378,7 @@ class ZooKeeperShare:
         self._ensure_tree()
         counter = self._znode("epoch")
         while True:
-            data, stat = self._counter()
-            latest = int(stat.version)
-            if data != str(latest).encode():
-                raise OSError(
-                    errno.EIO,
-                    f"the epoch counter {counter} was changed by something other than a claim "
-                    f"(data {data[:32]!r}, version {latest})",
-                )
+            latest = self._claims_counter()
             if latest < self._highest_counter and self._counter_is_at(latest):
                 raise EpochCounterWentBack(self._highest_counter, latest)
             epoch = latest + 1
@@ -471,10 +464,7 @@ class ZooKeeperShare:
         self._ensure_tree()
         counter = self._znode("epoch")
         while True:
-            data, stat = self._counter()
-            latest = int(stat.version)
-            if data != str(latest).encode():
-                raise OSError(errno.EIO, f"the epoch counter {counter} is not a claim's")
+            latest = self._claims_counter()
             if latest >= to_epoch:
                 return latest
             try:
@@ -483,6 +473,19 @@ class ZooKeeperShare:
                 continue  # a claim went by: read again
             if progress is not None:
                 progress(latest + 1)
+
+    def _claims_counter(self) -> int:
+        """The counter's version (a plain read), refusing a counter whose data says otherwise:
+        only claims write it, and each leaves data and version equal."""
+        data, stat = self._counter()
+        latest = int(stat.version)
+        if data != str(latest).encode():
+            raise OSError(
+                errno.EIO,
+                f"the epoch counter {self._znode('epoch')} was changed by something other than "
+                f"a claim (data {data[:32]!r}, version {latest})",
+            )
+        return latest
 
     def _counter(self) -> tuple[bytes, Any]:
         counter = self._znode("epoch")
