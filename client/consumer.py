@@ -5,13 +5,17 @@ deliveries are void and the broker redelivers the messages (``redelivered``).
 ``ack`` therefore reports whether it could still acknowledge; a caller that
 must not process a message twice keeps the ids it handled.
 
-Every ACK asks for a RECEIPT (the broker sends it once the ACK is journaled).
-``ack(message)`` waits for it; ``ack(message, wait=False)`` keeps up to
-``ack_window`` ACKs in flight and takes their receipts as they come, which is
-what lets a consumer acknowledge as fast as it receives. An ACK whose
-connection failed before its receipt is *in doubt*: the broker may have
-journaled it or not. If it did not, the broker delivers the message again and
-the doubt ends there; one that never comes back was acknowledged.
+A RECEIPT from a primacy broker means that its frame and every frame the
+connection sent before it are journaled (broker/replies.py, docs/stomp.md).
+``ack(message)`` asks for one and waits for it; ``ack(message, wait=False)``
+keeps up to ``ack_window`` ACKs in flight, asks a receipt of one ACK in
+``receipt_every`` (and of the one that fills the window), and takes the
+receipts as they come: what lets a consumer acknowledge as fast as it receives.
+``flush`` ends with a receipted BEGIN/ABORT pair when the last ACK asked for
+none. An ACK whose connection failed before its receipt is *in doubt*: the
+broker may have journaled it or not. If it did not, the broker delivers the
+message again and the doubt ends there; one that never comes back was
+acknowledged.
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ class Consumer:
         ack_mode: str = "client-individual",
         prefetch: int = 100,
         receipt_timeout_s: float = 10.0,
-        ack_window: int = 64,
+        ack_window: int = 1024,
+        receipt_every: int = 32,
         **failover_settings: Any,
     ) -> None:
         self.destination = destination
@@ -57,18 +62,24 @@ class Consumer:
         self.prefetch = prefetch
         self.receipt_timeout_s = receipt_timeout_s
         self.ack_window = ack_window
+        self.receipt_every = max(1, min(receipt_every, ack_window))
         self.failover = Failover(url, on_connect=self._subscribe, **failover_settings)
         self.received = 0
         self._frames: deque[Frame] = deque()
         self._receipts = 0
-        self._unconfirmed: dict[str, Message] = {}  # receipt id -> its ACK's message
+        # ACKs sent on this connection and not yet receipted, in order, with the receipt each
+        # asked for (None: confirmed by the next receipt); a None message is a flush's BEGIN.
+        self._unconfirmed: deque[tuple[str | None, Message | None]] = deque()
+        self._asked: set[str] = set()  # the receipts asked for among them
+        self._acks_unconfirmed = 0  # the ACKs among them
+        self._since_asked = 0  # ACKs sent since the last that asked for a receipt
         self._confirmed: list[Message] = []  # receipted since the last take_confirmed()
         self._in_doubt: dict[str, Message] = {}  # message id -> ACK sent, receipt lost
 
     @property
     def unconfirmed(self) -> int:
         """ACKs sent on the current connection whose receipts have not come yet."""
-        return len(self._unconfirmed)
+        return self._acks_unconfirmed
 
     @property
     def in_doubt(self) -> list[Message]:
@@ -116,12 +127,26 @@ class Consumer:
         connection = self.failover.current()
         if message.generation != self.failover.generation:
             return False  # current() had to reconnect: that delivery is void
-        self._receipts += 1
-        receipt = f"ack-{self._receipts}"
+        receipt = None
+        if (
+            wait
+            or self._since_asked + 1 >= self.receipt_every
+            or self.unconfirmed + 1 >= self.ack_window
+        ):
+            self._receipts += 1
+            receipt = f"ack-{self._receipts}"
+        headers = (
+            {"id": message.ack_id}
+            if receipt is None
+            else {"id": message.ack_id, "receipt": receipt}
+        )
         try:
-            connection.send("ACK", {"id": message.ack_id, "receipt": receipt})
-            self._unconfirmed[receipt] = message
-            while receipt in self._unconfirmed if wait else self.unconfirmed > self.ack_window:
+            if receipt is not None:  # with the ACKs queued before it: one write for all
+                connection.send("ACK", headers)
+            else:  # sent with the next receipted one, or before the next wait for the broker
+                connection.send_later("ACK", headers)
+            self._sent(receipt, message)
+            while receipt in self._asked if wait else self.unconfirmed > self.ack_window:
                 self._take_receipt(connection)
         except ConnectionLost as error:
             self._lost(str(error))
@@ -129,11 +154,19 @@ class Consumer:
         return True
 
     def flush(self) -> None:
-        """Wait for the receipts of every ACK sent; those whose connection fails first stay
-        in doubt (``in_doubt``)."""
+        """Wait until every ACK sent is receipted; those whose connection fails first stay in
+        doubt (``in_doubt``)."""
         connection = self.failover.connection
+        if connection is None or not self._unconfirmed:
+            return
         try:
-            while self._unconfirmed and connection is not None:
+            if self._unconfirmed[-1][0] is None:  # the last ACK asked for no receipt
+                self._receipts += 1
+                receipt, transaction = f"ack-{self._receipts}", f"primacy-flush-{self._receipts}"
+                connection.send("BEGIN", {"transaction": transaction, "receipt": receipt})
+                connection.send("ABORT", {"transaction": transaction})
+                self._sent(receipt, None)
+            while self._unconfirmed:
                 self._take_receipt(connection)
         except ConnectionLost as error:
             self._lost(str(error))
@@ -147,21 +180,42 @@ class Consumer:
         frame = connection.read(self.receipt_timeout_s)
         if frame is None:
             raise ConnectionLost(f"no receipt for an ACK within {self.receipt_timeout_s} s")
-        if frame.command == "RECEIPT" and frame.get("receipt-id") in self._unconfirmed:
+        if frame.command == "RECEIPT" and frame.get("receipt-id") in self._asked:
             self._confirm(frame)
             return
         self._check(frame)
         self._frames.append(frame)
 
+    def _sent(self, receipt: str | None, message: Message | None) -> None:
+        self._unconfirmed.append((receipt, message))
+        self._acks_unconfirmed += message is not None
+        self._since_asked = 0 if receipt is not None else self._since_asked + 1
+        if receipt is not None:
+            self._asked.add(receipt)
+
     def _confirm(self, frame: Frame) -> None:
-        message = self._unconfirmed.pop(frame.get("receipt-id") or "", None)
-        if message is not None:
-            self._confirmed.append(message)
+        """A receipt confirms its frame and every frame sent before it."""
+        receipt = frame.get("receipt-id") or ""
+        if receipt not in self._asked:
+            return
+        self._asked.discard(receipt)
+        while self._unconfirmed:
+            asked, message = self._unconfirmed.popleft()
+            if message is not None:
+                self._acks_unconfirmed -= 1
+                self._confirmed.append(message)
+            if asked is not None:
+                self._asked.discard(asked)
+            if asked == receipt:
+                return
 
     def _doubt_unconfirmed(self) -> None:
-        for message in self._unconfirmed.values():
-            self._in_doubt[message.message_id] = message
+        for _, message in self._unconfirmed:
+            if message is not None:
+                self._in_doubt[message.message_id] = message
         self._unconfirmed.clear()
+        self._asked.clear()
+        self._acks_unconfirmed = self._since_asked = 0
 
     def _lost(self, reason: str) -> None:
         self._doubt_unconfirmed()

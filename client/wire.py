@@ -42,6 +42,7 @@ class StompSocket:
         self.parser = FrameParser(BROKER_FRAME_LIMITS)
         self.heart_beat_ms = heart_beat_ms  # the broker's promised interval, 0 if none
         self._frames: list[Frame] = []
+        self._queued: list[bytes] = []  # frames to send with the next write or before a read
 
     @classmethod
     def open(
@@ -90,8 +91,16 @@ class StompSocket:
     def send(self, command: str, headers: Mapping[str, str], body: bytes = b"") -> None:
         self.send_bytes(client_frame(command, headers, body))
 
+    def send_later(self, command: str, headers: Mapping[str, str], body: bytes = b"") -> None:
+        """Queue a frame: it goes with the next ``send``, or before ``read`` waits for the
+        broker. A consumer's ACKs for a burst of messages leave in one write, not one each."""
+        self._queued.append(client_frame(command, headers, body))
+
     def send_bytes(self, data: bytes) -> None:
         """Write frames already encoded (a producer encodes a message once, however often sent)."""
+        if self._queued:
+            data = b"".join([*self._queued, data])
+            self._queued.clear()
         try:
             self.sock.sendall(data)
         except OSError as error:
@@ -110,6 +119,8 @@ class StompSocket:
             wait_s = min(waits) if waits else None
             if deadline is not None and wait_s is not None and wait_s <= 0:
                 return None
+            if self._queued:  # what the broker may be waiting for goes before we wait for it
+                self.send_bytes(b"")
             self.sock.settimeout(wait_s)
             try:
                 data = self.sock.recv(_READ_BYTES)

@@ -8,6 +8,7 @@ right after the MESSAGE that the ACK let through waited for the client's delayed
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import statistics
@@ -97,26 +98,29 @@ def _stomppy_consume(port: int, queue: str, count: int) -> float:
 @pytest.mark.slow
 def test_primacy_consume_keeps_pace_with_stomppys_consumer(group: Group) -> None:
     """A real node, the real command line and stomp.py on the same queue, in turns; each
-    consumes 1000 messages and the best of two turns counts. Before the fix `primacy consume`
-    took 40 ms a message (44 s for 1000)."""
+    empties a fresh queue of 2000 messages three times; the median turn counts. Before the
+    fix `primacy consume` took 40 ms a message (80 s for 2000)."""
     port = free_port()
     node = group.start("n1", "--stomp", f"127.0.0.1:{port}")
     wait_until(node.is_master, 30, "n1 to serve")
     url = f"tcp://127.0.0.1:{port}"
-    sent = primacy("send", url, "/queue/pace", "--count", "4000", "--window", "50")
-    assert sent.returncode == EXIT_OK, sent.stderr
     ours_s, theirs_s = [], []
-    for _ in range(2):
+    for turn in range(6):  # each consumer empties the same fresh queue of 2000, in turns
+        sent = primacy("send", url, "/queue/pace", "--count", "2000", "--window", "100")
+        assert sent.returncode == EXIT_OK, sent.stderr
+        if turn % 2:
+            theirs_s.append(_stomppy_consume(port, "/queue/pace", 2000))
+            continue
         consumed = primacy(
-            "consume", url, "/queue/pace", "--count", "1000", "--quiet", timeout_s=60
+            "consume", url, "/queue/pace", "--count", "2000", "--quiet", "--json", timeout_s=90
         )
         assert consumed.returncode == EXIT_OK, consumed.stderr
-        count, distinct, *_, elapsed_ms = _summary(consumed.stderr)
-        assert (count, distinct) == (1000, 1000)
-        ours_s.append(elapsed_ms / 1000)
-        theirs_s.append(_stomppy_consume(port, "/queue/pace", 1000))
-    # At least as fast, with a tenth for the noise of a shared machine.
-    assert min(ours_s) <= 1.1 * min(theirs_s), (ours_s, theirs_s)
+        summary = json.loads(consumed.stdout)
+        assert (summary["consumed"], summary["distinct"]) == (2000, 2000)
+        ours_s.append(summary["elapsed_s"])
+    # At least as fast: both are bound by the broker (its journal), so a shared machine's noise
+    # decides between near-equal figures; the median turn, and 15 % allow for it.
+    assert statistics.median(ours_s) <= 1.15 * statistics.median(theirs_s), (ours_s, theirs_s)
 
 
 class _AckCutter:
