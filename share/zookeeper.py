@@ -9,20 +9,10 @@ checked against. Under the group's path (``zookeeper_path``):
   cut-off node), and nothing else takes it away. Its data is the session id.
 - ``holder``: the holder record (``HolderInfo``), a persistent znode, so the
   next claimant still reads "released" after the lock itself is gone.
-- ``epoch``: the counter. Its data is the latest claimed epoch and its version
-  equals it, because the only writes it ever gets are claims: a claim sets it
-  to N+1 with expected version N *and* creates ``epochs/N+1`` with the record,
-  in one transaction. Two claims of one number cannot both commit, and no
-  number is skipped.
-- ``epochs/N``: the record of epoch N (``EpochRecord``), rewritten in place.
+- ``epoch`` and ``epochs/N``: the counter and the records of the claims
+  (``share/zookeeper_epochs.py`` says how a claim, the lease check's question
+  and the epoch floor rest on quorum operations).
 - ``nodes/<node-id>``, ``paused``, ``switchover``: the registry and markers.
-
-``epoch_exists`` is the lease check's question ("was N+1 claimed?"). Every
-answer rests on a quorum operation, a transaction of one version check on the
-counter that succeeded, which ZooKeeper orders with every claim: a plain read
-may be served by a server that is behind the leader, and ``sync`` is not a
-quorum operation (a deposed leader may still answer one), so neither is proof
-(docs/safety.md, "Coordination on ZooKeeper").
 
 Every request waits ``request_timeout_s`` at most; a request that fails or
 times out raises ``OSError``, as a hung or unreachable share does, and a lock
@@ -46,12 +36,11 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
     NoAuthError,
     NodeExistsError,
     NoNodeError,
-    RolledBackError,
 )
 from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
 from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
-from primacy.share.port import Capabilities, EpochCounterWentBack, LockLost
+from primacy.share.port import Capabilities, LockLost
 from primacy.share.records import (
     MAX_RECORD_BYTES,
     EpochRecord,
@@ -61,13 +50,12 @@ from primacy.share.records import (
     Switchover,
     parse_epoch_name,
 )
-from primacy.share.zookeeper_access import ZooKeeperAccess, open_to_anyone
+from primacy.share.zookeeper_access import ZooKeeperAccess, secure_group
+from primacy.share.zookeeper_epochs import EpochCounter
 from primacy.share.zookeeper_watch import ZooKeeperWatch, watch_granted_timeout
 
 log = logging.getLogger("primacy.share.zookeeper")
 
-# A znode's version is a signed 32-bit integer; the counter's version is the epoch.
-MAX_ZOOKEEPER_EPOCH = 2**31 - 1
 DEFAULT_PATH = "/primacy"
 # kazoo's connection states, as /status and the metrics name them.
 SESSION_STATES = ("connecting", "connected", "suspended", "lost", "closed")
@@ -99,10 +87,6 @@ class ZooKeeperShare:
         self.path = path.rstrip("/") or "/"
         self.request_timeout_s = request_timeout_s or session_timeout_s
         self._on_session_state = on_session_state
-        self._on_planted_epoch = on_planted_epoch
-        # The highest counter value this handle has confirmed (its own claims included): the
-        # counter only ever grows, so a confirmed value below it is tampering or a restore.
-        self._highest_counter = 0
         self._session_state = "connecting"
         self._lock_session: int | None = None
         self._ensured = False
@@ -114,6 +98,9 @@ class ZooKeeperShare:
             connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
             command_retry=None,
             **self.access.kazoo_options(),
+        )
+        self._epochs = EpochCounter(
+            self.client, self._znode, self._wait, self.request_timeout_s, on_planted_epoch
         )
         self._granted_timeout_s = watch_granted_timeout(self.client)
         self.client.add_listener(self._state_changed)
@@ -212,48 +199,10 @@ class ZooKeeperShare:
         self._ensured = True
 
     def secure_group(self) -> list[str]:
-        """Give every group znode that lets anyone write the group's ACL (a group created
-        without credentials, or by a version that set none): any client may change an open
-        znode's ACL, so this node may too. PermissionError if a znode belongs to another
-        identity (a credentials file naming another user or password). The znodes tightened
-        are returned and kept in ``tightened``."""
-        acl = self.access.acl()
-        if acl is None:
-            return []
-        znodes = [self.path] + [
-            self._znode(name) for name in ("epoch", "holder", "lock", "paused", "switchover")
-        ]
-        for folder in ("epochs", "nodes"):
-            znodes.append(self._znode(folder))
-            try:
-                children = self._wait(self.client.get_children_async(self._znode(folder)))
-            except NoNodeError:
-                continue
-            znodes.extend(self._znode(folder, child) for child in children)
-        asked = [(znode, self.client.get_acls_async(znode)) for znode in znodes]
-        tightened = []
-        for znode, answer in asked:
-            try:
-                found, _ = self._wait(answer)
-            except NoNodeError:
-                continue
-            if self.access.admits(found):
-                continue
-            if not open_to_anyone(found):
-                raise PermissionError(
-                    errno.EACCES,
-                    f"the group's znode {znode} belongs to another ZooKeeper identity "
-                    f"({', '.join(f'{e.id.scheme}:{e.id.id}' for e in found)}): the "
-                    f"credentials file names another user or password than the one that "
-                    "created the group",
-                )
-            try:
-                self._wait(self.client.set_acls_async(znode, acl))
-            except NoNodeError:
-                continue
-            tightened.append(znode)
-        if tightened:
-            log.warning("gave %d open znodes the group's ACL: %s", len(tightened), tightened)
+        """Give every group znode that lets anyone write the group's ACL (``secure_group`` of
+        ``share/zookeeper_access.py``); PermissionError if one belongs to another identity.
+        The znodes tightened are returned and kept in ``tightened``."""
+        tightened = secure_group(self.client, self.access, self._znode, self._wait)
         self.tightened.extend(tightened)
         return tightened
 
@@ -376,124 +325,16 @@ class ZooKeeperShare:
 
     def claim_epoch(self, record: EpochRecord) -> int:
         self._ensure_tree()
-        counter = self._znode("epoch")
-        while True:
-            latest = self._claims_counter()
-            if latest < self._highest_counter and self._counter_is_at(latest):
-                raise EpochCounterWentBack(self._highest_counter, latest)
-            epoch = latest + 1
-            if epoch > MAX_ZOOKEEPER_EPOCH:
-                raise OSError(f"no epoch left to claim on ZooKeeper (past {MAX_ZOOKEEPER_EPOCH})")
-            numbered = record.numbered(epoch).to_bytes()
-            transaction = self.client.transaction()
-            transaction.set_data(counter, str(epoch).encode(), version=latest)
-            transaction.create(self._znode("epochs", str(epoch)), numbered)
-            results = self._wait(transaction.commit_async())
-            if not any(isinstance(result, Exception) for result in results):
-                self._highest_counter = epoch
-                return epoch
-            if isinstance(results[0], RolledBackError) and isinstance(results[1], NodeExistsError):
-                # The counter was at ``latest`` (its check passed) yet epochs/<latest+1>
-                # exists: no claim wrote it (a claim moves the counter in the same step).
-                if self._replace_planted(latest, numbered):
-                    self._highest_counter = epoch
-                    if self._on_planted_epoch is not None:
-                        self._on_planted_epoch(epoch)
-                    return epoch
-                continue
-            if not isinstance(results[0], BadVersionError):
-                failure = next(result for result in results if isinstance(result, Exception))
-                raise OSError(errno.EIO, f"claiming epoch {epoch} failed: {failure!r}")
-            # Another node claimed it first: the next number.
-
-    def _replace_planted(self, latest: int, numbered: bytes) -> bool:
-        """Claim ``latest + 1`` over an epoch znode written outside the protocol, in one
-        transaction that also checks the counter is still at ``latest``; False if something
-        moved meanwhile (the caller reads the counter again)."""
-        epoch_node = self._znode("epochs", str(latest + 1))
-        transaction = self.client.transaction()
-        transaction.set_data(self._znode("epoch"), str(latest + 1).encode(), version=latest)
-        transaction.delete(epoch_node)
-        transaction.create(epoch_node, numbered)
-        results = self._wait(transaction.commit_async())
-        failures = [result for result in results if isinstance(result, Exception)]
-        if not failures:
-            return True
-        if any(isinstance(f, BadVersionError | NoNodeError | NodeExistsError) for f in failures):
-            return False
-        raise OSError(errno.EIO, f"claiming epoch {latest + 1} failed: {failures[0]!r}")
-
-    def _counter_is_at(self, version: int) -> bool:
-        """A quorum check that the counter's version is ``version`` (a plain read is no proof)."""
-        transaction = self.client.transaction()
-        transaction.check(self._znode("epoch"), version)
-        (result,) = self._wait(transaction.commit_async())
-        if isinstance(result, Exception) and not isinstance(result, BadVersionError):
-            raise OSError(errno.EIO, f"checking the epoch counter failed: {result!r}")
-        return not isinstance(result, Exception)
+        return self._epochs.claim(record)
 
     def epoch_exists(self, epoch: int) -> bool:
-        if epoch < 1 or epoch - 1 > MAX_ZOOKEEPER_EPOCH:
-            return False  # the counter's version is a 32-bit integer: no claim goes past it
         self._ensure_tree()
-        deadline = time.monotonic() + self.request_timeout_s
-        guess = epoch - 1  # the lease check's case: its own epoch is the latest claim
-        while True:
-            # A quorum operation, ordered with every claim: its success proves the counter
-            # was at ``guess`` then. A failure proves only "not ``guess``", and the plain read
-            # that gives the next guess may be served by a server that is behind, so no
-            # answer rests on a read: each is confirmed by a check that succeeded.
-            if self._counter_is_at(guess):
-                if guess < self._highest_counter:
-                    raise EpochCounterWentBack(self._highest_counter, guess)
-                self._highest_counter = guess
-                return epoch <= guess
-            if time.monotonic() >= deadline:
-                raise OSError(
-                    errno.ETIMEDOUT, f"the epoch counter kept changing while checking {epoch}"
-                )
-            _, stat = self._counter()
-            guess = int(stat.version)
+        return self._epochs.exists(epoch)
 
     def raise_counter(self, to_epoch: int, progress: Callable[[int], None] | None = None) -> int:
-        """Bring the counter up to ``to_epoch`` (the operator's repair after it went back: the
-        share shows ``to_epoch`` was served), one versioned write a number, each keeping data
-        and version equal as a claim does; the counter's value after. Never lowers it, and
-        every number it passes counts as claimed, which can only fence a master, never let
-        one stay current. ``progress`` hears each value reached."""
+        """Bring the counter up to ``to_epoch``: ``primacy epochs raise`` (``EpochCounter``)."""
         self._ensure_tree()
-        counter = self._znode("epoch")
-        while True:
-            latest = self._claims_counter()
-            if latest >= to_epoch:
-                return latest
-            try:
-                self._wait(self.client.set_async(counter, str(latest + 1).encode(), latest))
-            except BadVersionError:
-                continue  # a claim went by: read again
-            if progress is not None:
-                progress(latest + 1)
-
-    def _claims_counter(self) -> int:
-        """The counter's version (a plain read), refusing a counter whose data says otherwise:
-        only claims write it, and each leaves data and version equal."""
-        data, stat = self._counter()
-        latest = int(stat.version)
-        if data != str(latest).encode():
-            raise OSError(
-                errno.EIO,
-                f"the epoch counter {self._znode('epoch')} was changed by something other than "
-                f"a claim (data {data[:32]!r}, version {latest})",
-            )
-        return latest
-
-    def _counter(self) -> tuple[bytes, Any]:
-        counter = self._znode("epoch")
-        try:
-            data, stat = self._wait(self.client.get_async(counter))
-        except NoNodeError:
-            raise OSError(errno.ENOENT, f"the epoch counter {counter} is gone") from None
-        return bytes(data), stat
+        return self._epochs.raise_to(to_epoch, progress)
 
     def listed_epochs(self) -> list[int]:
         self._ensure_tree()

@@ -19,10 +19,14 @@ dialled; a client certificate and key are sent when given (an ensemble with
 
 from __future__ import annotations
 
+import errno
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
 from kazoo.security import (  # type: ignore[import-untyped]
     ACL,
     Permissions,
@@ -32,6 +36,8 @@ from kazoo.security import (  # type: ignore[import-untyped]
 )
 
 from primacy.share.secret_file import SecretFileError, read_secret_file
+
+log = logging.getLogger("primacy.share.zookeeper")
 
 CREDENTIALS_WHAT = "ZooKeeper credentials file"
 
@@ -158,3 +164,51 @@ def load_access(
     except SecretFileError as exc:
         raise ZooKeeperAccessError(str(exc)) from None
     return ZooKeeperAccess(user, password, tls_ca_file, tls_cert_file, tls_key_file)
+
+
+def secure_group(
+    client: Any, access: ZooKeeperAccess, znode: Callable[..., str], wait: Callable[[Any], Any]
+) -> list[str]:
+    """Give every znode of a group (``znode(*names)`` names them; ``wait`` is the handle's
+        request) that lets anyone write the group's ACL (a group created without credentials,
+        or by a version that set none): any client may change an open znode's ACL, so this node
+        may too. PermissionError if a znode belongs to another identity (a credentials file
+    naming another user or password). The znodes tightened are returned."""
+    acl = access.acl()
+    if acl is None:
+        return []
+    znodes = [znode()] + [
+        znode(name) for name in ("epoch", "holder", "lock", "paused", "switchover")
+    ]
+    for folder in ("epochs", "nodes"):
+        znodes.append(znode(folder))
+        try:
+            children = wait(client.get_children_async(znode(folder)))
+        except NoNodeError:
+            continue
+        znodes.extend(znode(folder, child) for child in children)
+    asked = [(path, client.get_acls_async(path)) for path in znodes]
+    tightened = []
+    for path, answer in asked:
+        try:
+            found, _ = wait(answer)
+        except NoNodeError:
+            continue
+        if access.admits(found):
+            continue
+        if not open_to_anyone(found):
+            raise PermissionError(
+                errno.EACCES,
+                f"the group's znode {path} belongs to another ZooKeeper identity "
+                f"({', '.join(f'{e.id.scheme}:{e.id.id}' for e in found)}): the "
+                f"credentials file names another user or password than the one that "
+                "created the group",
+            )
+        try:
+            wait(client.set_acls_async(path, acl))
+        except NoNodeError:
+            continue
+        tightened.append(path)
+    if tightened:
+        log.warning("gave %d open znodes the group's ACL: %s", len(tightened), tightened)
+    return tightened

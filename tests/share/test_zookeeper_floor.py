@@ -70,7 +70,7 @@ def test_a_planted_epoch_znode_is_replaced_by_the_claim(handles: Handles) -> Non
     replaced: list[int] = []
     port = handles()
     assert isinstance(port, ZooKeeperShare)
-    port._on_planted_epoch = replaced.append
+    port._epochs.on_planted_epoch = replaced.append
     assert claim(port) == 1
     for epoch in range(2, 7):
         port.client.create(f"{port.path}/epochs/{epoch}", b'{"node_id": "stranger"}')
