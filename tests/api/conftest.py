@@ -16,6 +16,7 @@ from primacy.supervisor.shell.node_events import RegistryRead
 from primacy.supervisor.shell.registry_loop import RegistryLoop
 from primacy.supervisor.shell.status import NodeState, build_snapshot
 from tests.broker.nodes import Masters, RawClient
+from tests.harness.group import wait_until
 
 
 @pytest.fixture
@@ -53,6 +54,9 @@ def master_snapshot(tmp_path: Path) -> Iterator[StatusSnapshot]:
             reads.append,
         )
         registry.start()
+        # The entry carries the figures the stats thread last gathered (it never waits on
+        # the broker): let it gather once before the last publication.
+        wait_until(lambda: registry._last_stats is not None, 10, "the broker's figures")
         registry.close(timeout_s=5, final=True)  # the final publication is one more read
         state.saw_registry(reads[-1].cluster, reads[-1].broker_stats)
         yield build_snapshot(config, machine, state, time.monotonic(), "test", None)
