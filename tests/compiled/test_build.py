@@ -7,39 +7,20 @@ either way, holds no compiled module, and the build's output says why.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.compiled.sources import ROOT
+from tests.install.wheelhouse import build_primacy_wheel
 
 pytestmark = pytest.mark.slow
-
-_NOT_SOURCE = shutil.ignore_patterns(
-    *(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.so", "node_modules"),
-    *(".*cache", ".hypothesis"),
-)
 
 
 def _wheel(tmp_path: Path, **env: str) -> tuple[list[str], str]:
     """Build a wheel of a copy of the tree; its file names and the build's output."""
-    tree = tmp_path / "tree"
-    shutil.copytree(ROOT, tree, ignore=_NOT_SOURCE)
-    run = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(tmp_path), str(tree)],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    (wheel,) = tmp_path.glob("primacy-*.whl")
-    return zipfile.ZipFile(wheel).namelist(), run.stdout + run.stderr
+    wheel, output = build_primacy_wheel(tmp_path, tmp_path, verbose=True, **env)
+    return zipfile.ZipFile(wheel).namelist(), output
 
 
 def test_without_a_c_compiler_the_install_is_pure_python_and_says_so(tmp_path: Path) -> None:

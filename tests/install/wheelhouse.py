@@ -31,12 +31,16 @@ _NOT_SOURCE = shutil.ignore_patterns(
 _INSTALL_RECORDS = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}
 
 
-def build_primacy_wheel(out: Path, work: Path, **env: str) -> Path:
-    """``pip wheel`` of a copy of the tree (pip's own build of it, as a sysadmin's), into out."""
+def build_primacy_wheel(
+    out: Path, work: Path, *, verbose: bool = False, **env: str
+) -> tuple[Path, str]:
+    """``pip wheel`` of a copy of the tree (pip's own build of it, as a sysadmin's), into out;
+    the wheel and what the build printed (all of it with ``verbose``)."""
     tree = work / "tree"
     shutil.copytree(ROOT, tree, ignore=_NOT_SOURCE)
+    verbosity = "-v" if verbose else "--quiet"
     run = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(tree)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", verbosity, "-w", str(out), str(tree)],
         env={**os.environ, **env},
         capture_output=True,
         text=True,
@@ -44,7 +48,7 @@ def build_primacy_wheel(out: Path, work: Path, **env: str) -> Path:
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (wheel,) = out.glob("primacy-*.whl")
-    return wheel
+    return wheel, run.stdout + run.stderr
 
 
 def dependencies(name: str = "primacy") -> list[importlib.metadata.Distribution]:
