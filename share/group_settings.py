@@ -5,14 +5,13 @@ Two nodes that lock the share differently never see each other's lock: on Linux 
 the other method takes "the lock" beside the master and claims an epoch (the fence saves
 the data, and the master stops; issue 45). Likewise a node coordinating on the share's
 files beside nodes on ZooKeeper, or on another ZooKeeper path. The first node to start
-records its settings in ``group.json`` with an exclusive create (two first nodes cannot
-both record); every node compares its own with the record before it touches the lock.
+records its settings in ``group.json`` by linking a written file to that name (two first
+nodes cannot both record, and no node reads a half-written record); every node compares its own with the record before it touches the lock.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,8 +21,6 @@ from primacy.share.layout import ShareLayout
 from primacy.share.posix_lock import LockMethod
 
 COORDINATIONS = ("share", "zookeeper")
-# How long a node waits for the record another node is writing at this instant.
-_RECORD_WAIT_S = 2.0
 
 
 class GroupSettingsUnreadable(OSError):
@@ -92,30 +89,15 @@ def agree_group_settings(layout: ShareLayout, mine: GroupSettings) -> GroupSetti
         mine.lock_method, mine.coordination, mine.zookeeper_path, mine.recorded_by, time.time()
     )
     try:
-        fd = safe_io.create_exclusive(layout.group_settings, share_root=True)
-    except FileExistsError:  # another node records its settings at this instant: theirs hold
-        return _wait_for_record(layout)
-    try:
-        os.write(fd, (json.dumps(record.to_json(), sort_keys=True) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    safe_io.fsync_directory(layout.root, share_root=True)
+        safe_io.write_json_exclusively(layout.group_settings, record.to_json(), share_root=True)
+    except FileExistsError:  # another node recorded its settings a moment ago: theirs hold
+        return _the_other_record(layout)
     return record
 
 
-def _wait_for_record(layout: ShareLayout) -> GroupSettings:
-    """The record another node created a moment ago, once its content is there."""
-    deadline = time.monotonic() + _RECORD_WAIT_S
-    while True:
-        try:
-            recorded = read_group_settings(layout)
-        except GroupSettingsUnreadable:
-            if time.monotonic() >= deadline:
-                raise
-            recorded = None
-        if recorded is not None:
-            return recorded
-        if time.monotonic() >= deadline:
-            raise GroupSettingsUnreadable(f"{layout.group_settings} came and went")
-        time.sleep(0.02)
+def _the_other_record(layout: ShareLayout) -> GroupSettings:
+    """The record another node linked into place a moment ago: whole, by construction."""
+    recorded = read_group_settings(layout)
+    if recorded is None:
+        raise GroupSettingsUnreadable(f"{layout.group_settings} came and went")
+    return recorded

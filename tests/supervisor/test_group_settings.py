@@ -9,6 +9,7 @@ stopped with PRIMACY-1514 (JournalFenced).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -104,7 +105,10 @@ def test_two_first_nodes_record_one_setting(share: Path) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+    # Every node got an answer (none read a half-written record) and all the same one.
+    assert len(results) == len(threads)
     assert len({(r.lock_method, r.recorded_by) for r in results}) == 1
+    assert not [name for name in os.listdir(share) if name.endswith(".tmp")]
     assert json.loads(layout.group_settings.read_text())["recorded_by"] == results[0].recorded_by
 
 
