@@ -6,12 +6,12 @@ the other method takes "the lock" beside the master and claims an epoch (the fen
 the data, and the master stops; issue 45). Likewise a node coordinating on the share's
 files beside nodes on ZooKeeper, or on another ZooKeeper path. The first node to start
 records its settings in ``group.json`` by linking a written file to that name (two first
-nodes cannot both record, and no node reads a half-written record); every node compares its own with the record before it touches the lock.
+nodes cannot both record, and no node reads a half-written record); every node compares
+its own with the record before it touches the lock.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from typing import Any

@@ -210,8 +210,13 @@ def write_json_exclusively(path: Path, content: dict[str, Any], share_root: bool
     temporary = _written_aside(path, content, True, share_root)
     try:
         with directory_fd(path.parent, share_root) as directory:
-            os.link(temporary.name, path.name, src_dir_fd=directory, dst_dir_fd=directory,
-                    follow_symlinks=False)
+            os.link(
+                temporary.name,
+                path.name,
+                src_dir_fd=directory,
+                dst_dir_fd=directory,
+                follow_symlinks=False,
+            )
     finally:
         remove(temporary, share_root)
     fsync_directory(path.parent, share_root)
