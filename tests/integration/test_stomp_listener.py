@@ -17,6 +17,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import httpx
 import pytest
 import stomp.exception
 
@@ -95,6 +96,13 @@ def log_time_of(node: NodeProcess, code: str) -> float:
     raise AssertionError(f"{node.node_id} never logged {code}")
 
 
+def records_written(node: NodeProcess) -> int:
+    """Journal records the node committed (each past its fencing check)."""
+    status = httpx.get(f"http://127.0.0.1:{node.port}/status", timeout=5).json()
+    written: int = status["journal"]["records_written"]
+    return written
+
+
 def assert_closed_by_the_broker(client: StompPy) -> None:
     """The broker said why before closing: not a crash, not the process exiting."""
     messages = [error.headers.get("message", "") for error in client.listener.errors]
@@ -124,8 +132,12 @@ def test_demotion_by_a_replaced_lock_file_closes_the_listener_and_connections_at
     old = group.wait_for_master()
     clients = [nodes.connect(old) for _ in range(3)]
     assert clients[0].send("/queue/a", "before", **{"message-id": "m-1"})
+    written = records_written(old)
     clients[1].subscribe("/queue/a", "s1", ack="client-individual")
     assert clients[1].message().headers["message-id"] == "m-1"
+    # The delivery is journaled after the MESSAGE goes out: a lock replaced before that commit
+    # fences it, and the broker stops for its journal (PRIMACY-1514), not for the demotion.
+    wait_until(lambda: records_written(old) > written, 10, "the delivery to be journaled")
 
     replaced_at = time.monotonic()
     (share / "replacement").write_text("")
