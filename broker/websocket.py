@@ -43,6 +43,8 @@ log = logging.getLogger("primacy.broker")
 SUBPROTOCOLS = (Subprotocol("v12.stomp"), Subprotocol("v11.stomp"), Subprotocol("v10.stomp"))
 # A WebSocket message may carry at most one STOMP frame at its size limit, and some room.
 _MESSAGE_ROOM_BYTES = 64 * 1024
+# How long a client has to answer a close frame before its socket is dropped.
+_CLOSE_GRACE_S = 5.0
 _DATA = frozenset({Opcode.TEXT, Opcode.BINARY, Opcode.CONT})  # ping and close: the library's
 
 
@@ -87,6 +89,7 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         self._early: list[bytes] | None = None  # bytes received before TLS was in place
         self._closing = False
         self._lost = False
+        self._close_deadline: asyncio.TimerHandle | None = None
 
     # ---- the socket's side: asyncio.Protocol ----------------------------------------
 
@@ -147,6 +150,8 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         self._lost = True
         self._closing = True
         self.socket = None
+        if self._close_deadline is not None:
+            self._close_deadline.cancel()
         self.stomp.connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -161,11 +166,11 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
                 self._answer(event)
             elif isinstance(event, Frame) and event.opcode in _DATA and not self._lost:
                 self.stomp.data_received(bytes(event.data))
-        self._flush()
         error = self.websocket.parser_exc
         if error is not None and not self._closing:
             self._closing = True
             log.warning("%s: %s", codes.title(codes.WEBSOCKET_PROTOCOL_ERROR), str(error)[:300])
+        self._flush()
 
     def _answer(self, request: Request) -> None:
         response = self.websocket.accept(request)
@@ -185,7 +190,11 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
             self._send(data)
 
     def _flush(self) -> None:
-        """Write what the WebSocket protocol has for the socket; close it when it says so."""
+        """Write what the WebSocket protocol has for the socket. Once the closing handshake is
+        done (or the opening one failed), close the socket; while the client has yet to answer
+        a close frame, wait for it, at most ``_CLOSE_GRACE_S``: a socket closed with the
+        client's close frame still on its way is reset, and a reset can make the client's
+        kernel drop the last frames (the ERROR) before the client has read them."""
         socket = self.socket
         if socket is None:
             return
@@ -193,9 +202,13 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
             if data:
                 socket.write(data)
             elif socket.can_write_eof():
-                socket.write_eof()
-        if self.websocket.state is State.CLOSED or self.websocket.close_expected():
+                socket.write_eof()  # the closing handshake is done: the server ends TCP's
+            else:
+                socket.close()  # TLS cannot half-close
+        if self.websocket.state is State.CLOSED or self.websocket.handshake_exc is not None:
             socket.close()
+        elif self.websocket.close_expected() and self._close_deadline is None:
+            self._close_deadline = self.broker.loop.call_later(_CLOSE_GRACE_S, self.abort)
 
     def _send(self, data: bytes) -> None:
         try:
@@ -227,6 +240,8 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         if self.websocket.state is State.OPEN:
             self.websocket.send_close(1000)
             self._flush()
+            if self.socket is not None:  # the client's close frame must be read
+                self.socket.resume_reading()
         elif self.socket is not None:
             self.socket.close()
 
@@ -239,7 +254,7 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         return self._closing or self.socket is None or self.socket.is_closing()
 
     def pause_reading(self) -> None:
-        if self.socket is not None:
+        if self.socket is not None and not self._closing:
             self.socket.pause_reading()
 
     def resume_reading(self) -> None:
