@@ -14,7 +14,7 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,18 @@ class PageServer:
         self._thread.start()
 
     def last(self, kind: str) -> dict[str, Any] | None:
-        return next((r for r in reversed(self.reports) if r["kind"] == kind), None)
+        """The page's latest report of this kind, without its ``seq``."""
+        found = [report for report in self.reports if report["kind"] == kind]
+        if not found:
+            return None
+        return {k: v for k, v in max(found, key=lambda r: r["seq"]).items() if k != "seq"}
+
+    def wait(self, condition: Callable[[], bool], what: str) -> None:
+        """Wait for what the page reports; on a timeout, say everything it reported."""
+        try:
+            wait_until(condition, 60, what)
+        except AssertionError as timeout:
+            raise AssertionError(f"{timeout}; the page reported: {self.reports}") from None
 
     def close(self) -> None:
         self.server.shutdown()
@@ -122,7 +133,7 @@ def test_stompjs_in_a_browser_gets_every_receipted_message_through_a_failover(
             report = page_server.last("receipted")
             return report["receipted"] if report else []
 
-        wait_until(lambda: len(receipted()) == 20, 60, f"20 receipts: {page_server.reports}")
+        page_server.wait(lambda: len(receipted()) == 20, "20 receipts")
         assert page_server.last("connected") == {
             "kind": "connected",
             "url": f"ws://127.0.0.1:{websockets[first.node_id]}/stomp",
@@ -138,10 +149,9 @@ def test_stompjs_in_a_browser_gets_every_receipted_message_through_a_failover(
             report = page_server.last("received")
             return report["received"] if report else []
 
-        wait_until(
+        page_server.wait(
             lambda: len(receipted()) == 25 and set(received()) >= set(receipted()),
-            60,
-            f"every receipted message received after the failover: {page_server.reports}",
+            "every receipted message received after the failover",
         )
     finally:
         os.killpg(chromium.pid, signal.SIGKILL)
