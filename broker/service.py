@@ -74,6 +74,12 @@ def tcp_listener(listener: socket.socket) -> socket.socket:
     return known
 
 
+def listen(address: tuple[str, int], backlog: int) -> socket.socket:
+    """A bound listening socket for one of the broker's listeners (STOMP, and STOMP over
+    WebSocket): both bind the same way, so what one accepts as an address the other does."""
+    return tcp_listener(socket.create_server(address, backlog=backlog, reuse_port=False))
+
+
 class BrokerLoopFailed(Exception):
     """The broker's loop thread ends with this after an exception escaped a handler."""
 
@@ -124,16 +130,12 @@ class BrokerService:
         if self._thread is not None:
             raise RuntimeError("the broker service was already started")
         backlog = accept_backlog(self.config.max_connections)
-        listener = tcp_listener(
-            socket.create_server((self.host, self.port), backlog=backlog, reuse_port=False)
-        )
+        listener = listen((self.host, self.port), backlog)
         self._address = listener.getsockname()[:2]
         websocket_listener = None
         if self.websocket is not None:
             try:
-                websocket_listener = tcp_listener(
-                    socket.create_server(self.websocket, backlog=backlog, reuse_port=False)
-                )
+                websocket_listener = listen(self.websocket, backlog)
             except OSError:
                 listener.close()
                 raise
