@@ -128,6 +128,7 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         if secured is None or self.socket is None:
             return  # closed while shaking hands
         self.socket = secured
+        secured.set_write_buffer_limits(high=self.broker.config.write_buffer_high_bytes)
         early, self._early = self._early, None
         if early:
             self.data_received(b"".join(early))
