@@ -5,13 +5,17 @@ the WebSocket protocol. The browser and failover side is tests/interop/test_brow
 
 from __future__ import annotations
 
+import socket
 import ssl
 from pathlib import Path
 
 import pytest
+from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Subprotocol
+from websockets.uri import parse_uri
 
 from primacy.broker import codes
 from primacy.broker.config import BrokerConfig
@@ -157,3 +161,41 @@ def test_a_message_over_the_frame_limit_closes_the_connection(
             ws.recv(10)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009  # message too big
     assert codes.WEBSOCKET_PROTOCOL_ERROR in caplog.text
+
+
+def test_a_websocket_client_that_never_reads_stops_being_read(masters: Masters) -> None:
+    # As on TCP (test_memory_attacks.py): BEGIN/ABORT pairs with long receipt ids, two 8 KB
+    # RECEIPTs for each 16 KB sent, to a client that reads nothing. Once the socket's buffer
+    # passes write_buffer_high_bytes the broker stops reading, through the WebSocket link
+    # too, so the client's sends stall long before it has sent what the broker would hold.
+    master = _start(masters)
+    assert master.service.websocket_address is not None
+    client = ClientProtocol(parse_uri(_url(master)), subprotocols=STOMP)
+    flooder = socket.socket()
+    flooder.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    flooder.settimeout(10)
+    flooder.connect(master.service.websocket_address)
+    client.send_request(client.connect())
+    flooder.sendall(b"".join(client.data_to_send()))
+    while client.state is not State.OPEN:
+        client.receive_data(flooder.recv(4096))
+        assert client.handshake_exc is None, client.handshake_exc
+    client.send_text(CONNECT.format("").encode())
+    receipt = "r" * 8000
+    pair = "".join(
+        f"{command}\ntransaction:t\nreceipt:{receipt}\n\n\x00" for command in ("BEGIN", "ABORT")
+    )
+    chunk = (pair * 64).encode()  # 1 MiB in one message
+    sent = 0
+    flooder.settimeout(3.0)  # a broker that stopped reading takes nothing for this long
+    try:
+        while sent < 192 * 1024 * 1024:
+            client.send_text(chunk)
+            flooder.sendall(b"".join(client.data_to_send()))
+            sent += len(chunk)
+    except TimeoutError:
+        pass
+    flooder.close()
+    assert sent < 64 * 1024 * 1024, f"the broker read {sent // (1024 * 1024)} MiB unanswered"
+    with connect(_url(master), subprotocols=STOMP) as ws:  # and serves everyone else
+        _connected(ws)
