@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -117,6 +118,10 @@ def test_stompjs_in_a_browser_gets_every_receipted_message_through_a_failover(
     websockets = {name: free_port() for name in ("a", "b")}
     nodes = {name: _start(group, name, free_port(), port) for name, port in websockets.items()}
     first = group.wait_for_master(30)
+    survivor = nodes["b" if first.node_id == "a" else "a"]
+    wait_until(lambda: survivor.status("/slave") == 200, 30, "the other node a slave")
+    with socket.socket() as probe:  # a slave does not listen for WebSocket clients either
+        assert probe.connect_ex(("127.0.0.1", websockets[survivor.node_id])) != 0
     urls = [f"ws://127.0.0.1:{port}/stomp" for port in websockets.values()]
     page = (
         f"http://127.0.0.1:{page_server.port}/stompjs_failover.html?urls={quote(json.dumps(urls))}"
@@ -143,7 +148,6 @@ def test_stompjs_in_a_browser_gets_every_receipted_message_through_a_failover(
         }
         first.signal(signal.SIGKILL)
         first.process.wait(30)
-        survivor = nodes["b" if first.node_id == "a" else "a"]
 
         def received() -> list[str]:
             report = page_server.last("received")
