@@ -90,6 +90,7 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         self._closing = False
         self._lost = False
         self._close_deadline: asyncio.TimerHandle | None = None
+        self._handshake: asyncio.Task[None] | None = None  # TLS; held so it is not collected
 
     # ---- the socket's side: asyncio.Protocol ----------------------------------------
 
@@ -101,7 +102,7 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         tls = self.broker.tls
         if tls is not None:
             self._early = []
-            self.broker.loop.create_task(self._secure(tls))
+            self._handshake = self.broker.loop.create_task(self._secure(tls))
 
     async def _secure(self, tls: ServerTls) -> None:
         """The TLS handshake, as on the TCP listener: within the CONNECT deadline."""
@@ -118,8 +119,9 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         except (TimeoutError, OSError) as error:  # ssl.SSLError is an OSError
             self.broker.counters.tls_handshakes_failed += 1
             log.warning(
-                "%s: WebSocket: %s",
+                "%s: session %s (WebSocket): %s",
                 codes.title(codes.TLS_HANDSHAKE_FAILED),
+                self.stomp.session,
                 str(error)[:300] or type(error).__name__,
             )
             plain.abort()
@@ -170,7 +172,12 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         error = self.websocket.parser_exc
         if error is not None and not self._closing:
             self._closing = True
-            log.warning("%s: %s", codes.title(codes.WEBSOCKET_PROTOCOL_ERROR), str(error)[:300])
+            log.warning(
+                "%s: session %s: %s",
+                codes.title(codes.WEBSOCKET_PROTOCOL_ERROR),
+                self.stomp.session,
+                str(error)[:300],
+            )
         self._flush()
 
     def _answer(self, request: Request) -> None:
@@ -179,8 +186,9 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         if response.status_code != 101:
             self._closing = True
             log.warning(
-                "%s: %d %s: %s",
+                "%s: session %s: %d %s: %s",
                 codes.title(codes.WEBSOCKET_HANDSHAKE_REFUSED),
+                self.stomp.session,
                 response.status_code,
                 response.reason_phrase,
                 str(self.websocket.handshake_exc)[:300],

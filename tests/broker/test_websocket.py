@@ -64,11 +64,14 @@ def test_the_newest_stomp_subprotocol_offered_is_chosen(
         _connected(ws)
 
 
-def test_a_client_offering_no_stomp_subprotocol_is_refused_with_400(masters: Masters) -> None:
+def test_a_client_offering_no_stomp_subprotocol_is_refused_with_400(
+    masters: Masters, caplog: pytest.LogCaptureFixture
+) -> None:
     master = _start(masters)
     with pytest.raises(InvalidStatus) as refused:
         connect(_url(master), subprotocols=[Subprotocol("mqtt")])
     assert refused.value.response.status_code == 400
+    assert codes.WEBSOCKET_HANDSHAKE_REFUSED in caplog.text
     with connect(_url(master), subprotocols=STOMP) as ws:  # the listener serves on
         _connected(ws)
 
