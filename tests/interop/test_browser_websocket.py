@@ -24,6 +24,7 @@ from urllib.parse import quote
 import pytest
 from websockets.sync.client import connect
 
+from primacy.broker import codes
 from tests.harness.group import Group, NodeProcess, free_port, wait_until
 
 HERE = Path(__file__).parent
@@ -167,9 +168,9 @@ def test_stompjs_in_a_browser_gets_every_receipted_message_through_a_failover(
     assert page_server.last("error") is None, page_server.reports
 
 
-def test_a_python_websocket_client_sends_and_receives_on_a_real_node(group: Group) -> None:
+def test_a_python_websocket_client_on_a_real_node_until_it_stops_serving(group: Group) -> None:
     websocket = free_port()
-    _start(group, "a", free_port(), websocket)
+    node = _start(group, "a", free_port(), websocket)
     group.wait_for_master(30)
     offered = ["v10.stomp", "v11.stomp", "v12.stomp"]
     with connect(f"ws://127.0.0.1:{websocket}/", subprotocols=offered) as ws:  # type: ignore[arg-type]
@@ -181,3 +182,6 @@ def test_a_python_websocket_client_sends_and_receives_on_a_real_node(group: Grou
         ws.send("SUBSCRIBE\ndestination:/queue/py\nid:0\n\n\x00")
         message = str(ws.recv(10))
         assert message.startswith("MESSAGE\n") and message.endswith("\n\nhello\x00"), message
+        node.signal(signal.SIGTERM)  # it stops serving, as at demotion: every client is told
+        error = str(ws.recv(30))
+        assert error.startswith(f"ERROR\nmessage:{codes.SHUTTING_DOWN} "), error
