@@ -58,6 +58,10 @@ HEADER_VALUE_TOO_LONG = "PRIMACY-1542"
 DESTINATION_NAME_TOO_LONG = "PRIMACY-1543"
 CONNECTION_STATE_LIMIT = "PRIMACY-1544"
 NETWORK_STATE_LIMIT = "PRIMACY-1545"
+# STOMP over WebSocket (websocket.py)
+WEBSOCKET_STARTED = "PRIMACY-1570"
+WEBSOCKET_HANDSHAKE_REFUSED = "PRIMACY-1571"
+WEBSOCKET_PROTOCOL_ERROR = "PRIMACY-1572"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -125,6 +129,13 @@ TITLES = {
     NETWORK_STATE_LIMIT: (
         "the subscriptions and open transactions of one network's connections, or of all, "
         "would pass max_state_bytes_per_network or max_state_bytes"
+    ),
+    WEBSOCKET_STARTED: "STOMP over WebSocket listener started (stomp_websocket)",
+    WEBSOCKET_HANDSHAKE_REFUSED: (
+        "a WebSocket opening handshake refused: not a WebSocket upgrade, or no STOMP subprotocol"
+    ),
+    WEBSOCKET_PROTOCOL_ERROR: (
+        "a WebSocket client broke the protocol (bad frame, message over the frame limit): closed"
     ),
 }
 

@@ -77,6 +77,9 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
     """The protocol object asyncio creates for each accepted socket; its client commands are
     ``StompCommands``'s (``commands.py``)."""
 
+    # False when the layer below does the TLS handshake itself (websocket.py: TLS, then HTTP).
+    handshakes_tls = True
+
     def __init__(self, broker: Broker, admission: Admission) -> None:
         self.broker = broker
         self.admission = admission
@@ -145,7 +148,7 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
             )
         self.broker.add_peer(self)
         self._timers.later("connect", self.config.connect_timeout_s, self._connect_deadline)
-        if self.broker.tls is not None:
+        if self.broker.tls is not None and self.handshakes_tls:
             self._early = []  # what arrives before start_tls returns
             self.loop.create_task(self._secure(self.transport))
 

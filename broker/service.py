@@ -36,6 +36,7 @@ from primacy.broker.admission import accept_backlog
 from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
+from primacy.broker.websocket import new_link
 from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
@@ -73,6 +74,12 @@ def tcp_listener(listener: socket.socket) -> socket.socket:
     return known
 
 
+def listen(address: tuple[str, int], backlog: int) -> socket.socket:
+    """A bound listening socket for one of the broker's listeners (STOMP, and STOMP over
+    WebSocket): both bind the same way, so what one accepts as an address the other does."""
+    return tcp_listener(socket.create_server(address, backlog=backlog, reuse_port=False))
+
+
 class BrokerLoopFailed(Exception):
     """The broker's loop thread ends with this after an exception escaped a handler."""
 
@@ -81,12 +88,20 @@ class BrokerService:
     """One master's STOMP listener over one open journal store."""
 
     def __init__(
-        self, store: JournalStore, host: str, port: int, config: BrokerConfig | None = None
+        self,
+        store: JournalStore,
+        host: str,
+        port: int,
+        config: BrokerConfig | None = None,
+        websocket: tuple[str, int] | None = None,
     ) -> None:
         self.store = store
         self.host = host
         self.port = port
         self.config = config or BrokerConfig()
+        # (host, port) of the STOMP over WebSocket listener (websocket.py), or None.
+        self.websocket = websocket
+        self.websocket_address: tuple[str, int] | None = None
         # Called once, on the broker's loop thread, when the journal fails (fenced,
         # write failed, closed): every connection is already aborted by then. It
         # must not block; it may call stop().
@@ -99,6 +114,7 @@ class BrokerService:
         self._thread: threading.Thread | None = None
         self._broker: Broker | None = None
         self._server: asyncio.Server | None = None
+        self._websocket_server: asyncio.Server | None = None
         self._address: tuple[str, int] | None = None
         self._loop_failure: str | None = None  # what escaped a handler, once one did
 
@@ -114,16 +130,22 @@ class BrokerService:
         if self._thread is not None:
             raise RuntimeError("the broker service was already started")
         backlog = accept_backlog(self.config.max_connections)
-        listener = tcp_listener(
-            socket.create_server((self.host, self.port), backlog=backlog, reuse_port=False)
-        )
+        listener = listen((self.host, self.port), backlog)
         self._address = listener.getsockname()[:2]
+        websocket_listener = None
+        if self.websocket is not None:
+            try:
+                websocket_listener = listen(self.websocket, backlog)
+            except OSError:
+                listener.close()
+                raise
+            self.websocket_address = websocket_listener.getsockname()[:2]
         loop = asyncio.new_event_loop()
         ready: asyncio.Future[None] = loop.create_future()
         self._loop = loop
         self._thread = threading.Thread(
             target=self._run_thread,
-            args=(loop, listener, ready),
+            args=(loop, listener, websocket_listener, ready),
             name="primacy-broker",
             daemon=True,
         )
@@ -141,6 +163,8 @@ class BrokerService:
             *self.address,
             self.store.epoch,
         )
+        if self.websocket_address is not None:
+            log.info("%s on %s:%d", codes.title(codes.WEBSOCKET_STARTED), *self.websocket_address)
 
     def stop(self) -> None:
         """Close the listener and every connection at once; stop and join the loop thread."""
@@ -240,10 +264,11 @@ class BrokerService:
         self,
         loop: asyncio.AbstractEventLoop,
         listener: socket.socket,
+        websocket_listener: socket.socket | None,
         ready: asyncio.Future[None],
     ) -> None:
         try:
-            self._run(loop, listener, ready)
+            self._run(loop, listener, websocket_listener, ready)
         except BaseException as exc:
             if self.on_thread_death is None:
                 raise  # threading.excepthook
@@ -253,12 +278,13 @@ class BrokerService:
         self,
         loop: asyncio.AbstractEventLoop,
         listener: socket.socket,
+        websocket_listener: socket.socket | None,
         ready: asyncio.Future[None],
     ) -> None:
         asyncio.set_event_loop(loop)
         loop.set_exception_handler(self._on_loop_exception)
         try:
-            loop.run_until_complete(self._serve(loop, listener, ready))
+            loop.run_until_complete(self._serve(loop, listener, websocket_listener, ready))
             loop.run_forever()
         finally:
             if self._broker is not None:
@@ -268,6 +294,8 @@ class BrokerService:
             finally:
                 loop.close()
                 listener.close()
+                if websocket_listener is not None:
+                    websocket_listener.close()
         if self._loop_failure is not None:  # logged with its traceback already
             raise BrokerLoopFailed(f"{codes.title(codes.LOOP_FAILED)}: {self._loop_failure}")
 
@@ -303,6 +331,7 @@ class BrokerService:
         self,
         loop: asyncio.AbstractEventLoop,
         listener: socket.socket,
+        websocket_listener: socket.socket | None,
         ready: asyncio.Future[None],
     ) -> None:
         try:
@@ -316,6 +345,12 @@ class BrokerService:
                 sock=listener,
                 backlog=accept_backlog(self.config.max_connections),
             )
+            if websocket_listener is not None:  # the same broker and budgets, over WebSocket
+                self._websocket_server = await loop.create_server(
+                    lambda: new_link(broker, admission),
+                    sock=websocket_listener,
+                    backlog=accept_backlog(self.config.max_connections),
+                )
         except Exception as error:  # reported to start() in the caller's thread
             ready.set_exception(error)
             return
@@ -328,13 +363,14 @@ class BrokerService:
             callback(reason)
 
     def _close_listener(self) -> None:
-        if self._server is not None:
-            for listener in self._server.sockets:  # see connection.shut_down
-                try:
-                    listener.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            self._server.close()
+        for server in (self._server, self._websocket_server):
+            if server is not None:
+                for listener in server.sockets:  # see connection.shut_down
+                    try:
+                        listener.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                server.close()
 
     def _shutdown(self) -> None:
         assert self._loop is not None

@@ -115,6 +115,12 @@ class NodeKeys(BaseModel):
         "serve the built-in STOMP broker here while master (off unless given)",
         metavar="HOST:PORT",
     )
+    stomp_websocket: str | None = key(
+        None,
+        "serve the same broker over WebSocket here too (ws://, or wss:// with stomp_tls_cert) "
+        "while master; needs stomp",
+        metavar="HOST:PORT",
+    )
     lock_acquire_sleep_interval_ms: Int = key(
         DEFAULT_LOCK_ACQUIRE_SLEEP_INTERVAL_MS,
         "how often a slave tries the lock",
@@ -240,7 +246,7 @@ class NodeConfig(BrokerKeys, CoordinationKeys, ExecKeys, JournalKeys, NodeKeys):
             )
         return value
 
-    @field_validator("http", "stomp")
+    @field_validator("http", "stomp", "stomp_websocket")
     @classmethod
     def _is_host_port(cls, value: str | None) -> str | None:
         if value is not None:
@@ -265,6 +271,15 @@ class NodeConfig(BrokerKeys, CoordinationKeys, ExecKeys, JournalKeys, NodeKeys):
                 f"stomp ({self.stomp}) and http ({self.http}) would listen on the same port: "
                 "give each its own"
             )
+        if self.stomp_websocket is not None:
+            if self.stomp is None:
+                raise ValueError("stomp_websocket serves the STOMP broker: give stomp too")
+            for other in ("stomp", "http"):
+                if _same_listener(self.stomp_websocket, getattr(self, other)):
+                    raise ValueError(
+                        f"stomp_websocket ({self.stomp_websocket}) and {other} "
+                        f"({getattr(self, other)}) would listen on the same port: give each its own"
+                    )
         return self
 
     @model_validator(mode="after")

@@ -79,7 +79,14 @@ class Serving:
         stomp = self._config.stomp
         if stomp is not None and store is not None:
             host, port = parse_host_port(stomp)
-            service = BrokerService(store, host, port, self._config.broker_config())
+            websocket = self._config.stomp_websocket
+            service = BrokerService(
+                store,
+                host,
+                port,
+                self._config.broker_config(),
+                parse_host_port(websocket) if websocket is not None else None,
+            )
             service.on_fatal = lambda reason: self._post(
                 roles.LeaseLost(f"the journal failed: {reason}")
             )
@@ -92,7 +99,7 @@ class Serving:
                     "%s node %s cannot listen for STOMP on %s (%s); stepping down",
                     codes.SERVING_NOT_STARTED,
                     self._config.node_id,
-                    stomp,
+                    stomp if websocket is None else f"{stomp} and {websocket} (WebSocket)",
                     exc,
                 )
                 return f"cannot listen for STOMP on {stomp}: {exc}"
