@@ -189,7 +189,12 @@ class StompCommands:
         destination = check_destination(frame.get("destination"))
         if self.user is not None:
             authorize(self.user, "receive from", destination, self.broker.counters)
-        subscription_id = required(frame, "id")
+        subscription_id = frame.get("id")
+        implicit_id = subscription_id is None and self.version == "1.0"
+        if subscription_id is None:
+            # STOMP 1.0 needs only the destination, which then names the subscription
+            # (for UNSUBSCRIBE and a 1.0 ACK); 1.1 and 1.2 require the id.
+            subscription_id = destination if implicit_id else required(frame, "id")
         if subscription_id in self.subscriptions:
             raise Refused(codes.BAD_REQUEST, f"subscription id {subscription_id!r} is in use")
         if len(self.subscriptions) >= self.config.max_subscriptions_per_connection:
@@ -212,19 +217,35 @@ class StompCommands:
         except Refused:
             self.broker.counters.subscriptions_refused += 1
             raise
-        subscription = Subscription(self, subscription_id, destination, ack_mode, prefetch)
+        subscription = Subscription(
+            self, subscription_id, destination, ack_mode, prefetch, implicit_id=implicit_id
+        )
         self.subscriptions[subscription_id] = subscription
         self.broker.subscribe(subscription)
         return []
 
     def _on_unsubscribe(self, frame: Frame) -> Writes:
-        subscription_id = required(frame, "id")
-        subscription = self.subscriptions.pop(subscription_id, None)
-        if subscription is None:
-            raise Refused(codes.BAD_REQUEST, f"no subscription with id {subscription_id!r}")
-        self.broker.unsubscribe(subscription)
-        self._legacy_ack_ids.forget_subscription(subscription_id)
-        self.state.refund(subscription_bytes(subscription.destination, subscription_id))
+        subscription_id = frame.get("id")
+        destination = frame.get("destination")
+        if subscription_id is None and destination is not None and self.version == "1.0":
+            # STOMP 1.0 names the subscription by id or by destination: every subscription
+            # of this connection to that destination ends.
+            ids = [
+                s.subscription_id
+                for s in self.subscriptions.values()
+                if s.destination == destination
+            ]
+            if not ids:
+                raise Refused(codes.BAD_REQUEST, f"no subscription to {destination[:100]!r}")
+        else:
+            ids = [required(frame, "id")]
+            if ids[0] not in self.subscriptions:
+                raise Refused(codes.BAD_REQUEST, f"no subscription with id {ids[0]!r}")
+        for ended in ids:
+            subscription = self.subscriptions.pop(ended)
+            self.broker.unsubscribe(subscription)
+            self._legacy_ack_ids.forget_subscription(ended)
+            self.state.refund(subscription_bytes(subscription.destination, ended))
         return []
 
     def _on_ack(self, frame: Frame) -> Writes:

@@ -304,10 +304,11 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
     def deliver(self, subscription: Subscription, message: QueuedMessage, ack_id: str) -> None:
         body = message.body or b""
         headers = [
-            ("subscription", subscription.subscription_id),
             ("message-id", message.shown_id),
             ("destination", message.destination),
         ]
+        if not subscription.implicit_id:
+            headers.insert(0, ("subscription", subscription.subscription_id))
         if subscription.ack_mode is not AckMode.AUTO:
             headers.append(("ack", ack_id))
             if self.version != "1.2":

@@ -64,6 +64,9 @@ class Subscription:
     prefetch: int
     unacked: OrderedDict[str, QueuedMessage] = field(default_factory=OrderedDict)
     auto_acks_in_flight: int = 0  # auto-mode deliveries whose ACK is not yet journaled
+    # A STOMP 1.0 SUBSCRIBE without ``id``: the destination names it, MESSAGEs carry no
+    # ``subscription`` header (the 1.0 specification sends one only when the id was given).
+    implicit_id: bool = False
 
     def has_room(self) -> bool:
         return len(self.unacked) + self.auto_acks_in_flight < self.prefetch
