@@ -36,6 +36,7 @@ from primacy.broker.admission import accept_backlog
 from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
+from primacy.broker.listen_address import listening_socket
 from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
@@ -114,9 +115,7 @@ class BrokerService:
         if self._thread is not None:
             raise RuntimeError("the broker service was already started")
         backlog = accept_backlog(self.config.max_connections)
-        listener = tcp_listener(
-            socket.create_server((self.host, self.port), backlog=backlog, reuse_port=False)
-        )
+        listener = tcp_listener(listening_socket(self.host, self.port, backlog))
         self._address = listener.getsockname()[:2]
         loop = asyncio.new_event_loop()
         ready: asyncio.Future[None] = loop.create_future()
@@ -135,10 +134,12 @@ class BrokerService:
         if error is not None:
             self.stop()
             raise error
+        host, port = self.address
         log.info(
             "%s on %s:%d (epoch %d)",
             codes.title(codes.SERVICE_STARTED),
-            *self.address,
+            f"[{host}]" if ":" in host else host,
+            port,
             self.store.epoch,
         )
 

@@ -48,7 +48,11 @@ class Masters:
         self.started: list[Master] = []
 
     def start(
-        self, config: BrokerConfig | None = None, port: int = 0, **store_settings: Any
+        self,
+        config: BrokerConfig | None = None,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        **store_settings: Any,
     ) -> Master:
         epoch = self.lease.claim_epoch()
         store = JournalStore.open(
@@ -56,7 +60,7 @@ class Masters:
             epoch=epoch,
             fencing_check=self.lease.revalidate,
         )
-        service = BrokerService(store, "127.0.0.1", port, config)
+        service = BrokerService(store, host, port, config)
         master = Master(self.share, self.lease, store, service)
         service.on_fatal = master.fatal.append
         service.start()
