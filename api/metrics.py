@@ -251,6 +251,13 @@ FAMILIES: tuple[Family, ...] = (
         {(): figure("broker.dead_lettered")},
     ),
     FromSnapshot(
+        "primacy_messages_expired",
+        "counter",
+        "Messages that passed their expires header before delivery: dropped, or moved to "
+        "their dead-letter queue if persistent",
+        {(): figure("broker.messages_expired")},
+    ),
+    FromSnapshot(
         "primacy_body_memory_bytes",
         "gauge",
         "Bodies of unacknowledged messages held in memory (max_body_memory_bytes)",

@@ -87,6 +87,7 @@ class BrokerFigures:
     subscriptions_refused: int
     transactions_refused: int
     dead_lettered: int
+    messages_expired: int
     stomp_auth: Literal["users-file", "none"]
     logins_ok: int
     logins_failed: int

@@ -18,7 +18,9 @@ from primacy.broker.ack_ids import LegacyAckIds
 from primacy.broker.authentication import Login, PendingLogin, authorize
 from primacy.broker.backlog import Full
 from primacy.broker.config import BrokerConfig
-from primacy.broker.core import Broker, BrokerFailed
+from primacy.broker.core import Broker
+from primacy.broker.dead_letter import dead_letter_copy_headers, dead_letter_queue, dead_letterable
+from primacy.broker.expiry import EXPIRES_HEADER, expired_on_arrival, is_persistent, parse_expires
 from primacy.broker.flow_control import IF_FULL_HEADER, HeldFrames, check_room
 from primacy.broker.frame_rules import (
     check_destination,
@@ -30,6 +32,7 @@ from primacy.broker.frame_rules import (
 )
 from primacy.broker.frames import VERSIONS, Frame, FrameParser
 from primacy.broker.heartbeats import ConnectionTimers
+from primacy.broker.message_fates import BrokerFailed
 from primacy.broker.message_ids import CLIENT_ID_HEADER, journal_id
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
@@ -154,6 +157,13 @@ class StompCommands:
         for key, value in frame.headers:
             if key not in _NOT_STORED:
                 headers.setdefault(key, value)
+        expires = frame.get(EXPIRES_HEADER)
+        if expires is not None and expired_on_arrival(parse_expires(expires)):
+            if not is_persistent(frame.headers) or not dead_letterable(destination):
+                return self.transactions.now_or_on_commit(frame, self._drop_expired)
+            # Persistent: stored in its dead-letter queue instead, as ActiveMQ does.
+            headers = dead_letter_copy_headers(headers, destination)
+            destination = dead_letter_queue(destination)
         client_id = frame.get("message-id")
         if client_id is None:
             message_id = self.broker.new_message_id()
@@ -184,6 +194,11 @@ class StompCommands:
             return [self._track(sent)]
 
         return self.transactions.now_or_on_commit(frame, send, sends=(destination, message_id))
+
+    def _drop_expired(self) -> Writes:
+        """A SEND past its ``expires`` already, not persistent: receipted, never stored."""
+        self.broker.counters.messages_expired += 1
+        return []
 
     def _on_subscribe(self, frame: Frame) -> Writes:
         destination = check_destination(frame.get("destination"))

@@ -122,6 +122,13 @@ class QueueBook:
         """A message back from a consumer: ready again in its old place, marked redelivered."""
         self.add(replace(message, redelivered=True, returns=message.returns + 1))
 
+    def remove_ready(self, destination: str, orders: set[int]) -> None:
+        """Take these messages out of ``destination``'s ready ones (expired, say)."""
+        queue = self.queues.get(destination)
+        if queue is not None:
+            queue.ready = [message for message in queue.ready if message.order not in orders]
+            heapq.heapify(queue.ready)
+
     def forget_if_unused(self, destination: str) -> None:
         queue = self.queues.get(destination)
         if queue is not None and not queue.ready and not queue.subscriptions:

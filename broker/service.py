@@ -219,6 +219,7 @@ class BrokerService:
             "subscriptions_refused": counters.subscriptions_refused,
             "transactions_refused": counters.transactions_refused,
             "dead_lettered": counters.dead_lettered,
+            "messages_expired": counters.messages_expired,
             "stomp_auth": "users-file" if broker.authenticator is not None else "none",
             "logins_ok": counters.logins_ok,
             "logins_failed": counters.logins_failed,
