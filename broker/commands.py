@@ -158,7 +158,8 @@ class StompCommands:
             if key not in _NOT_STORED:
                 headers.setdefault(key, value)
         expires = frame.get(EXPIRES_HEADER)
-        if expires is not None and expired_on_arrival(parse_expires(expires)):
+        expired = expires is not None and expired_on_arrival(parse_expires(expires))
+        if expired:
             if not is_persistent(frame.headers) or not dead_letterable(destination):
                 return self.transactions.now_or_on_commit(frame, self._drop_expired)
             # Persistent: stored in its dead-letter queue instead, as ActiveMQ does.
@@ -188,6 +189,8 @@ class StompCommands:
         new_id = client_id is None
 
         def send() -> Writes:
+            if expired:
+                self.broker.counters.messages_expired += 1
             sent = self.broker.send(
                 destination, message_id, headers, frame.body, ready, new_id=new_id
             )
