@@ -58,6 +58,9 @@ HEADER_VALUE_TOO_LONG = "PRIMACY-1542"
 DESTINATION_NAME_TOO_LONG = "PRIMACY-1543"
 CONNECTION_STATE_LIMIT = "PRIMACY-1544"
 NETWORK_STATE_LIMIT = "PRIMACY-1545"
+# Temporary queues for request/reply (temp_queues.py): 1546-1547.
+TEMP_QUEUE_LIMIT = "PRIMACY-1546"
+TEMP_QUEUE_NOT_OWNER = "PRIMACY-1547"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -126,6 +129,10 @@ TITLES = {
         "the subscriptions and open transactions of one network's connections, or of all, "
         "would pass max_state_bytes_per_network or max_state_bytes"
     ),
+    TEMP_QUEUE_LIMIT: (
+        "too many temporary queues on one connection (max_temp_queues_per_connection)"
+    ),
+    TEMP_QUEUE_NOT_OWNER: "a SUBSCRIBE to another connection's temporary queue, or to one gone",
 }
 
 

@@ -43,6 +43,12 @@ from primacy.broker.state_limits import (
     subscription_bytes,
     utf8_len,
 )
+from primacy.broker.temp_queues import (
+    REPLY_TO_HEADER,
+    TEMP_PREFIX,
+    ConnectionTempQueues,
+    is_temporary,
+)
 from primacy.broker.transactions import SendKey, Transactions
 from primacy.broker.users import User
 
@@ -66,6 +72,7 @@ class StompCommands:
     subscriptions: dict[str, Subscription]
     transactions: Transactions
     state: StateAccount  # what its subscriptions and transactions hold (state_limits.py)
+    temp_queues: ConnectionTempQueues  # its /temp-queue/NAME queues (temp_queues.py)
     _legacy_ack_ids: LegacyAckIds
     _login: Login | None
     _held: HeldFrames
@@ -150,13 +157,20 @@ class StompCommands:
         return []
 
     def _on_send(self, frame: Frame) -> Writes:
-        destination = check_destination(frame.get("destination"))
-        if self.user is not None:
+        destination = self.temp_queues.resolve(check_destination(frame.get("destination")))
+        # Temporary queues are outside the users file's patterns: anyone logged in may reply.
+        if self.user is not None and not is_temporary(destination):
             authorize(self.user, "send to", destination, self.broker.counters)
         headers: dict[str, str] = {}
         for key, value in frame.headers:
             if key not in _NOT_STORED:
                 headers.setdefault(key, value)
+        reply_to = headers.get(REPLY_TO_HEADER)
+        if reply_to is not None and reply_to.startswith(TEMP_PREFIX):
+            # The replier sends to the full name (made now, so a reply never finds it gone).
+            headers[REPLY_TO_HEADER] = self.temp_queues.resolve(check_destination(reply_to))
+        if is_temporary(destination) and not self.broker.temp_queues.is_live(destination):
+            return self.transactions.now_or_on_commit(frame, self._drop_for_gone_temp_queue)
         expires = frame.get(EXPIRES_HEADER)
         expired = expires is not None and expired_on_arrival(parse_expires(expires))
         if expired:
@@ -198,14 +212,20 @@ class StompCommands:
 
         return self.transactions.now_or_on_commit(frame, send, sends=(destination, message_id))
 
+    def _drop_for_gone_temp_queue(self) -> Writes:
+        """A SEND to a temporary queue whose connection is gone: receipted, never stored."""
+        self.broker.temp_queues.sends_dropped += 1
+        return []
+
     def _drop_expired(self) -> Writes:
         """A SEND past its ``expires`` already, not persistent: receipted, never stored."""
         self.broker.counters.messages_expired += 1
         return []
 
     def _on_subscribe(self, frame: Frame) -> Writes:
-        destination = check_destination(frame.get("destination"))
-        if self.user is not None:
+        destination = self.temp_queues.resolve(check_destination(frame.get("destination")))
+        self.temp_queues.check_subscribe(destination)
+        if self.user is not None and not is_temporary(destination):
             authorize(self.user, "receive from", destination, self.broker.counters)
         subscription_id = frame.get("id")
         implicit_id = subscription_id is None and self.version == "1.0"
@@ -245,6 +265,8 @@ class StompCommands:
     def _on_unsubscribe(self, frame: Frame) -> Writes:
         subscription_id = frame.get("id")
         destination = frame.get("destination")
+        if destination is not None and destination.startswith(TEMP_PREFIX):
+            destination = self.temp_queues.resolve(destination)
         if subscription_id is None and destination is not None and self.version == "1.0":
             # STOMP 1.0 names the subscription by id or by destination: every subscription
             # of this connection to that destination ends.

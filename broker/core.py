@@ -32,6 +32,7 @@ from primacy.broker.message_fates import BrokerFailed, MessageFates
 from primacy.broker.message_ids import generated_id
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
+from primacy.broker.temp_queues import TempQueueRegistry, is_temporary
 from primacy.broker.tls import ServerTls
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
@@ -103,6 +104,8 @@ class Broker(MessageFates):
         self.bodies = BodyLoader(store, loop, self.schedule_dispatch)
         # Stored messages with an ``expires`` header, swept once past it (expiry.py).
         self.expiry = ExpiryWatch(loop, self._expire_due)
+        # Live temporary queues (temp_queues.py); an earlier master's went with its connections.
+        self.temp_queues = TempQueueRegistry()
         # A failover may have delivered these already: consumers see them as redelivered.
         recovered = [
             QueuedMessage(
@@ -118,6 +121,7 @@ class Broker(MessageFates):
             self.book.add(message)
             self.backlog.added(message.destination)
         self.bodies.recovered(recovered)
+        self.delete_temp_queues([name for name in self.book.queues if is_temporary(name)])
         self._order = itertools.count(store.recovered_last_sequence + 1)
 
     # ---- sending -------------------------------------------------------------
@@ -192,7 +196,10 @@ class Broker(MessageFates):
             location = self.store.location_of(message.destination, message.message_id)
         if location is None:
             self.body_memory_bytes += size
-        else:
+        if is_temporary(message.destination) and not self.temp_queues.is_live(message.destination):
+            self._settle_quietly(message)  # its connection closed while it was being stored
+            return
+        if location is not None:
             message = QueuedMessage(
                 message.order, message.destination, message.message_id, journal_location=location
             )
@@ -234,6 +241,8 @@ class Broker(MessageFates):
         for message in messages:
             if message.returns < self.config.max_redeliveries:
                 self.book.requeue(message)
+            elif is_temporary(message.destination):
+                self._settle_quietly(message)  # no dead-letter queue: dropped, as ActiveMQ's are
             elif is_dead_letter_queue(message.destination):
                 self._hold_back(
                     message,
@@ -246,6 +255,19 @@ class Broker(MessageFates):
             self.schedule_dispatch(destination)
 
     # ---- subscriptions and dispatch -------------------------------------------
+
+    def delete_temp_queues(self, names: list[str]) -> None:
+        """Temporary queues whose connection is gone: what they hold is settled (after
+        ``remove_peer`` gave their deliveries back), so no master delivers it again."""
+        for name in names:
+            queue = self.book.queues.get(name)
+            if queue is None:
+                continue
+            held, queue.ready = queue.ready, []
+            self.bodies.forget(name)
+            self.book.forget_if_unused(name)
+            for message in held:  # a failed journal keeps them: the next master settles them
+                self._settle_quietly(message)
 
     def subscribe(self, subscription: Subscription) -> None:
         self.book.subscribe(subscription)

@@ -220,6 +220,8 @@ class BrokerService:
             "transactions_refused": counters.transactions_refused,
             "dead_lettered": counters.dead_lettered,
             "messages_expired": counters.messages_expired,
+            "temp_queues": len(broker.temp_queues.owners),
+            "temp_queue_sends_dropped": broker.temp_queues.sends_dropped,
             "stomp_auth": "users-file" if broker.authenticator is not None else "none",
             "logins_ok": counters.logins_ok,
             "logins_failed": counters.logins_failed,
