@@ -82,9 +82,9 @@ class MessageFates:
             self.settle([message])
         except BrokerFailed:
             return  # every connection is being aborted; the journal keeps the original
-        self.counters.dead_lettered += 1
         if expired:
-            return  # counted as expired too; a flood of them must not flood the log
+            return  # counted as expired (``_expire``); a flood of them must not flood the log
+        self.counters.dead_lettered += 1
         log.warning(
             "%s: message %r of %s moved to %s: %s",
             codes.title(codes.DEAD_LETTERED),

@@ -79,6 +79,13 @@ class ConnectionTempQueues:
             self._create(full)
         return full
 
+    def shown_name(self, destination: str) -> str:
+        """The ``destination`` of a MESSAGE to this connection: its own temporary queues by the
+        name it uses (``/temp-queue/NAME``), as ActiveMQ shows them."""
+        if destination.startswith(self.prefix):
+            return TEMP_PREFIX + destination[len(self.prefix) :]
+        return destination
+
     def check_subscribe(self, destination: str) -> None:
         """Refused unless this connection owns the temporary queue ``destination``."""
         if is_temporary(destination) and self.registry.owners.get(destination) is not self.owner:

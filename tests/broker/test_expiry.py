@@ -105,6 +105,8 @@ def test_a_persistent_message_expiring_in_its_queue_moves_to_the_dead_letter_que
     )
     eventually(lambda: _pending(masters, "/queue/DLQ.p") == ["p"], "the move to the DLQ")
     assert _pending(masters, "/queue/p") == []
+    stats = master.service.stats()
+    assert (stats["messages_expired"], stats["dead_lettered"]) == (1, 0)
     producer.close()
 
 

@@ -35,6 +35,7 @@ def test_a_request_and_its_reply_round_trip(masters: Masters) -> None:
     assert replier.send(reply_to, "answer to q-1", **{"correlation-id": "q-1"})
     reply = requester.message()
     assert (reply.body, reply.headers["correlation-id"]) == ("answer to q-1", "q-1")
+    assert reply.headers["destination"] == "/temp-queue/replies"  # the name it used
     assert master.service.stats()["temp_queues"] == 1
     requester.close()
     replier.close()
