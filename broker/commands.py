@@ -265,8 +265,8 @@ class StompCommands:
     def _on_unsubscribe(self, frame: Frame) -> Writes:
         subscription_id = frame.get("id")
         destination = frame.get("destination")
-        if destination is not None and destination.startswith(TEMP_PREFIX):
-            destination = self.temp_queues.resolve(destination)
+        if destination is not None:
+            destination = self.temp_queues.full_name(destination)
         if subscription_id is None and destination is not None and self.version == "1.0":
             # STOMP 1.0 names the subscription by id or by destination: every subscription
             # of this connection to that destination ends.

@@ -267,6 +267,7 @@ class BrokerService:
         finally:
             if self._broker is not None:
                 self._broker.bodies.close()
+                self._broker.expiry.close()
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:

@@ -71,13 +71,18 @@ class ConnectionTempQueues:
         as the full name (made now if new), anything else unchanged."""
         if not destination.startswith(TEMP_PREFIX):
             return destination
-        name = destination[len(TEMP_PREFIX) :]
-        if not name:
+        if len(destination) == len(TEMP_PREFIX):
             raise Refused(codes.UNSUPPORTED_DESTINATION, "a temporary queue needs a name")
-        full = self.prefix + name
+        full = self.full_name(destination)
         if full not in self.registry.owners:
             self._create(full)
         return full
+
+    def full_name(self, destination: str) -> str:
+        """What ``resolve`` gives, without making the queue."""
+        if destination.startswith(TEMP_PREFIX):
+            return self.prefix + destination[len(TEMP_PREFIX) :]
+        return destination
 
     def shown_name(self, destination: str) -> str:
         """The ``destination`` of a MESSAGE to this connection: its own temporary queues by the
