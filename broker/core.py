@@ -23,9 +23,7 @@ from primacy.broker.backlog import Backlog
 from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
 from primacy.broker.counters import Counters
-from primacy.broker.dead_letter import (
-    is_dead_letter_queue,
-)
+from primacy.broker.dead_letter import is_dead_letter_queue
 from primacy.broker.expiry import ExpiryWatch, expires_at_ms, now_ms
 from primacy.broker.journal_waits import JournalWaits
 from primacy.broker.message_fates import BrokerFailed, MessageFates
