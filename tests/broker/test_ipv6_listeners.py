@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from primacy.broker.config import BrokerConfig
-from tests.broker.nodes import Masters
+from primacy.client.producer import Producer
+from tests.broker.nodes import Masters, stored_state
 from tests.broker.stomppy import StompPy
 from tests.harness.group import free_port, wait_until
 from tests.harness.tls_certs import issue, make_pki
@@ -52,6 +53,16 @@ def test_stomp_listens_on_the_ipv6_loopback(masters: Masters) -> None:
     host, port = master.address
     assert host == "::1"
     assert _round_trip(("::1", port), "/queue/six") == "over ::1"
+
+
+def test_our_failover_client_reaches_a_master_on_ipv6(masters: Masters) -> None:
+    port = masters.start(host="::1").address[1]
+    producer = Producer(f"failover:(tcp://[::1]:{port})?initialReconnectDelay=10")
+    try:
+        message_id = producer.send("/queue/ours6", b"over [::1]")
+    finally:
+        producer.close()
+    assert list(stored_state(masters.share).pending["/queue/ours6"]) == [message_id]
 
 
 def test_the_ipv6_wildcard_serves_both_families(masters: Masters) -> None:
