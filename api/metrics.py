@@ -251,6 +251,25 @@ FAMILIES: tuple[Family, ...] = (
         {(): figure("broker.dead_lettered")},
     ),
     FromSnapshot(
+        "primacy_messages_expired",
+        "counter",
+        "Messages that passed their expires header before delivery: dropped, or moved to "
+        "their dead-letter queue if persistent",
+        {(): figure("broker.messages_expired")},
+    ),
+    FromSnapshot(
+        "primacy_temp_queues",
+        "gauge",
+        "Temporary queues (/temp-queue/NAME) of the connections open now",
+        {(): figure("broker.temp_queues")},
+    ),
+    FromSnapshot(
+        "primacy_temp_queue_sends_dropped",
+        "counter",
+        "SENDs to a temporary queue whose connection was gone: receipted, not stored",
+        {(): figure("broker.temp_queue_sends_dropped")},
+    ),
+    FromSnapshot(
         "primacy_body_memory_bytes",
         "gauge",
         "Bodies of unacknowledged messages held in memory (max_body_memory_bytes)",

@@ -116,6 +116,10 @@ class ApiServer:
         family, _, _, _, address = infos[0]
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and address[0] == "::":
+            # The IPv6 wildcard takes IPv4 too (what the config's conflict check assumes),
+            # whatever the host's net.ipv6.bindv6only says.
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         try:
             sock.bind(address)
             sock.listen(128)

@@ -87,6 +87,9 @@ class BrokerFigures:
     subscriptions_refused: int
     transactions_refused: int
     dead_lettered: int
+    messages_expired: int
+    temp_queues: int
+    temp_queue_sends_dropped: int
     stomp_auth: Literal["users-file", "none"]
     logins_ok: int
     logins_failed: int

@@ -48,6 +48,7 @@ class BodyLoader:
         # order -> the message with its body, or None if it could not be read.
         self._bodies: dict[int, QueuedMessage | None] = {}
         self._reading: set[str] = set()
+        self._gone: set[str] = set()  # forgotten while a batch of theirs was being read
         self._jobs: queue.SimpleQueue[tuple[str, list[QueuedMessage]] | None] = queue.SimpleQueue()
         # A daemon: a read stuck on a hung share must not keep the process from exiting.
         self._thread = threading.Thread(target=self._run, name="primacy-body-reader", daemon=True)
@@ -72,6 +73,13 @@ class BodyLoader:
             return message
         return self._bodies.pop(message.order)
 
+    def forget(self, destination: str) -> None:
+        """``destination`` is gone (a temporary queue): its bodies are not wanted any more;
+        a batch being read for it is dropped when it comes back."""
+        self._unread.pop(destination, None)
+        if destination in self._reading:
+            self._gone.add(destination)
+
     def request(self, destination: str) -> None:
         """Read the next batch of ``destination``'s bodies, unless a read is under way."""
         unread = self._unread.get(destination)
@@ -90,6 +98,9 @@ class BodyLoader:
         self, destination: str, bodies: dict[int, QueuedMessage | None], unread: list[QueuedMessage]
     ) -> None:
         self._reading.discard(destination)
+        if destination in self._gone:
+            self._gone.discard(destination)
+            return
         self._bodies.update(bodies)
         if unread:  # past the batch's byte budget: first in line for the next request
             self._unread.setdefault(destination, deque()).extendleft(reversed(unread))

@@ -58,6 +58,9 @@ HEADER_VALUE_TOO_LONG = "PRIMACY-1542"
 DESTINATION_NAME_TOO_LONG = "PRIMACY-1543"
 CONNECTION_STATE_LIMIT = "PRIMACY-1544"
 NETWORK_STATE_LIMIT = "PRIMACY-1545"
+# Temporary queues for request/reply (temp_queues.py): 1546-1547.
+TEMP_QUEUE_LIMIT = "PRIMACY-1546"
+TEMP_QUEUE_NOT_OWNER = "PRIMACY-1547"
 # STOMP over WebSocket (websocket.py)
 WEBSOCKET_STARTED = "PRIMACY-1570"
 WEBSOCKET_HANDSHAKE_REFUSED = "PRIMACY-1571"
@@ -130,6 +133,10 @@ TITLES = {
         "the subscriptions and open transactions of one network's connections, or of all, "
         "would pass max_state_bytes_per_network or max_state_bytes"
     ),
+    TEMP_QUEUE_LIMIT: (
+        "too many temporary queues on one connection (max_temp_queues_per_connection)"
+    ),
+    TEMP_QUEUE_NOT_OWNER: "a SUBSCRIBE to another connection's temporary queue, or to one gone",
     WEBSOCKET_STARTED: "STOMP over WebSocket listener started (stomp_websocket)",
     WEBSOCKET_HANDSHAKE_REFUSED: (
         "a WebSocket opening handshake refused: not a WebSocket upgrade, or no STOMP subprotocol"

@@ -18,7 +18,9 @@ from primacy.broker.ack_ids import LegacyAckIds
 from primacy.broker.authentication import Login, PendingLogin, authorize
 from primacy.broker.backlog import Full
 from primacy.broker.config import BrokerConfig
-from primacy.broker.core import Broker, BrokerFailed
+from primacy.broker.core import Broker
+from primacy.broker.dead_letter import dead_letter_copy_headers, dead_letter_queue, dead_letterable
+from primacy.broker.expiry import EXPIRES_HEADER, expired_on_arrival, is_persistent, parse_expires
 from primacy.broker.flow_control import IF_FULL_HEADER, HeldFrames, check_room
 from primacy.broker.frame_rules import (
     check_destination,
@@ -30,6 +32,7 @@ from primacy.broker.frame_rules import (
 )
 from primacy.broker.frames import VERSIONS, Frame, FrameParser
 from primacy.broker.heartbeats import ConnectionTimers
+from primacy.broker.message_fates import BrokerFailed
 from primacy.broker.message_ids import CLIENT_ID_HEADER, journal_id
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
@@ -39,6 +42,12 @@ from primacy.broker.state_limits import (
     check_header_values,
     subscription_bytes,
     utf8_len,
+)
+from primacy.broker.temp_queues import (
+    REPLY_TO_HEADER,
+    TEMP_PREFIX,
+    ConnectionTempQueues,
+    is_temporary,
 )
 from primacy.broker.transactions import SendKey, Transactions
 from primacy.broker.users import User
@@ -63,6 +72,7 @@ class StompCommands:
     subscriptions: dict[str, Subscription]
     transactions: Transactions
     state: StateAccount  # what its subscriptions and transactions hold (state_limits.py)
+    temp_queues: ConnectionTempQueues  # its /temp-queue/NAME queues (temp_queues.py)
     _legacy_ack_ids: LegacyAckIds
     _login: Login | None
     _held: HeldFrames
@@ -147,13 +157,28 @@ class StompCommands:
         return []
 
     def _on_send(self, frame: Frame) -> Writes:
-        destination = check_destination(frame.get("destination"))
-        if self.user is not None:
+        destination = self.temp_queues.resolve(check_destination(frame.get("destination")))
+        # Temporary queues are outside the users file's patterns: anyone logged in may reply.
+        if self.user is not None and not is_temporary(destination):
             authorize(self.user, "send to", destination, self.broker.counters)
         headers: dict[str, str] = {}
         for key, value in frame.headers:
             if key not in _NOT_STORED:
                 headers.setdefault(key, value)
+        reply_to = headers.get(REPLY_TO_HEADER)
+        if reply_to is not None and reply_to.startswith(TEMP_PREFIX):
+            # The replier sends to the full name (made now, so a reply never finds it gone).
+            headers[REPLY_TO_HEADER] = self.temp_queues.resolve(check_destination(reply_to))
+        if is_temporary(destination) and not self.broker.temp_queues.is_live(destination):
+            return self.transactions.now_or_on_commit(frame, self._drop_for_gone_temp_queue)
+        expires = frame.get(EXPIRES_HEADER)
+        expired = expires is not None and expired_on_arrival(parse_expires(expires))
+        if expired:
+            if not is_persistent(frame.headers) or not dead_letterable(destination):
+                return self.transactions.now_or_on_commit(frame, self._drop_expired)
+            # Persistent: stored in its dead-letter queue instead, as ActiveMQ does.
+            headers = dead_letter_copy_headers(headers, destination)
+            destination = dead_letter_queue(destination)
         client_id = frame.get("message-id")
         if client_id is None:
             message_id = self.broker.new_message_id()
@@ -178,6 +203,8 @@ class StompCommands:
         new_id = client_id is None
 
         def send() -> Writes:
+            if expired:
+                self.broker.counters.messages_expired += 1
             sent = self.broker.send(
                 destination, message_id, headers, frame.body, ready, new_id=new_id
             )
@@ -185,11 +212,27 @@ class StompCommands:
 
         return self.transactions.now_or_on_commit(frame, send, sends=(destination, message_id))
 
+    def _drop_for_gone_temp_queue(self) -> Writes:
+        """A SEND to a temporary queue whose connection is gone: receipted, never stored."""
+        self.broker.temp_queues.sends_dropped += 1
+        return []
+
+    def _drop_expired(self) -> Writes:
+        """A SEND past its ``expires`` already, not persistent: receipted, never stored."""
+        self.broker.counters.messages_expired += 1
+        return []
+
     def _on_subscribe(self, frame: Frame) -> Writes:
-        destination = check_destination(frame.get("destination"))
-        if self.user is not None:
+        destination = self.temp_queues.resolve(check_destination(frame.get("destination")))
+        self.temp_queues.check_subscribe(destination)
+        if self.user is not None and not is_temporary(destination):
             authorize(self.user, "receive from", destination, self.broker.counters)
-        subscription_id = required(frame, "id")
+        subscription_id = frame.get("id")
+        implicit_id = subscription_id is None and self.version == "1.0"
+        if subscription_id is None:
+            # STOMP 1.0 needs only the destination, which then names the subscription
+            # (for UNSUBSCRIBE and a 1.0 ACK); 1.1 and 1.2 require the id.
+            subscription_id = destination if implicit_id else required(frame, "id")
         if subscription_id in self.subscriptions:
             raise Refused(codes.BAD_REQUEST, f"subscription id {subscription_id!r} is in use")
         if len(self.subscriptions) >= self.config.max_subscriptions_per_connection:
@@ -212,19 +255,37 @@ class StompCommands:
         except Refused:
             self.broker.counters.subscriptions_refused += 1
             raise
-        subscription = Subscription(self, subscription_id, destination, ack_mode, prefetch)
+        subscription = Subscription(
+            self, subscription_id, destination, ack_mode, prefetch, implicit_id=implicit_id
+        )
         self.subscriptions[subscription_id] = subscription
         self.broker.subscribe(subscription)
         return []
 
     def _on_unsubscribe(self, frame: Frame) -> Writes:
-        subscription_id = required(frame, "id")
-        subscription = self.subscriptions.pop(subscription_id, None)
-        if subscription is None:
-            raise Refused(codes.BAD_REQUEST, f"no subscription with id {subscription_id!r}")
-        self.broker.unsubscribe(subscription)
-        self._legacy_ack_ids.forget_subscription(subscription_id)
-        self.state.refund(subscription_bytes(subscription.destination, subscription_id))
+        subscription_id = frame.get("id")
+        destination = frame.get("destination")
+        if destination is not None:
+            destination = self.temp_queues.full_name(destination)
+        if subscription_id is None and destination is not None and self.version == "1.0":
+            # STOMP 1.0 names the subscription by id or by destination: every subscription
+            # of this connection to that destination ends.
+            ids = [
+                s.subscription_id
+                for s in self.subscriptions.values()
+                if s.destination == destination
+            ]
+            if not ids:
+                raise Refused(codes.BAD_REQUEST, f"no subscription to {destination[:100]!r}")
+        else:
+            ids = [required(frame, "id")]
+            if ids[0] not in self.subscriptions:
+                raise Refused(codes.BAD_REQUEST, f"no subscription with id {ids[0]!r}")
+        for ended in ids:
+            subscription = self.subscriptions.pop(ended)
+            self.broker.unsubscribe(subscription)
+            self._legacy_ack_ids.forget_subscription(ended)
+            self.state.refund(subscription_bytes(subscription.destination, ended))
         return []
 
     def _on_ack(self, frame: Frame) -> Writes:

@@ -91,6 +91,14 @@ class BrokerKeys(BaseModel):
         ge=1,
         le=1_000_000,
     )
+    max_temp_queues_per_connection: Int = key(
+        100,
+        "refuse a new temporary queue (/temp-queue/NAME) beyond this many on one connection; "
+        "they last as long as the connection",
+        metavar="N",
+        ge=1,
+        le=100_000,
+    )
     max_transactions_per_connection: Int = key(
         100,
         "refuse a BEGIN beyond this many open transactions on one connection",

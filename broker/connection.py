@@ -36,6 +36,7 @@ from primacy.broker.heartbeats import ConnectionTimers
 from primacy.broker.queues import AckMode, QueuedMessage, Subscription
 from primacy.broker.replies import ReplyQueue
 from primacy.broker.state_limits import StateAccount
+from primacy.broker.temp_queues import REMOTE_PREFIX, ConnectionTempQueues
 from primacy.broker.transactions import Transactions
 from primacy.broker.users import User
 
@@ -95,6 +96,13 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self.subscriptions: dict[str, Subscription] = {}
         self._legacy_ack_ids = LegacyAckIds()  # STOMP 1.0/1.1 acknowledge by message id
         self.state = StateAccount(admission.state, self.config.max_state_bytes_per_connection)
+        self.temp_queues = ConnectionTempQueues(
+            broker.temp_queues,
+            self,
+            f"{REMOTE_PREFIX}{broker.store.epoch}.{self.session}.",
+            self.config.max_temp_queues_per_connection,
+            self.state,
+        )
         self.transactions = Transactions(
             self.config.max_transactions_per_connection,
             self.config.max_transaction_bytes,
@@ -282,6 +290,7 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self.admission.connections.release(self)
         self.admission.unauthenticated.release(self)
         self.broker.remove_peer(self, list(self.subscriptions.values()))
+        self.broker.delete_temp_queues(self.temp_queues.close())
         self.subscriptions.clear()
         self.transactions.clear()
         self.state.close()
@@ -307,10 +316,11 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
     def deliver(self, subscription: Subscription, message: QueuedMessage, ack_id: str) -> None:
         body = message.body or b""
         headers = [
-            ("subscription", subscription.subscription_id),
             ("message-id", message.shown_id),
-            ("destination", message.destination),
+            ("destination", self.temp_queues.shown_name(message.destination)),
         ]
+        if not subscription.implicit_id:
+            headers.insert(0, ("subscription", subscription.subscription_id))
         if subscription.ack_mode is not AckMode.AUTO:
             headers.append(("ack", ack_id))
             if self.version != "1.2":

@@ -23,11 +23,14 @@ from primacy.broker.backlog import Backlog
 from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
 from primacy.broker.counters import Counters
-from primacy.broker.dead_letter import dead_letter_headers, dead_letter_queue, is_dead_letter_queue
+from primacy.broker.dead_letter import is_dead_letter_queue
+from primacy.broker.expiry import ExpiryWatch, expires_at_ms, now_ms
 from primacy.broker.journal_waits import JournalWaits
+from primacy.broker.message_fates import BrokerFailed, MessageFates
 from primacy.broker.message_ids import generated_id
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
+from primacy.broker.temp_queues import TempQueueRegistry, is_temporary
 from primacy.broker.tls import ServerTls
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
@@ -41,10 +44,6 @@ log = logging.getLogger("primacy.broker")
 READ_BUFFER_BYTES = 256 * 1024
 
 
-class BrokerFailed(Exception):
-    """The journal failed; the broker is stopping and accepts nothing more."""
-
-
 class Peer(Protocol):
     """What the broker needs from a client connection."""
 
@@ -56,8 +55,9 @@ class Peer(Protocol):
     def abort(self, code: str, detail: str) -> None: ...
 
 
-class Broker:
-    """Queues, dedupe and the journal, shared by every connection of one service."""
+class Broker(MessageFates):
+    """Queues, dedupe and the journal, shared by every connection of one service; what becomes
+    of a message that cannot be delivered is ``MessageFates``'s (``message_fates.py``)."""
 
     def __init__(
         self, store: JournalStore, config: BrokerConfig, loop: asyncio.AbstractEventLoop
@@ -100,6 +100,10 @@ class Broker:
             else None
         )
         self.bodies = BodyLoader(store, loop, self.schedule_dispatch)
+        # Stored messages with an ``expires`` header, swept once past it (expiry.py).
+        self.expiry = ExpiryWatch(loop, self._expire_due)
+        # Live temporary queues (temp_queues.py); an earlier master's went with its connections.
+        self.temp_queues = TempQueueRegistry()
         # A failover may have delivered these already: consumers see them as redelivered.
         recovered = [
             QueuedMessage(
@@ -115,6 +119,7 @@ class Broker:
             self.book.add(message)
             self.backlog.added(message.destination)
         self.bodies.recovered(recovered)
+        self.delete_temp_queues([name for name in self.book.queues if is_temporary(name)])
         self._order = itertools.count(store.recovered_last_sequence + 1)
 
     # ---- sending -------------------------------------------------------------
@@ -178,6 +183,9 @@ class Broker:
         if not ok:
             return  # _journaled failed the broker already
         self.counters.messages_in += 1
+        expires_ms = expires_at_ms(message.headers)
+        if expires_ms is not None:
+            self.expiry.track(message.order, message.destination, expires_ms)
         size = len(message.body or b"")
         location = None
         if self.body_memory_bytes + size > self.config.max_body_memory_bytes:
@@ -186,7 +194,10 @@ class Broker:
             location = self.store.location_of(message.destination, message.message_id)
         if location is None:
             self.body_memory_bytes += size
-        else:
+        if is_temporary(message.destination) and not self.temp_queues.is_live(message.destination):
+            self._settle_quietly(message)  # its connection closed while it was being stored
+            return
+        if location is not None:
             message = QueuedMessage(
                 message.order, message.destination, message.message_id, journal_location=location
             )
@@ -210,6 +221,7 @@ class Broker:
                 raise BrokerFailed(str(error)) from None
             if message.journal_location is None:  # its body was counted when it was stored
                 self.body_memory_bytes -= len(message.body or b"")
+            self.expiry.forget(message.order)
             self.backlog.removed(message.destination)
             futures.append(self._watch(submitted, self._count_ack))
         for destination in {message.destination for message in messages}:
@@ -227,6 +239,8 @@ class Broker:
         for message in messages:
             if message.returns < self.config.max_redeliveries:
                 self.book.requeue(message)
+            elif is_temporary(message.destination):
+                self._settle_quietly(message)  # no dead-letter queue: dropped, as ActiveMQ's are
             elif is_dead_letter_queue(message.destination):
                 self._hold_back(
                     message,
@@ -234,57 +248,24 @@ class Broker:
                     f"queue (max_redeliveries {self.config.max_redeliveries})",
                 )
             else:
-                self._dead_letter(message)
+                self._dead_letter(message, self._redelivery_cause(message))
         for destination in {message.destination for message in messages}:
             self.schedule_dispatch(destination)
 
-    def _dead_letter(self, message: QueuedMessage) -> None:
-        """Store it in ``/queue/DLQ.<name>`` and settle the original, or hold it back."""
-        destination = dead_letter_queue(message.destination)
-        headers = dead_letter_headers(message, self.config.max_redeliveries)
-        body = message.body or b""
-        try:
-            record = self.store.encode_send(destination, message.message_id, body, headers)
-        except MessageTooLarge as error:  # the copy's added headers made it too large
-            self._hold_back(
-                message,
-                f"came back unacknowledged {message.returns + 1} times and cannot move to "
-                f"{destination}: {error}",
-            )
-            return
-        try:
-            # Both go to the journal in this order, usually in one batch; if only the first
-            # is stored, the copy and the original are one id apart: the original comes back
-            # and its next dead-lettering is a resend the DLQ drops.
-            self.send(destination, message.message_id, headers, body, record)
-            self.settle([message])
-        except BrokerFailed:
-            return  # every connection is being aborted; the journal keeps the original
-        self.counters.dead_lettered += 1
-        log.warning(
-            "%s: message %r of %s moved to %s: %s",
-            codes.title(codes.DEAD_LETTERED),
-            message.shown_id,
-            message.destination,
-            destination,
-            headers["dlqDeliveryFailureCause"],
-        )
-
-    def _hold_back(self, message: QueuedMessage, why: str) -> None:
-        """Keep a poison message stored (and counted against the limits), but deliver it no
-        more on this master: redelivered at once, it would loop, growing the journal by a
-        DELIVER record each time. A new master (switchover, restart) delivers it again."""
-        self.held_back.append(message)
-        log.error(
-            "%s: message %r of %s %s; it stays in the journal, unacknowledged, and the next "
-            "master delivers it again",
-            codes.title(codes.MESSAGE_HELD_BACK),
-            message.shown_id,
-            message.destination,
-            why,
-        )
-
     # ---- subscriptions and dispatch -------------------------------------------
+
+    def delete_temp_queues(self, names: list[str]) -> None:
+        """Temporary queues whose connection is gone: what they hold is settled (after
+        ``remove_peer`` gave their deliveries back), so no master delivers it again."""
+        for name in names:
+            queue = self.book.queues.get(name)
+            if queue is None:
+                continue
+            held, queue.ready = queue.ready, []
+            self.bodies.forget(name)
+            self.book.forget_if_unused(name)
+            for message in held:  # a failed journal keeps them: the next master settles them
+                self._settle_quietly(message)
 
     def subscribe(self, subscription: Subscription) -> None:
         self.book.subscribe(subscription)
@@ -315,10 +296,13 @@ class Broker:
             deliveries = self.book.deliveries(destination, _owner_writable, has_body)
             for subscription, message, ack_id in deliveries:
                 loaded = self.bodies.take(message)
-                if loaded is None:
+                expired = loaded is not None and _has_expired(loaded)
+                if loaded is None or expired:
                     if subscription.ack_mode is AckMode.AUTO:
                         subscription.auto_acks_in_flight -= 1
                     subscription.unacked.pop(ack_id, None)
+                    if loaded is not None:
+                        self._expire(loaded)
                     continue
                 if subscription.ack_mode is not AckMode.AUTO:
                     subscription.unacked[ack_id] = loaded
@@ -415,6 +399,11 @@ class Broker:
     def abort_all(self, code: str, detail: str) -> None:
         for peer in list(self.peers):
             peer.abort(code, detail)
+
+
+def _has_expired(message: QueuedMessage) -> bool:
+    expires_ms = expires_at_ms(message.headers)
+    return expires_ms is not None and expires_ms <= now_ms()
 
 
 def _owner_writable(subscription: Subscription) -> bool:

@@ -21,6 +21,7 @@ class Counters:
     subscriptions_refused: int = 0
     transactions_refused: int = 0
     dead_lettered: int = 0
+    messages_expired: int = 0  # passed their ``expires`` before delivery (expiry.py)
     # Producer flow control: SENDs that waited for room, and those refused for want of it.
     sends_held: int = 0
     sends_refused_full: int = 0

@@ -12,6 +12,7 @@ dead-letter queue".
 
 from __future__ import annotations
 
+from primacy.broker.expiry import without_expiry
 from primacy.broker.queues import QueuedMessage
 
 DEAD_LETTER_PREFIX = "/queue/DLQ."
@@ -25,14 +26,26 @@ def is_dead_letter_queue(destination: str) -> bool:
     return destination.startswith(DEAD_LETTER_PREFIX)
 
 
-def dead_letter_headers(message: QueuedMessage, max_redeliveries: int) -> dict[str, str]:
-    """The headers of the copy: the message's own, where it came from, and why it moved."""
-    cause = (
-        f"came back unacknowledged {message.returns + 1} times "
-        f"(max_redeliveries {max_redeliveries})"
-    )
+def dead_letterable(destination: str) -> bool:
+    """A queue's messages may move to its dead-letter queue (not a DLQ's, nor a temporary
+    queue's: nobody would read those)."""
+    return destination.startswith("/queue/") and not is_dead_letter_queue(destination)
+
+
+def dead_letter_headers(message: QueuedMessage, cause: str) -> dict[str, str]:
+    """The headers of the copy: the message's own (but ``expires``: the copy must not expire
+    where it goes, as ActiveMQ's does not), where it came from, and why it moved."""
     return {
-        **dict(message.headers),
+        **without_expiry(dict(message.headers)),
         "original-destination": message.destination,
         "dlqDeliveryFailureCause": cause,
+    }
+
+
+def dead_letter_copy_headers(headers: dict[str, str], destination: str) -> dict[str, str]:
+    """A SEND already expired when it arrived, stored in its dead-letter queue instead."""
+    return {
+        **without_expiry(headers),
+        "original-destination": destination,
+        "dlqDeliveryFailureCause": f"expired (expires {headers.get('expires')}) on arrival",
     }

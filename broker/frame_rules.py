@@ -8,8 +8,10 @@ from primacy.broker import codes
 from primacy.broker.frames import VERSIONS, Frame
 from primacy.broker.refusals import Refused
 
-# The only destinations there are: queues (docs/stomp.md, "Destinations").
+# The destinations there are (docs/stomp.md, "Destinations"): queues, and temporary queues
+# by the name their owner uses and by the full name others send to (temp_queues.py).
 QUEUE_PREFIX = "/queue/"
+DESTINATION_PREFIXES = (QUEUE_PREFIX, "/temp-queue/", "/remote-temp-queue/")
 # What a destination may not hold: C0 controls and DEL (one search, not a check per character).
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 
@@ -67,9 +69,10 @@ def check_destination(destination: str | None) -> str:
             codes.UNSUPPORTED_DESTINATION,
             f"destination {destination[:100]!r} holds a control character",
         )
-    if not destination.startswith(QUEUE_PREFIX) or len(destination) == len(QUEUE_PREFIX):
-        raise Refused(
-            codes.UNSUPPORTED_DESTINATION,
-            f"destination {destination[:100]!r} is not a queue; use /queue/NAME",
-        )
-    return destination
+    for prefix in DESTINATION_PREFIXES:
+        if destination.startswith(prefix) and len(destination) > len(prefix):
+            return destination
+    raise Refused(
+        codes.UNSUPPORTED_DESTINATION,
+        f"destination {destination[:100]!r} is not a queue; use /queue/NAME or /temp-queue/NAME",
+    )

@@ -64,6 +64,9 @@ class Subscription:
     prefetch: int
     unacked: OrderedDict[str, QueuedMessage] = field(default_factory=OrderedDict)
     auto_acks_in_flight: int = 0  # auto-mode deliveries whose ACK is not yet journaled
+    # A STOMP 1.0 SUBSCRIBE without ``id``: the destination names it, MESSAGEs carry no
+    # ``subscription`` header (the 1.0 specification sends one only when the id was given).
+    implicit_id: bool = False
 
     def has_room(self) -> bool:
         return len(self.unacked) + self.auto_acks_in_flight < self.prefetch
@@ -118,6 +121,13 @@ class QueueBook:
     def requeue(self, message: QueuedMessage) -> None:
         """A message back from a consumer: ready again in its old place, marked redelivered."""
         self.add(replace(message, redelivered=True, returns=message.returns + 1))
+
+    def remove_ready(self, destination: str, orders: set[int]) -> None:
+        """Take these messages out of ``destination``'s ready ones (expired, say)."""
+        queue = self.queues.get(destination)
+        if queue is not None:
+            queue.ready = [message for message in queue.ready if message.order not in orders]
+            heapq.heapify(queue.ready)
 
     def forget_if_unused(self, destination: str) -> None:
         queue = self.queues.get(destination)

@@ -37,6 +37,7 @@ from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
 from primacy.broker.websocket import new_link
+from primacy.broker.listen_address import listening_socket
 from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
@@ -77,7 +78,7 @@ def tcp_listener(listener: socket.socket) -> socket.socket:
 def listen(address: tuple[str, int], backlog: int) -> socket.socket:
     """A bound listening socket for one of the broker's listeners (STOMP, and STOMP over
     WebSocket): both bind the same way, so what one accepts as an address the other does."""
-    return tcp_listener(socket.create_server(address, backlog=backlog, reuse_port=False))
+    return tcp_listener(listening_socket(*address, backlog))
 
 
 class BrokerLoopFailed(Exception):
@@ -157,10 +158,12 @@ class BrokerService:
         if error is not None:
             self.stop()
             raise error
+        host, port = self.address
         log.info(
             "%s on %s:%d (epoch %d)",
             codes.title(codes.SERVICE_STARTED),
-            *self.address,
+            f"[{host}]" if ":" in host else host,
+            port,
             self.store.epoch,
         )
         if self.websocket_address is not None:
@@ -242,6 +245,9 @@ class BrokerService:
             "subscriptions_refused": counters.subscriptions_refused,
             "transactions_refused": counters.transactions_refused,
             "dead_lettered": counters.dead_lettered,
+            "messages_expired": counters.messages_expired,
+            "temp_queues": len(broker.temp_queues.owners),
+            "temp_queue_sends_dropped": broker.temp_queues.sends_dropped,
             "stomp_auth": "users-file" if broker.authenticator is not None else "none",
             "logins_ok": counters.logins_ok,
             "logins_failed": counters.logins_failed,
@@ -289,6 +295,7 @@ class BrokerService:
         finally:
             if self._broker is not None:
                 self._broker.bodies.close()
+                self._broker.expiry.close()
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:

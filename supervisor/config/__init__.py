@@ -74,8 +74,8 @@ def _addresses(host: str, port: int) -> set[ipaddress.IPv4Address | ipaddress.IP
     127.0.0.1 and ::1), an IPv4-mapped IPv6 address as its IPv4 one, a wildcard (0.0.0.0,
     ::, an empty host) as the unspecified address. Empty if the name does not resolve:
     the listener then fails to start and says so."""
-    if host in _EVERY_ADDRESS:
-        return {ipaddress.IPv4Address(0)}
+    if host in _EVERY_ADDRESS:  # the STOMP listener binds these dual-stack (listen_address.py)
+        return {ipaddress.IPv6Address(0)}
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (OSError, UnicodeError):
@@ -98,8 +98,19 @@ def _same_listener(first: str, second: str) -> bool:
     if host_a == host_b:
         return True
     addresses_a, addresses_b = _addresses(host_a, port_a), _addresses(host_b, port_b)
-    every = any(address.is_unspecified for address in addresses_a | addresses_b)
-    return bool(addresses_a and addresses_b) and (every or bool(addresses_a & addresses_b))
+    return any(_overlap(a, b) for a in addresses_a for b in addresses_b)
+
+
+def _overlap(
+    a: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    b: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> bool:
+    """Would listeners on ``a`` and ``b`` (one port) collide? ``::`` listens dual-stack, so
+    it takes every address of both families; ``0.0.0.0`` every IPv4 address only: it leaves
+    ``::1`` free, as Linux does."""
+    if a == b or (a.version == 6 and a.is_unspecified) or (b.version == 6 and b.is_unspecified):
+        return True
+    return a.version == b.version and (a.is_unspecified or b.is_unspecified)
 
 
 class NodeKeys(BaseModel):

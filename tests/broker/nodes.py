@@ -52,6 +52,7 @@ class Masters:
         config: BrokerConfig | None = None,
         port: int = 0,
         websocket: tuple[str, int] | None = None,
+        host: str = "127.0.0.1",
         **store_settings: Any,
     ) -> Master:
         epoch = self.lease.claim_epoch()
@@ -60,7 +61,7 @@ class Masters:
             epoch=epoch,
             fencing_check=self.lease.revalidate,
         )
-        service = BrokerService(store, "127.0.0.1", port, config, websocket)
+        service = BrokerService(store, host, port, config, websocket)
         master = Master(self.share, self.lease, store, service)
         service.on_fatal = master.fatal.append
         service.start()
