@@ -36,8 +36,8 @@ from primacy.broker.admission import accept_backlog
 from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
-from primacy.broker.websocket import new_link
 from primacy.broker.listen_address import listening_socket
+from primacy.broker.websocket import new_link
 from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
