@@ -58,6 +58,10 @@ HEADER_VALUE_TOO_LONG = "PRIMACY-1542"
 DESTINATION_NAME_TOO_LONG = "PRIMACY-1543"
 CONNECTION_STATE_LIMIT = "PRIMACY-1544"
 NETWORK_STATE_LIMIT = "PRIMACY-1545"
+# Topics and durable topic subscriptions (topics.py): 1560-1569.
+DURABLE_NEEDS_CLIENT_ID = "PRIMACY-1560"
+DURABLE_IN_USE = "PRIMACY-1561"
+TOPIC_MESSAGES_DROPPED = "PRIMACY-1562"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -125,6 +129,11 @@ TITLES = {
     NETWORK_STATE_LIMIT: (
         "the subscriptions and open transactions of one network's connections, or of all, "
         "would pass max_state_bytes_per_network or max_state_bytes"
+    ),
+    DURABLE_NEEDS_CLIENT_ID: ("a durable topic subscription needs the client-id header on CONNECT"),
+    DURABLE_IN_USE: "the durable topic subscription has a subscriber already",
+    TOPIC_MESSAGES_DROPPED: (
+        "a non-durable topic subscriber fell too far behind and loses its oldest messages"
     ),
 }
 

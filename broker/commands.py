@@ -40,6 +40,8 @@ from primacy.broker.state_limits import (
     subscription_bytes,
     utf8_len,
 )
+from primacy.broker.topics import CLIENT_ID_HEADER as TOPIC_CLIENT_ID
+from primacy.broker.topics import durable_queue_for, is_topic, subscription_name
 from primacy.broker.transactions import SendKey, Transactions
 from primacy.broker.users import User
 
@@ -60,6 +62,7 @@ class StompCommands:
     connected: bool
     closing: bool
     user: User | None
+    client_id: str | None = None  # CONNECT's client-id: names durable topic subscriptions
     subscriptions: dict[str, Subscription]
     transactions: Transactions
     state: StateAccount  # what its subscriptions and transactions hold (state_limits.py)
@@ -126,6 +129,7 @@ class StompCommands:
                 f"{frame.get('accept-version')}",
             )
         self.version = self.parser.version = version
+        self.client_id = frame.get(TOPIC_CLIENT_ID)
         if self._login is not None:
             self.user = self._login.user(frame, self.broker.counters, self.session)
         # Heart-beats exist from STOMP 1.1 on; a 1.0 client's header means nothing.
@@ -213,19 +217,49 @@ class StompCommands:
             self.broker.counters.subscriptions_refused += 1
             raise
         subscription = Subscription(self, subscription_id, destination, ack_mode, prefetch)
+        writes: Writes = []
+        if is_topic(destination):  # its own queue, journaled if durable (topics.py)
+            try:
+                name = subscription_name(frame.headers)
+                started = self.broker.topics.attach(self.broker, subscription, self.client_id, name)
+            except Refused:
+                self.state.refund(subscription_bytes(destination, subscription_id))
+                raise
+            writes = [self._track(write) for write in started]
         self.subscriptions[subscription_id] = subscription
         self.broker.subscribe(subscription)
-        return []
+        return writes
 
     def _on_unsubscribe(self, frame: Frame) -> Writes:
+        durable = subscription_name(frame.headers)
+        if durable is not None:
+            return self._end_durable(frame, durable)
         subscription_id = required(frame, "id")
         subscription = self.subscriptions.pop(subscription_id, None)
         if subscription is None:
             raise Refused(codes.BAD_REQUEST, f"no subscription with id {subscription_id!r}")
         self.broker.unsubscribe(subscription)
         self._legacy_ack_ids.forget_subscription(subscription_id)
-        self.state.refund(subscription_bytes(subscription.destination, subscription_id))
+        charged = subscription.topic or subscription.destination
+        self.state.refund(subscription_bytes(charged, subscription_id))
         return []
+
+    def _end_durable(self, frame: Frame, name: str) -> Writes:
+        """UNSUBSCRIBE naming a durable subscription (ActiveMQ's way): ends its subscriber
+        here (``id``, if given and held) and the subscription itself, with what it kept."""
+        queue = durable_queue_for(self.client_id, name, "UNSUBSCRIBE")
+        subscription_id = frame.get("id")
+        if subscription_id is not None and subscription_id in self.subscriptions:
+            self._on_unsubscribe(Frame("UNSUBSCRIBE", (("id", subscription_id),)))
+        topics = self.broker.topics
+        if queue in topics.attached:
+            raise Refused(
+                codes.DURABLE_IN_USE,
+                f"durable subscription {name[:100]!r} has a subscriber on another connection",
+            )
+        if queue not in topics.topic_of:
+            return []  # nothing to end: ended already, or never begun
+        return [self._track(topics.end(self.broker, queue))]
 
     def _on_ack(self, frame: Frame) -> Writes:
         ack_id = self._ack_id(frame)

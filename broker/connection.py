@@ -306,7 +306,7 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         headers = [
             ("subscription", subscription.subscription_id),
             ("message-id", message.shown_id),
-            ("destination", message.destination),
+            ("destination", subscription.topic or message.destination),
         ]
         if subscription.ack_mode is not AckMode.AUTO:
             headers.append(("ack", ack_id))

@@ -29,6 +29,7 @@ from primacy.broker.message_ids import generated_id
 from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
 from primacy.broker.tls import ServerTls
+from primacy.broker.topics import Topics, is_memory_only, is_topic
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
 from primacy.store.journal import JournalStore
@@ -115,6 +116,7 @@ class Broker:
             self.book.add(message)
             self.backlog.added(message.destination)
         self.bodies.recovered(recovered)
+        self.topics = Topics(store.recovered_durables)
         self._order = itertools.count(store.recovered_last_sequence + 1)
 
     # ---- sending -------------------------------------------------------------
@@ -168,8 +170,12 @@ class Broker:
         message = QueuedMessage(
             next(self._order), destination, message_id, tuple(headers.items()), body
         )
-        written = self._watch(submitted, lambda ok: self._stored(message, ok))
-        self.backlog.added(destination)
+        if is_topic(destination):  # its copies are counted (backlog) once it is stored
+            durable = self.topics.durable_queues(destination)  # as the journal will apply it
+            written = self._watch(submitted, lambda ok: self._published(message, durable, ok))
+        else:
+            written = self._watch(submitted, lambda ok: self._stored(message, ok))
+            self.backlog.added(destination)
         self._in_flight_sends[key] = written
         return written
 
@@ -178,6 +184,19 @@ class Broker:
         if not ok:
             return  # _journaled failed the broker already
         self.counters.messages_in += 1
+        self.keep(message)
+
+    def _published(self, message: QueuedMessage, durable: tuple[str, ...], ok: bool) -> None:
+        self._in_flight_sends.pop((message.destination, message.message_id), None)
+        if ok:
+            self.counters.messages_in += 1
+            self.topics.publish(self, message, durable)
+
+    def keep(self, message: QueuedMessage, *, counted: bool = True) -> None:
+        """A stored message (or a durable subscription's copy) joins its queue; ``counted``:
+        the backlog counted it when it was submitted."""
+        if not counted:
+            self.backlog.added(message.destination)
         size = len(message.body or b"")
         location = None
         if self.body_memory_bytes + size > self.config.max_body_memory_bytes:
@@ -203,6 +222,9 @@ class Broker:
         self._require_running()
         futures = []
         for message in messages:
+            if is_memory_only(message.destination):  # a non-durable topic subscription's
+                futures.append(self.topics.settled_at_once(self.loop))
+                continue
             try:
                 submitted = self.store.append_ack(message.destination, message.message_id)
             except JournalError as error:
@@ -227,6 +249,8 @@ class Broker:
         for message in messages:
             if message.returns < self.config.max_redeliveries:
                 self.book.requeue(message)
+            elif is_memory_only(message.destination):
+                continue  # a non-durable subscriber's copy: nothing stored to move or keep
             elif is_dead_letter_queue(message.destination):
                 self._hold_back(
                     message,
@@ -292,6 +316,8 @@ class Broker:
 
     def unsubscribe(self, subscription: Subscription) -> None:
         self.requeue(self.book.unsubscribe(subscription))
+        if subscription.topic is not None:
+            self.topics.detach(self, subscription)
         self.book.forget_if_unused(subscription.destination)
         if subscription.destination in self.book.queues:
             self.schedule_dispatch(subscription.destination)
@@ -324,7 +350,8 @@ class Broker:
                     subscription.unacked[ack_id] = loaded
                 owner: Peer = subscription.owner  # type: ignore[assignment]
                 owner.deliver(subscription, loaded, ack_id)
-                self._journal_delivery(loaded)
+                if not is_memory_only(destination):
+                    self._journal_delivery(loaded)
                 self.counters.messages_out += 1
                 if loaded.redelivered:
                     self.counters.redeliveries += 1

@@ -8,8 +8,9 @@ from primacy.broker import codes
 from primacy.broker.frames import VERSIONS, Frame
 from primacy.broker.refusals import Refused
 
-# The only destinations there are: queues (docs/stomp.md, "Destinations").
+# The destinations there are: queues and topics (docs/stomp.md, "Destinations").
 QUEUE_PREFIX = "/queue/"
+TOPIC_PREFIX = "/topic/"
 # What a destination may not hold: C0 controls and DEL (one search, not a check per character).
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 
@@ -59,7 +60,7 @@ def negotiated(ours_ms: int, theirs_ms: int) -> int:
 
 
 def check_destination(destination: str | None) -> str:
-    """The destination if it names a queue; Refused otherwise."""
+    """The destination if it names a queue or a topic; Refused otherwise."""
     if destination is None:
         raise Refused(codes.BAD_REQUEST, "the frame needs a destination header")
     if _CONTROL.search(destination):
@@ -67,9 +68,11 @@ def check_destination(destination: str | None) -> str:
             codes.UNSUPPORTED_DESTINATION,
             f"destination {destination[:100]!r} holds a control character",
         )
-    if not destination.startswith(QUEUE_PREFIX) or len(destination) == len(QUEUE_PREFIX):
+    prefix = TOPIC_PREFIX if destination.startswith(TOPIC_PREFIX) else QUEUE_PREFIX
+    if not destination.startswith(prefix) or len(destination) == len(prefix):
         raise Refused(
             codes.UNSUPPORTED_DESTINATION,
-            f"destination {destination[:100]!r} is not a queue; use /queue/NAME",
+            f"destination {destination[:100]!r} is not a queue or a topic; use /queue/NAME "
+            "or /topic/NAME",
         )
     return destination

@@ -64,6 +64,9 @@ class Subscription:
     prefetch: int
     unacked: OrderedDict[str, QueuedMessage] = field(default_factory=OrderedDict)
     auto_acks_in_flight: int = 0  # auto-mode deliveries whose ACK is not yet journaled
+    # A topic's subscription: the topic (MESSAGE frames name it); ``destination`` is then the
+    # subscription's own queue (``topics.py``).
+    topic: str | None = None
 
     def has_room(self) -> bool:
         return len(self.unacked) + self.auto_acks_in_flight < self.prefetch
