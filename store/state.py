@@ -159,7 +159,7 @@ class JournalState:
         seen = self.seen_messages
         names = _numbered(chain(map(_DESTINATION, ordered), map(itemgetter(0), seen)))
         segments = _numbered(map(_SEGMENT, ordered))
-        return {
+        columns: dict[str, Any] = {
             "last_sequence": self.last_sequence,
             "dedupe_window_messages": self.dedupe_window_messages,
             "destinations": iter(names),
@@ -176,13 +176,14 @@ class JournalState:
                 "message_id": map(itemgetter(1), seen),
                 "sequence": iter(seen.values()),
             },
-            # Optional (a checkpoint without it has none): a few rows, one per subscription.
-            "durables": {
+        }
+        if self.durables:  # optional: a checkpoint without it has none (and its old bytes)
+            columns["durables"] = {
                 "topic": [topic for topic, queues in self.durables.items() for _ in queues],
                 "queue": [queue for queues in self.durables.values() for queue in queues],
                 "sequence": [seq for queues in self.durables.values() for seq in queues.values()],
-            },
-        }
+            }
+        return columns
 
     def _queues_in_sequence_order(self) -> list[Collection[PendingMessage]]:
         """Each destination's pending messages in sequence order: as they are, since records
