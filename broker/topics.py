@@ -29,11 +29,12 @@ import asyncio
 import heapq
 import itertools
 import logging
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from primacy.broker import codes
-from primacy.broker.queues import QueuedMessage, Subscription
+from primacy.broker.queues import DestinationQueue, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
 from primacy.store.errors import JournalError
 from primacy.store.state import TOPIC_PREFIX
@@ -56,6 +57,8 @@ SUBSCRIPTION_NAME_HEADERS = (
 CLIENT_ID_HEADER = "client-id"
 # A non-durable subscription's messages held at most (state_limits.py charges for them).
 LIVE_SUBSCRIPTION_MESSAGES = 64
+# Non-durable copies made in one turn of the broker's loop (then its deliveries are written).
+FAN_OUT_SLICE = 1000
 
 
 def is_topic(destination: str) -> bool:
@@ -103,8 +106,10 @@ class Topics:
         }
         self.topic_of: dict[str, str] = {q: t for t, qs in recovered.items() for q in qs}
         self.attached: set[str] = set()  # durable queues a connection consumes from now
-        # topic -> the queues of its non-durable subscriptions
-        self.live: dict[str, dict[str, None]] = {}
+        # topic -> the queues of its non-durable subscriptions (by name)
+        self.live: dict[str, dict[str, DestinationQueue]] = {}
+        # Topic messages not yet offered to every non-durable subscription: a slice at a time.
+        self._fan_out: deque[tuple[QueuedMessage, Iterator[tuple[str, DestinationQueue]]]] = deque()
         self._numbers = itertools.count(1)
         self.dropped = 0  # non-durable copies dropped for a subscriber too far behind
         self._warned: set[str] = set()
@@ -132,7 +137,7 @@ class Topics:
         subscription.topic = topic
         if name is None:
             queue = f"{LIVE_PREFIX}{next(self._numbers)}"
-            self.live.setdefault(topic, {})[queue] = None
+            self.live.setdefault(topic, {})[queue] = broker.book.queue(queue)
             subscription.destination = queue
             return []
         queue = durable_queue_for(client_id, name, "SUBSCRIBE")
@@ -185,32 +190,53 @@ class Topics:
     # ---- publishing -----------------------------------------------------------------
 
     def publish(self, broker: Broker, message: QueuedMessage, durable: tuple[str, ...]) -> None:
-        """A topic SEND is journaled: queue a copy for each subscription."""
+        """A topic SEND is journaled: queue a copy for each subscription. The non-durable ones
+        get theirs ``FAN_OUT_SLICE`` at a time, one slice a turn of the loop, so a topic of
+        10 000 subscribers does not hold the loop for the whole fan-out of a message (each
+        subscription still gets its messages in order: the queues are ordered by ``order``)."""
         for queue in durable:
             if queue in self.topic_of:  # not ended since the SEND was submitted
                 broker.keep(_copy(message, queue), counted=False)
-        for queue in self.live.get(message.destination, ()):
-            self._offer(broker, _copy(message, queue))
+        live = self.live.get(message.destination)
+        if live:
+            if not self._fan_out:
+                broker.loop.call_soon(self._offer_slice, broker)
+            self._fan_out.append((message, iter(list(live.items()))))
 
-    def _offer(self, broker: Broker, copy: QueuedMessage) -> None:
-        held = broker.book.queue(copy.destination)
-        unacked = sum(len(s.unacked) + s.auto_acks_in_flight for s in held.subscriptions)
-        if len(held.ready) + unacked >= LIVE_SUBSCRIPTION_MESSAGES:
+    def _offer_slice(self, broker: Broker) -> None:
+        budget = FAN_OUT_SLICE
+        while self._fan_out and budget > 0 and broker.failure is None:
+            message, queues = self._fan_out[0]
+            for queue, held in itertools.islice(queues, budget):
+                budget -= 1
+                self._offer(broker, queue, held, message)
+            if budget > 0:  # that message is offered to all
+                self._fan_out.popleft()
+        if self._fan_out and broker.failure is None:
+            broker.loop.call_soon(self._offer_slice, broker)
+
+    def _offer(
+        self, broker: Broker, queue: str, held: DestinationQueue, message: QueuedMessage
+    ) -> None:
+        holding = len(held.ready)
+        for subscriber in held.subscriptions:  # one, until it ends
+            holding += len(subscriber.unacked) + subscriber.auto_acks_in_flight
+        if holding >= LIVE_SUBSCRIPTION_MESSAGES:
             self.dropped += 1
-            if copy.destination not in self._warned:
-                self._warned.add(copy.destination)
+            if queue not in self._warned:
+                self._warned.add(queue)
                 log.warning(
                     "%s: a subscriber of %s holds %d messages it has not taken; it loses the "
                     "oldest from now on (counted, logged once per subscription)",
                     codes.title(codes.TOPIC_MESSAGES_DROPPED),
-                    held.subscriptions[0].topic if held.subscriptions else copy.destination,
+                    message.destination,
                     LIVE_SUBSCRIPTION_MESSAGES,
                 )
             if not held.ready:
                 return  # every message it holds is delivered, unacknowledged: this one goes
             heapq.heappop(held.ready)  # the oldest not yet delivered
-        broker.book.add(copy)
-        broker.schedule_dispatch(copy.destination)
+        heapq.heappush(held.ready, _copy(message, queue))
+        broker.schedule_dispatch(queue)
 
 
 def _journal_subscription(
