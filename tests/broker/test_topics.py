@@ -1,5 +1,6 @@
 """Topics with stock stomp.py: non-durable fan-out, durable subscriptions absent, back, ended,
-and across a takeover (in-process; the real group's kill -9 is tests/integration/test_topic_failover.py).
+and across a takeover (in-process; a real group's kill -9 of the master:
+tests/integration/test_topic_failover.py).
 """
 
 from __future__ import annotations
