@@ -283,10 +283,8 @@ class JournalStore:
         """Journal that durable subscription ``queue_name`` of ``topic`` begins or ``ends``
         (``state.py``); synced and checked before completing under every sync policy."""
         kind = fmt.RecordType.UNSUBSCRIBE if ends else fmt.RecordType.SUBSCRIBE
-        record = fmt.EncodedRecord(
-            kind, time.time_ns(), _bounded(topic, fmt.MAX_DESTINATION_BYTES, "destination"),
-            _bounded(queue_name, fmt.MAX_MESSAGE_ID_BYTES, "subscription name"),
-        )  # fmt: skip
+        names = (_bounded(name, fmt.MAX_DESTINATION_BYTES, "name") for name in (topic, queue_name))
+        record = fmt.EncodedRecord(kind, time.time_ns(), *names)
         return self._require_writer().submit(record, topic, queue_name, durable=True)
 
     def append_control(self, event: dict[str, Any]) -> Future[int]:
