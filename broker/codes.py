@@ -65,6 +65,10 @@ TEMP_QUEUE_NOT_OWNER = "PRIMACY-1547"
 WEBSOCKET_STARTED = "PRIMACY-1570"
 WEBSOCKET_HANDSHAKE_REFUSED = "PRIMACY-1571"
 WEBSOCKET_PROTOCOL_ERROR = "PRIMACY-1572"
+# Topics and durable topic subscriptions (topics.py): 1560-1569.
+DURABLE_NEEDS_CLIENT_ID = "PRIMACY-1560"
+DURABLE_IN_USE = "PRIMACY-1561"
+TOPIC_MESSAGES_DROPPED = "PRIMACY-1562"
 
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
@@ -143,6 +147,11 @@ TITLES = {
     ),
     WEBSOCKET_PROTOCOL_ERROR: (
         "a WebSocket client broke the protocol (bad frame, message over the frame limit): closed"
+    ),
+    DURABLE_NEEDS_CLIENT_ID: "a durable topic subscription needs the client-id header on CONNECT",
+    DURABLE_IN_USE: "the durable topic subscription has a subscriber already",
+    TOPIC_MESSAGES_DROPPED: (
+        "a non-durable topic subscriber fell too far behind and loses its oldest messages"
     ),
 }
 

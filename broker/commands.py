@@ -49,6 +49,8 @@ from primacy.broker.temp_queues import (
     ConnectionTempQueues,
     is_temporary,
 )
+from primacy.broker.topics import CLIENT_ID_HEADER as TOPIC_CLIENT_ID
+from primacy.broker.topics import durable_queue_for, is_topic, subscription_name
 from primacy.broker.transactions import SendKey, Transactions
 from primacy.broker.users import User
 
@@ -69,6 +71,7 @@ class StompCommands:
     connected: bool
     closing: bool
     user: User | None
+    client_id: str | None = None  # CONNECT's client-id: names durable topic subscriptions
     subscriptions: dict[str, Subscription]
     transactions: Transactions
     state: StateAccount  # what its subscriptions and transactions hold (state_limits.py)
@@ -136,6 +139,7 @@ class StompCommands:
                 f"{frame.get('accept-version')}",
             )
         self.version = self.parser.version = version
+        self.client_id = frame.get(TOPIC_CLIENT_ID)
         if self._login is not None:
             self.user = self._login.user(frame, self.broker.counters, self.session)
         # Heart-beats exist from STOMP 1.1 on; a 1.0 client's header means nothing.
@@ -258,22 +262,34 @@ class StompCommands:
         subscription = Subscription(
             self, subscription_id, destination, ack_mode, prefetch, implicit_id=implicit_id
         )
+        writes: Writes = []
+        if is_topic(destination):  # its own queue, journaled if durable (topics.py)
+            try:
+                name = subscription_name(frame.headers)
+                started = self.broker.topics.attach(self.broker, subscription, self.client_id, name)
+            except Refused:
+                self.state.refund(subscription_bytes(destination, subscription_id))
+                raise
+            writes = [self._track(write) for write in started]
         self.subscriptions[subscription_id] = subscription
         self.broker.subscribe(subscription)
-        return []
+        return writes
 
     def _on_unsubscribe(self, frame: Frame) -> Writes:
+        durable = subscription_name(frame.headers)
+        if durable is not None:
+            return self._end_durable(frame, durable)
         subscription_id = frame.get("id")
         destination = frame.get("destination")
         if destination is not None:
             destination = self.temp_queues.full_name(destination)
         if subscription_id is None and destination is not None and self.version == "1.0":
             # STOMP 1.0 names the subscription by id or by destination: every subscription
-            # of this connection to that destination ends.
+            # of this connection to that destination (a queue, or a topic) ends.
             ids = [
                 s.subscription_id
                 for s in self.subscriptions.values()
-                if s.destination == destination
+                if (s.topic or s.destination) == destination
             ]
             if not ids:
                 raise Refused(codes.BAD_REQUEST, f"no subscription to {destination[:100]!r}")
@@ -285,8 +301,26 @@ class StompCommands:
             subscription = self.subscriptions.pop(ended)
             self.broker.unsubscribe(subscription)
             self._legacy_ack_ids.forget_subscription(ended)
-            self.state.refund(subscription_bytes(subscription.destination, ended))
+            charged = subscription.topic or subscription.destination
+            self.state.refund(subscription_bytes(charged, ended))
         return []
+
+    def _end_durable(self, frame: Frame, name: str) -> Writes:
+        """UNSUBSCRIBE naming a durable subscription (ActiveMQ's way): ends its subscriber
+        here (``id``, if given and held) and the subscription itself, with what it kept."""
+        queue = durable_queue_for(self.client_id, name, "UNSUBSCRIBE")
+        subscription_id = frame.get("id")
+        if subscription_id is not None and subscription_id in self.subscriptions:
+            self._on_unsubscribe(Frame("UNSUBSCRIBE", (("id", subscription_id),)))
+        topics = self.broker.topics
+        if queue in topics.attached:
+            raise Refused(
+                codes.DURABLE_IN_USE,
+                f"durable subscription {name[:100]!r} has a subscriber on another connection",
+            )
+        if queue not in topics.topic_of:
+            return []  # nothing to end: ended already, or never begun
+        return [self._track(topics.end(self.broker, queue))]
 
     def _on_ack(self, frame: Frame) -> Writes:
         ack_id = self._ack_id(frame)

@@ -317,7 +317,7 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         body = message.body or b""
         headers = [
             ("message-id", message.shown_id),
-            ("destination", self.temp_queues.shown_name(message.destination)),
+            ("destination", subscription.topic or self.temp_queues.shown_name(message.destination)),
         ]
         if not subscription.implicit_id:
             headers.insert(0, ("subscription", subscription.subscription_id))

@@ -32,6 +32,7 @@ from primacy.broker.queues import AckMode, QueueBook, QueuedMessage, Subscriptio
 from primacy.broker.refusals import Refused
 from primacy.broker.temp_queues import TempQueueRegistry, is_temporary
 from primacy.broker.tls import ServerTls
+from primacy.broker.topics import Topics, is_memory_only, is_topic
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
 from primacy.store.journal import JournalStore
@@ -120,6 +121,7 @@ class Broker(MessageFates):
             self.backlog.added(message.destination)
         self.bodies.recovered(recovered)
         self.delete_temp_queues([name for name in self.book.queues if is_temporary(name)])
+        self.topics = Topics(store.recovered_durables)
         self._order = itertools.count(store.recovered_last_sequence + 1)
 
     # ---- sending -------------------------------------------------------------
@@ -173,8 +175,12 @@ class Broker(MessageFates):
         message = QueuedMessage(
             next(self._order), destination, message_id, tuple(headers.items()), body
         )
-        written = self._watch(submitted, lambda ok: self._stored(message, ok))
-        self.backlog.added(destination)
+        if is_topic(destination):  # its copies are counted (backlog) once it is stored
+            durable = self.topics.durable_queues(destination)  # as the journal will apply it
+            written = self._watch(submitted, lambda ok: self._published(message, durable, ok))
+        else:
+            written = self._watch(submitted, lambda ok: self._stored(message, ok))
+            self.backlog.added(destination)
         self._in_flight_sends[key] = written
         return written
 
@@ -186,6 +192,19 @@ class Broker(MessageFates):
         expires_ms = expires_at_ms(message.headers)
         if expires_ms is not None:
             self.expiry.track(message.order, message.destination, expires_ms)
+        self.keep(message)
+
+    def _published(self, message: QueuedMessage, durable: tuple[str, ...], ok: bool) -> None:
+        self._in_flight_sends.pop((message.destination, message.message_id), None)
+        if ok:
+            self.counters.messages_in += 1
+            self.topics.publish(self, message, durable)
+
+    def keep(self, message: QueuedMessage, *, counted: bool = True) -> None:
+        """A stored message (or a durable subscription's copy) joins its queue; ``counted``:
+        the backlog counted it when it was submitted."""
+        if not counted:
+            self.backlog.added(message.destination)
         size = len(message.body or b"")
         location = None
         if self.body_memory_bytes + size > self.config.max_body_memory_bytes:
@@ -214,6 +233,9 @@ class Broker(MessageFates):
         self._require_running()
         futures = []
         for message in messages:
+            if is_memory_only(message.destination):  # a non-durable topic subscription's
+                futures.append(self.topics.settled_at_once(self.loop))
+                continue
             try:
                 submitted = self.store.append_ack(message.destination, message.message_id)
             except JournalError as error:
@@ -241,6 +263,8 @@ class Broker(MessageFates):
                 self.book.requeue(message)
             elif is_temporary(message.destination):
                 self._settle_quietly(message)  # no dead-letter queue: dropped, as ActiveMQ's are
+            elif is_memory_only(message.destination):
+                continue  # a non-durable subscriber's copy: nothing stored to move or keep
             elif is_dead_letter_queue(message.destination):
                 self._hold_back(
                     message,
@@ -273,6 +297,8 @@ class Broker(MessageFates):
 
     def unsubscribe(self, subscription: Subscription) -> None:
         self.requeue(self.book.unsubscribe(subscription))
+        if subscription.topic is not None:
+            self.topics.detach(self, subscription)
         self.book.forget_if_unused(subscription.destination)
         if subscription.destination in self.book.queues:
             self.schedule_dispatch(subscription.destination)
@@ -308,7 +334,8 @@ class Broker(MessageFates):
                     subscription.unacked[ack_id] = loaded
                 owner: Peer = subscription.owner  # type: ignore[assignment]
                 owner.deliver(subscription, loaded, ack_id)
-                self._journal_delivery(loaded)
+                if not is_memory_only(destination):
+                    self._journal_delivery(loaded)
                 self.counters.messages_out += 1
                 if loaded.redelivered:
                     self.counters.redeliveries += 1

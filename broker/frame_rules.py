@@ -8,10 +8,11 @@ from primacy.broker import codes
 from primacy.broker.frames import VERSIONS, Frame
 from primacy.broker.refusals import Refused
 
-# The destinations there are (docs/stomp.md, "Destinations"): queues, and temporary queues
-# by the name their owner uses and by the full name others send to (temp_queues.py).
+# The destinations there are (docs/stomp.md, "Destinations"): queues, topics, and temporary
+# queues by the name their owner uses and by the full name others send to (temp_queues.py).
 QUEUE_PREFIX = "/queue/"
-DESTINATION_PREFIXES = (QUEUE_PREFIX, "/temp-queue/", "/remote-temp-queue/")
+TOPIC_PREFIX = "/topic/"
+DESTINATION_PREFIXES = (QUEUE_PREFIX, TOPIC_PREFIX, "/temp-queue/", "/remote-temp-queue/")
 # What a destination may not hold: C0 controls and DEL (one search, not a check per character).
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 
@@ -61,7 +62,7 @@ def negotiated(ours_ms: int, theirs_ms: int) -> int:
 
 
 def check_destination(destination: str | None) -> str:
-    """The destination if it names a queue; Refused otherwise."""
+    """The destination if it names a queue or a topic; Refused otherwise."""
     if destination is None:
         raise Refused(codes.BAD_REQUEST, "the frame needs a destination header")
     if _CONTROL.search(destination):
@@ -74,5 +75,6 @@ def check_destination(destination: str | None) -> str:
             return destination
     raise Refused(
         codes.UNSUPPORTED_DESTINATION,
-        f"destination {destination[:100]!r} is not a queue; use /queue/NAME or /temp-queue/NAME",
+        f"destination {destination[:100]!r} is not a queue or a topic; use /queue/NAME, "
+        "/topic/NAME or /temp-queue/NAME",
     )

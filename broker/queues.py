@@ -67,6 +67,9 @@ class Subscription:
     # A STOMP 1.0 SUBSCRIBE without ``id``: the destination names it, MESSAGEs carry no
     # ``subscription`` header (the 1.0 specification sends one only when the id was given).
     implicit_id: bool = False
+    # A topic's subscription: the topic (MESSAGE frames name it); ``destination`` is then the
+    # subscription's own queue (``topics.py``).
+    topic: str | None = None
 
     def has_room(self) -> bool:
         return len(self.unacked) + self.auto_acks_in_flight < self.prefetch

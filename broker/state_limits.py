@@ -19,6 +19,7 @@ from primacy.broker import codes
 from primacy.broker.admission import LOCAL, ByteBudget
 from primacy.broker.frames import Frame
 from primacy.broker.refusals import Refused
+from primacy.broker.topics import LIVE_SUBSCRIPTION_MESSAGES, TOPIC_PREFIX
 
 # The master's own bookkeeping for one subscription (its object, the books of its connection
 # and its destination, a destination queue of its own) and for one open transaction: Python's
@@ -26,6 +27,10 @@ from primacy.broker.refusals import Refused
 # names); the RSS grew by about 1.4 KiB a subscription beyond its name in issue 42's attack.
 SUBSCRIPTION_BYTES = 1536
 TRANSACTION_BYTES = 640
+# A topic subscription's queue full: each copy of a message (a slotted QueuedMessage sharing
+# the body, 120 bytes with tracemalloc on CPython 3.11, and its heap slot) per message held.
+# 10 000 subscriptions of one network then hold 88 MB, under max_state_bytes_per_network.
+TOPIC_QUEUE_BYTES = LIVE_SUBSCRIPTION_MESSAGES * 128
 
 
 def utf8_len(text: str) -> int:
@@ -56,7 +61,10 @@ def check_destination_name(destination: str, max_bytes: int) -> None:
 
 
 def subscription_bytes(destination: str, subscription_id: str) -> int:
-    return SUBSCRIPTION_BYTES + utf8_len(destination) + utf8_len(subscription_id)
+    """What a SUBSCRIBE holds; one to a topic also holds a queue of its own, of up to
+    ``LIVE_SUBSCRIPTION_MESSAGES`` copies (``topics.py``), charged in full."""
+    held = SUBSCRIPTION_BYTES + utf8_len(destination) + utf8_len(subscription_id)
+    return held + TOPIC_QUEUE_BYTES if destination.startswith(TOPIC_PREFIX) else held
 
 
 def transaction_bytes(name: str) -> int:

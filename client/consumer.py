@@ -55,9 +55,13 @@ class Consumer:
         receipt_timeout_s: float = 10.0,
         ack_window: int = 1024,
         receipt_every: int = 32,
+        subscribe_headers: dict[str, str] | None = None,
         **failover_settings: Any,
     ) -> None:
         self.destination = destination
+        # More SUBSCRIBE headers: ``activemq.subscriptionName`` for a durable topic subscription
+        # (with ``client_id``, a failover setting: the CONNECT's client-id).
+        self.subscribe_headers = dict(subscribe_headers or {})
         self.ack_mode = ack_mode
         self.prefetch = prefetch
         self.receipt_timeout_s = receipt_timeout_s
@@ -231,6 +235,7 @@ class Consumer:
                 "destination": self.destination,
                 "ack": self.ack_mode,
                 "activemq.prefetchSize": str(self.prefetch),
+                **self.subscribe_headers,
             },
         )
 

@@ -71,6 +71,7 @@ class Failover:
         tls_ca_file: str | Path | None = None,
         tls_cert_file: str | Path | None = None,
         tls_key_file: str | Path | None = None,
+        client_id: str | None = None,
     ) -> None:
         self.url = parse_url(url) if isinstance(url, str) else url
         self.options = self.url.options
@@ -81,6 +82,8 @@ class Failover:
         self._rng = rng or random.Random()
         self._open = opener
         self.login, self.passcode = login, passcode
+        # CONNECT's client-id, for durable topic subscriptions; only passed to the opener if set.
+        self._extra = {"client_id": client_id} if client_id is not None else {}
         # For ssl:// addresses: the CA to trust (the system's without one), and the client
         # certificate a broker with mutual TLS asks for.
         self._tls = ssl.create_default_context(cafile=str(tls_ca_file) if tls_ca_file else None)
@@ -144,6 +147,7 @@ class Failover:
                 tls=self._tls if address.tls else None,
                 login=self.login,
                 passcode=self.passcode,
+                **self._extra,
             )
         except ConnectionLost as error:
             errors.append(str(error))

@@ -55,6 +55,7 @@ class StompSocket:
         tls: ssl.SSLContext | None = None,
         login: str | None = None,
         passcode: str | None = None,
+        client_id: str | None = None,
     ) -> StompSocket:
         """Connect (over TLS with ``tls``) and do the CONNECT/CONNECTED handshake, logging in
         when given a login, and asking for broker heart-beats."""
@@ -73,6 +74,8 @@ class StompSocket:
         headers = {"accept-version": "1.2", "host": host, "heart-beat": f"0,{heart_beat_ms}"}
         if login is not None:
             headers.update(login=login, passcode=passcode or "")
+        if client_id is not None:  # names durable topic subscriptions (docs/stomp.md)
+            headers["client-id"] = client_id
         try:
             connection.send("CONNECT", headers)
             reply = connection.read(connect_timeout_s)

@@ -56,9 +56,11 @@ def messages(records: DataFrame) -> DataFrame:
 
     The time in queue runs from the SEND record to the first ACK record; every
     DELIVER record after the first counts as a redelivery (to another consumer,
-    after a NACK, or by a later master after a failover).
+    after a NACK, or by a later master after a failover). A topic message's row counts
+    the ACKs and deliveries of every durable subscription it was kept for.
     """
     ok = ok_records(records)
+    subscriptions = _durable_subscriptions(ok)
     sends = (
         ok.where(F.col("type") == "SEND")
         .groupBy("destination", "message_id")
@@ -71,7 +73,7 @@ def messages(records: DataFrame) -> DataFrame:
         )
     )
     acks = (
-        ok.where(F.col("type") == "ACK")
+        _under_topic(ok.where(F.col("type") == "ACK"), subscriptions)
         .groupBy("destination", "message_id")
         .agg(
             F.min("timestamp").alias("ack_time"),
@@ -81,7 +83,7 @@ def messages(records: DataFrame) -> DataFrame:
         )
     )
     deliveries = (
-        ok.where(F.col("type") == "DELIVER")
+        _under_topic(ok.where(F.col("type") == "DELIVER"), subscriptions)
         .groupBy("destination", "message_id")
         .agg(
             F.min("timestamp").alias("first_delivery"),
@@ -118,6 +120,27 @@ def messages(records: DataFrame) -> DataFrame:
         .otherwise("acked")
         .alias("state"),
     )
+
+
+def _durable_subscriptions(ok: DataFrame) -> DataFrame:
+    """Each durable topic subscription's queue name and its topic (the latest SUBSCRIBE's):
+    a few rows."""
+    return (
+        ok.where(F.col("type") == "SUBSCRIBE")
+        .groupBy(F.col("message_id").alias("subscription_queue"))
+        .agg(F.max_by("destination", "sequence").alias("subscription_topic"))
+    )
+
+
+def _under_topic(rows: DataFrame, subscriptions: DataFrame) -> DataFrame:
+    """ACK and DELIVER records name a durable subscription's queue (docs/journal-format.md):
+    counted under the topic its message was sent to."""
+    joined = rows.join(
+        F.broadcast(subscriptions), rows["destination"] == F.col("subscription_queue"), "left"
+    )
+    return joined.withColumn(
+        "destination", F.coalesce(F.col("subscription_topic"), F.col("destination"))
+    ).drop("subscription_queue", "subscription_topic")
 
 
 def epoch_facts(records: DataFrame) -> dict[int, EpochFacts]:

@@ -26,7 +26,11 @@ from primacy.store.errors import FormatError as FormatError
 from primacy.store.errors import UnsupportedFormatVersion as UnsupportedFormatVersion
 from primacy.store.payloads import decode_headers, utf8_text
 
-FORMAT_VERSION = 1
+# Version 2 added the durable subscription records (SUBSCRIBE, UNSUBSCRIBE); a version 1
+# segment holds none of them and reads as it always did. A release that knows only version 1
+# refuses a version 2 segment whole (UnsupportedFormatVersion), never one record of it.
+FORMAT_VERSION = 2
+READABLE_FORMAT_VERSIONS = (1, 2)
 SEGMENT_MAGIC = b"PRIMACYJ"
 BATCH_MAGIC = b"PJB1"
 ALIGNMENT = 8
@@ -96,6 +100,10 @@ class RecordType(enum.IntEnum):
     CONTROL = 3
     FENCE = 4
     DELIVER = 5  # a message was handed to a consumer (for the replay; recovery ignores it)
+    # A durable topic subscription began or ended (format version 2): the destination is the
+    # topic, the message id field the subscription's queue name (``broker/topics.py``).
+    SUBSCRIBE = 6
+    UNSUBSCRIBE = 7
 
 
 @dataclass(frozen=True)
@@ -253,9 +261,10 @@ def decode_segment_header(data: bytes | memoryview) -> SegmentHeader:
     )
     if crc != expected:
         raise FormatError("the segment header fails its CRC32C")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_FORMAT_VERSIONS:
         raise UnsupportedFormatVersion(
-            f"segment format version {version} is not supported (only {FORMAT_VERSION}); "
+            f"segment format version {version} is not supported (only "
+            f"{', '.join(map(str, READABLE_FORMAT_VERSIONS))}); "
             "it was written by another primacy release"
         )
     node = bytes(data[SEGMENT_HEADER_FIXED_LEN : SEGMENT_HEADER_FIXED_LEN + node_len])

@@ -89,6 +89,8 @@ class JournalStore:
             message for queue in recovery.state.pending.values() for message in queue.values()
         )
         self.recovered_last_sequence = recovery.state.last_sequence
+        # Durable topic subscriptions at the takeover: topic -> their queue names.
+        self.recovered_durables = {t: tuple(q) for t, q in recovery.state.durables.items()}
         self._state_lock = threading.Lock()
         # SENDs submitted and not yet in ``_state``: a resend of one is a duplicate too.
         self._unapplied_sends: set[tuple[str, str]] = set()
@@ -276,6 +278,14 @@ class JournalStore:
             _bounded(message_id, fmt.MAX_MESSAGE_ID_BYTES, "message id"),
         )
         return self._require_writer().submit(record, destination, message_id)
+
+    def append_subscription(self, topic: str, queue_name: str, *, ends: bool) -> Future[int]:
+        """Journal that durable subscription ``queue_name`` of ``topic`` begins or ``ends``
+        (``state.py``); synced and checked before completing under every sync policy."""
+        kind = fmt.RecordType.UNSUBSCRIBE if ends else fmt.RecordType.SUBSCRIBE
+        names = (_bounded(name, fmt.MAX_DESTINATION_BYTES, "name") for name in (topic, queue_name))
+        record = fmt.EncodedRecord(kind, time.time_ns(), *names)
+        return self._require_writer().submit(record, topic, queue_name, durable=True)
 
     def append_control(self, event: dict[str, Any]) -> Future[int]:
         """Journal a control event (a role change); always synced and checked before completing."""

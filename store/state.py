@@ -6,6 +6,12 @@ broker builds its queues from ``pending`` (in sequence order per destination)
 and drops resends that ``is_duplicate``: the same message id to the same
 destination, while that pair is in the dedupe window or its first copy is still
 pending (not acknowledged), however long ago it was sent.
+
+Topics (format version 2): a SEND to a ``/topic/`` destination is never pending itself; it
+becomes pending once for each durable subscription of that topic at its sequence, under the
+subscription's queue name (``durables``, kept by SUBSCRIBE and UNSUBSCRIBE records), and each
+is acknowledged by an ACK naming that queue. The body stays once in the journal: every copy
+points at the one SEND record.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from operator import attrgetter, itemgetter, le
 from typing import Any
 
 from primacy.store.format import RecordType
+
+TOPIC_PREFIX = "/topic/"
 
 
 @dataclass(frozen=True, slots=True)  # one per unacknowledged message: no __dict__
@@ -42,6 +50,8 @@ class JournalState:
         self.seen_messages: OrderedDict[tuple[str, str], int] = OrderedDict()
         self.last_sequence = 0
         self.pending_by_segment: Counter[str] = Counter()
+        # topic -> {durable subscription's queue name: sequence of its SUBSCRIBE}
+        self.durables: dict[str, dict[str, int]] = {}
 
     def is_duplicate(self, destination: str, message_id: str) -> bool:
         """True if a SEND of this id to this destination is a resend: in the dedupe window, or
@@ -71,9 +81,15 @@ class JournalState:
                 # id) and ``pending_by_segment`` never lose track of the first copy.
                 return
             key = (destination, message_id)
-            message = PendingMessage(destination, message_id, sequence, segment, batch_offset)
-            self.pending.setdefault(destination, {})[message_id] = message
-            self.pending_by_segment[segment] += 1
+            if destination.startswith(TOPIC_PREFIX):
+                for name in self.durables.get(destination) or {}:
+                    copy = PendingMessage(name, message_id, sequence, segment, batch_offset)
+                    self.pending.setdefault(name, {})[message_id] = copy
+                    self.pending_by_segment[segment] += 1
+            else:
+                message = PendingMessage(destination, message_id, sequence, segment, batch_offset)
+                self.pending.setdefault(destination, {})[message_id] = message
+                self.pending_by_segment[segment] += 1
             self.seen_messages[key] = sequence
             if len(self.seen_messages) > self.dedupe_window_messages:
                 self.seen_messages.popitem(last=False)
@@ -86,16 +102,39 @@ class JournalState:
                     del self.pending_by_segment[acked.segment]
             if queue is not None and not queue:
                 del self.pending[destination]
+        elif record_type is RecordType.SUBSCRIBE:
+            if message_id not in (self.durables.get(destination) or {}):
+                self._end_durable(message_id)  # one name, one topic: a move starts afresh
+                self.durables.setdefault(destination, {})[message_id] = sequence
+        elif record_type is RecordType.UNSUBSCRIBE:
+            self._end_durable(message_id)
+
+    def _end_durable(self, queue_name: str) -> None:
+        """Forget a durable subscription and every message still pending for it."""
+        for topic, queues in list(self.durables.items()):
+            if queues.pop(queue_name, None) is not None and not queues:
+                del self.durables[topic]
+        for message in self.pending.pop(queue_name, {}).values():
+            self.pending_by_segment[message.segment] -= 1
+            if not self.pending_by_segment[message.segment]:
+                del self.pending_by_segment[message.segment]
 
     def summary(
         self,
-    ) -> tuple[int, dict[str, list[tuple[str, int]]], list[tuple[tuple[str, str], int]]]:
-        """A comparable value: last sequence, pending ids per destination, seen ids in order."""
+    ) -> tuple[
+        int,
+        dict[str, list[tuple[str, int]]],
+        list[tuple[tuple[str, str], int]],
+        dict[str, dict[str, int]],
+    ]:
+        """A comparable value: last sequence, pending ids per destination, seen ids in order,
+        durable subscriptions per topic."""
         pending = {
             destination: [(m.message_id, m.sequence) for m in messages.values()]
             for destination, messages in sorted(self.pending.items())
         }
-        return self.last_sequence, pending, list(self.seen_messages.items())
+        durables = {topic: dict(sorted(q.items())) for topic, q in sorted(self.durables.items())}
+        return self.last_sequence, pending, list(self.seen_messages.items()), durables
 
     def to_json(self) -> dict[str, Any]:
         """``json_columns`` with every column read into a list: the same JSON value."""
@@ -120,7 +159,7 @@ class JournalState:
         seen = self.seen_messages
         names = _numbered(chain(map(_DESTINATION, ordered), map(itemgetter(0), seen)))
         segments = _numbered(map(_SEGMENT, ordered))
-        return {
+        columns: dict[str, Any] = {
             "last_sequence": self.last_sequence,
             "dedupe_window_messages": self.dedupe_window_messages,
             "destinations": iter(names),
@@ -138,6 +177,13 @@ class JournalState:
                 "sequence": iter(seen.values()),
             },
         }
+        if self.durables:  # optional: a checkpoint without it has none (and its old bytes)
+            columns["durables"] = {
+                "topic": [topic for topic, queues in self.durables.items() for _ in queues],
+                "queue": [queue for queues in self.durables.values() for queue in queues],
+                "sequence": [seq for queues in self.durables.values() for seq in queues.values()],
+            }
+        return columns
 
     def _queues_in_sequence_order(self) -> list[Collection[PendingMessage]]:
         """Each destination's pending messages in sequence order: as they are, since records
@@ -175,6 +221,13 @@ class JournalState:
         seen = data["seen"]
         keys = zip(_lookup(names, seen["destination"]), _strings(seen["message_id"]), strict=True)
         state.seen_messages = OrderedDict(zip(keys, _integers(seen["sequence"]), strict=True))
+        durables = data.get("durables")
+        if durables is not None:
+            for topic, queue, sequence in zip(
+                _strings(durables["topic"]), _strings(durables["queue"]),
+                _integers(durables["sequence"]), strict=True,
+            ):  # fmt: skip
+                state.durables.setdefault(topic, {})[queue] = sequence
         state._trim_window()
         return state
 

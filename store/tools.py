@@ -136,6 +136,9 @@ def record_as_dict(record: fmt.Record, segment: str, batch_offset: int) -> dict[
     if record.record_type in (fmt.RecordType.SEND, fmt.RecordType.ACK, fmt.RecordType.DELIVER):
         body["destination"] = record.destination
         body["message_id"] = record.message_id
+    elif record.record_type in (fmt.RecordType.SUBSCRIBE, fmt.RecordType.UNSUBSCRIBE):
+        body["destination"] = record.destination  # the topic
+        body["subscription"] = record.message_id  # the durable subscription's queue name
     if record.record_type is fmt.RecordType.SEND:
         body["headers"] = record.headers
         try:

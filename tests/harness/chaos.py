@@ -168,7 +168,10 @@ def run_trial(seed: int, workdir: Path, fault: str | None = None) -> TrialResult
         group = EmulatedGroup(
             hosts, result.nodes, lease_s=LEASE_S, stomp_host=trial_loopback_address(seed)
         )
-        with MasterPoller(group.nodes.values()) as poller, Traffic(group.url, 2) as traffic:
+        with (
+            MasterPoller(group.nodes.values()) as poller,
+            Traffic(group.url, 2, durable_topic=True) as traffic,
+        ):
             try:
                 run_faults(group, FAULTS, traffic, rng, result, fault)
             except AssertionError as error:  # a wait timed out: report, still judge the rest

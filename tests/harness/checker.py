@@ -2,7 +2,8 @@
 
 Four promises, each a list of violations (empty when it held):
 
-- **lost**: an acknowledged (receipted) message that no consumer ever received;
+- **lost**: an acknowledged (receipted) message that no consumer ever received (a topic
+  message: that the durable subscription's consumer never received);
 - **duplicates**: a message id with more than one SEND in the valid journal;
 - **fencing**: an acknowledged message whose SEND is not in the valid, unfenced
   journal (``store.tools.dump`` emits only those), or a valid record of an
@@ -97,6 +98,8 @@ class Verdict:
     fencing: list[str] = field(default_factory=list)
     two_masters: list[str] = field(default_factory=list)
     client_errors: list[str] = field(default_factory=list)
+    # Of ``acknowledged``: sent to the durable topic subscription's topic (owed to it).
+    topic_acknowledged: int = 0
 
     @property
     def violations(self) -> list[str]:
@@ -113,7 +116,9 @@ class Verdict:
 
     def summary(self) -> str:
         return (
-            f"acknowledged {self.acknowledged}, consumed {self.consumed}, stored {self.stored}, "
+            f"acknowledged {self.acknowledged}"
+            + (f" (topic {self.topic_acknowledged})" if self.topic_acknowledged else "")
+            + f", consumed {self.consumed}, stored {self.stored}, "
             f"fenced records {self.fenced_records}, epochs {list(self.epochs)}, "
             f"lost {len(self.lost)}, duplicates {len(self.duplicates)}, "
             f"violations {len(self.violations)}"
@@ -132,6 +137,7 @@ def check(
     sends = journal.sends()
     verdict = Verdict(
         acknowledged=len(traffic.acknowledged),
+        topic_acknowledged=len(traffic.acknowledged & traffic.topic_sent),
         consumed=len(traffic.consumed),
         stored=len(sends),
         fenced_records=journal.fenced_records,

@@ -6,6 +6,11 @@ message id sent, every one acknowledged (RECEIPT) with the wall-clock time the
 producer noticed it, every delivery to the consumer, and every error a
 producer was told about. ``tests/harness/checker.py`` judges it against the
 journal.
+
+With ``durable_topic`` a durable topic subscription (client-id and
+``activemq.subscriptionName``) is begun before any traffic, a producer thread sends to
+the topic, and a failover consumer of that subscription counts what it gets with the
+queue's consumer: every receipted topic message is owed to it, through every fault.
 """
 
 from __future__ import annotations
@@ -18,9 +23,14 @@ from collections.abc import Callable, Iterable
 
 from primacy.cli.localgroup import NodeProcess, free_port
 from primacy.client.consumer import Consumer
+from primacy.client.errors import BrokerRefused
+from primacy.client.failover import Failover
 from primacy.client.producer import Producer
 
 QUEUE = "/queue/orders"
+TOPIC = "/topic/ledger"
+DURABLE_CLIENT_ID = "chaos-books"
+DURABLE_HEADERS = {"activemq.subscriptionName": "audit"}
 _PRODUCER_JOIN_S = 120.0
 _CONSUMER_CATCH_UP_S = 60.0
 
@@ -96,12 +106,15 @@ class Traffic:
         *,
         interval_s: float = 0.02,
         receipt_timeout_s: float = 3.0,
+        durable_topic: bool = False,
     ) -> None:
         self.url = url
+        self.durable_topic = durable_topic
         self.interval_s = interval_s
         self.receipt_timeout_s = receipt_timeout_s
         self.stop_producing = threading.Event()
         self.sent: set[str] = set()
+        self.topic_sent: set[str] = set()  # the ids of ``sent`` sent to the topic
         self.acknowledged: set[str] = set()
         # Wall-clock ns at which a producer noticed the RECEIPT (at or after its arrival).
         self.receipt_times_ns: dict[str, int] = {}
@@ -117,11 +130,23 @@ class Traffic:
             for i in range(producers)
         ]
         self._consumer = threading.Thread(target=self._guard(self._consume), name="consumer")
+        self._consumers = [self._consumer]
+        if durable_topic:
+            self._producers.append(
+                threading.Thread(
+                    target=self._guard(self._produce, messages_each, TOPIC), name="topic-producer"
+                )
+            )
+            self._consumers.append(
+                threading.Thread(target=self._guard(self._consume_durable), name="durable")
+            )
         self._producer_clients: list[Producer] = []
 
     def __enter__(self) -> Traffic:
         logging.getLogger("primacy.client").addHandler(self._log_handler)
-        for thread in (*self._producers, self._consumer):
+        if self.durable_topic:
+            self._begin_durable_subscription()
+        for thread in (*self._producers, *self._consumers):
             thread.start()
         return self
 
@@ -141,7 +166,8 @@ class Traffic:
         while time.monotonic() < deadline and not self.acknowledged <= set(self.consumed):
             time.sleep(0.1)
         self._stop_consuming.set()
-        self._consumer.join(30)
+        for consumer in self._consumers:
+            consumer.join(30)
         logging.getLogger("primacy.client").removeHandler(self._log_handler)
 
     def wait_for_acknowledged(self, count: int, timeout_s: float) -> bool:
@@ -163,7 +189,7 @@ class Traffic:
 
         return run
 
-    def _produce(self, count: int) -> None:
+    def _produce(self, count: int, destination: str = QUEUE) -> None:
         producer = Producer(self.url, window=4, receipt_timeout_s=self.receipt_timeout_s)
         self._producer_clients.append(producer)
         sent: list[str] = []
@@ -171,10 +197,12 @@ class Traffic:
             for number in range(count):
                 if self.stop_producing.is_set():
                     break
-                message_id = producer.send(QUEUE, f"payload {number}".encode())
+                message_id = producer.send(destination, f"payload {number}".encode())
                 sent.append(message_id)
                 with self._lock:
                     self.sent.add(message_id)
+                    if destination == TOPIC:
+                        self.topic_sent.add(message_id)
                 self._note_receipted(producer, sent)
                 time.sleep(self.interval_s)  # steady traffic across the faults, not volume
             producer.flush()
@@ -191,8 +219,44 @@ class Traffic:
                 self.acknowledged.add(message_id)
                 self.receipt_times_ns[message_id] = now_ns
 
-    def _consume(self) -> None:
-        consumer = Consumer(self.url, QUEUE, receipt_timeout_s=self.receipt_timeout_s)
+    def _begin_durable_subscription(self) -> None:
+        """SUBSCRIBE durably and wait for its RECEIPT: from then on the subscription keeps
+        every topic message, whoever is master."""
+        failover = Failover(self.url, client_id=DURABLE_CLIENT_ID)
+        try:
+            connection = failover.current()
+            headers = {"id": "begin", "destination": TOPIC, "receipt": "begun"}
+            connection.send("SUBSCRIBE", {**headers, **DURABLE_HEADERS})
+            reply = connection.read(30)
+            if reply is None or reply.command != "RECEIPT":
+                raise AssertionError(f"the durable SUBSCRIBE was not receipted: {reply}")
+        finally:
+            failover.close()
+
+    def _consume_durable(self) -> None:
+        while not self._stop_consuming.is_set():
+            try:
+                self._consume(TOPIC, client_id=DURABLE_CLIENT_ID, headers=DURABLE_HEADERS)
+            except BrokerRefused as refused:
+                # A master that has not yet seen this client's previous connection end keeps
+                # it as the subscriber (PRIMACY-1561), as ActiveMQ keeps a client id: retry.
+                self.failover_reasons.append(str(refused))
+                time.sleep(0.2)
+
+    def _consume(
+        self,
+        destination: str = QUEUE,
+        client_id: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        settings = {"client_id": client_id} if client_id is not None else {}
+        consumer = Consumer(
+            self.url,
+            destination,
+            receipt_timeout_s=self.receipt_timeout_s,
+            subscribe_headers=headers,
+            **settings,
+        )
         try:
             while not self._stop_consuming.is_set():
                 message = consumer.receive(0.2)

@@ -18,6 +18,7 @@ from tests.harness.tls_certs import make_pki
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "stompit_roundtrip.js"
+DURABLE_SCRIPT = HERE / "stompit_durable.js"
 NODE = shutil.which("node")
 MISSING = (
     "node is not installed (run .ci/setup dev as root)"
@@ -28,12 +29,12 @@ MISSING = (
 )
 
 
-def _round_trip(settings: dict[str, object]) -> dict[str, object]:
+def _round_trip(settings: dict[str, object], script: Path = SCRIPT) -> dict[str, object]:
     if MISSING is not None:
         pytest.skip(MISSING)
     assert NODE is not None
     result = subprocess.run(
-        [NODE, str(SCRIPT), json.dumps(settings)],
+        [NODE, str(script), json.dumps(settings)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -81,3 +82,14 @@ def test_stompit_sends_receives_acks_and_nacks(
         lambda: master.service.stats()["messages_acked"] == 3,
         f"every message acked: {outcome}, {master.service.stats()}",
     )
+
+
+def test_stompit_keeps_a_durable_topic_subscription_while_away(masters: Masters) -> None:
+    master = masters.start()
+    outcome = _round_trip(
+        {"host": "127.0.0.1", "port": master.address[1], "topic": "/topic/interop"},
+        DURABLE_SCRIPT,
+    )
+    assert outcome["sent"] == 3
+    assert outcome["received"] == ["t1", "t2", "t3"]
+    assert outcome["destinations"] == ["/topic/interop"] * 3

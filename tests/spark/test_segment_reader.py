@@ -206,7 +206,7 @@ def test_damage_at_the_end_of_a_sealed_segment_is_a_damaged_batch_not_a_torn_tai
     [
         pytest.param(lambda data: data.__setitem__(0, ord("X")), id="bad magic"),
         pytest.param(lambda data: data.__setitem__(30, data[30] ^ 1), id="bad crc"),
-        pytest.param(lambda data: data.__setitem__(8, 2), id="version field damaged"),
+        pytest.param(lambda data: data.__setitem__(8, data[8] ^ 0x10), id="version field damaged"),
     ],
 )
 def test_a_damaged_segment_header_skips_the_segment_and_says_so(
