@@ -53,9 +53,11 @@ from primacy.supervisor.child.children import (
     reap_exited,
 )
 from primacy.supervisor.child.gate import GATE_FD_VARIABLE
+from primacy.supervisor.machine.role_events import CLAIM_LAPSED_EXIT
 
-# Exit code when the guardian killed the tree because the claim lapsed or the supervisor died.
-CLAIM_LAPSED = 125
+# Exit code when the guardian killed the tree because the claim lapsed or the supervisor died
+# (the role machine does not count it as the child's crash).
+CLAIM_LAPSED: int = CLAIM_LAPSED_EXIT
 # The child's exit and the supervisor's pipe wake the guardian at once (exit_fd); the poll
 # is for a kernel without pidfds, and a bound on any wait.
 _POLL_S = 0.05
