@@ -65,6 +65,18 @@ _POLL_S = 0.05
 # the moment the guardian dies, with no Python between fork and exec.
 _SETPRIV = shutil.which("setpriv")
 _DIES_WITH_PARENT = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
+_NICE = shutil.which("nice")  # coreutils
+
+
+def _at_default_priority() -> list[str]:
+    """A prefix that starts the child at niceness 0 when the node runs above it.
+
+    A unit may give the node a higher CPU priority (``Nice=-5`` in primacy-exec@.service) so
+    its lease checks and claim confirmations are not starved by the broker it supervises on
+    a busy host (issue 47); the broker is not to inherit it. Raising one's own niceness
+    needs no privilege."""
+    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    return [_NICE, "-n", str(-niceness), "--"] if niceness < 0 and _NICE else []
 
 
 def _log(code: str, message: str) -> None:
@@ -126,7 +138,10 @@ class Guardian:
             if self._stop_by is not None:
                 return 0  # stopped before it started: nothing to stop
             self._child = subprocess.Popen(
-                [*_DIES_WITH_PARENT, *command], start_new_session=True, pass_fds=pass_fds, env=env
+                [*_DIES_WITH_PARENT, *_at_default_priority(), *command],
+                start_new_session=True,
+                pass_fds=pass_fds,
+                env=env,
             )
         except OSError as exc:
             _log(codes.CHILD_NOT_STARTED, f"cannot start {command}: {exc}")
