@@ -27,7 +27,12 @@ taking turns (A B A B) so that drift in a shared machine's load hits both:
    fourth, the same with a warm standby (``exec_warm_standby``, KahaDB's locker being
    primacy's gate, HAProxy set as that recipe says), whose JVM is loaded before the
    kill; then (unless ``--no-victims``) both groups again, killing the master's
-   guardian, then its broker JVM, instead.
+   guardian, then its broker JVM, instead. Each such kill waits until no node of the
+   group holds off (``held_off_s`` on ``/status``), and a failover during which a
+   guardian killed a broker for a claim confirmed late (``PRIMACY-1106``) is flagged.
+
+Every drain acknowledges each message after counting it (``ack:client-individual``): with
+``ack:auto`` a drain cut by a failover had messages acknowledged unread (issue 47).
 
 Prints min / median / max per figure, primacy/ActiveMQ ratios of medians and
 the issue's targets. ActiveMQ comes from Debian's ``activemq`` package, which
@@ -66,6 +71,7 @@ from bench.activemq.config import (
     pkcs12_key_store,
 )
 from bench.activemq.failover_phases import (
+    WARM_CHECK_TIMEOUT,
     WARM_CHECKS,
     WARM_CONNECT_TIMEOUT,
     failover_phase,
@@ -228,6 +234,9 @@ def run(args: argparse.Namespace) -> Results:
                     haproxy_connect_timeout=(
                         None if args.warm_connect_timeout == "guide" else args.warm_connect_timeout
                     ),
+                    haproxy_check_timeout=(
+                        None if args.warm_checks == "guide" else WARM_CHECK_TIMEOUT
+                    ),
                 )
                 started.append(warm)
                 warm.start()
@@ -350,6 +359,10 @@ def main() -> None:
         say(f"samples written to {args.json}")
     print()
     print(render_table(results))
+    for (key, group), indexes in results.flagged.items():
+        values = results.samples[(key, group)]
+        shown = ", ".join(f"#{i + 1} {values[i] * 1000:.0f} ms" for i in indexes)
+        print(f"flagged (a claim-lapse kill during the failover): {key}, {group}: {shown}")
     print()
     print("targets (medians; ActiveMQ tuned):")
     print(render_targets(evaluate_targets(results)))

@@ -137,9 +137,15 @@ class Results:
     sampling: dict[str, Sampling] = field(default_factory=dict)
     # The ids of receipted messages no drain found, by loss key (kept with the run's files).
     lost_ids: dict[str, list[str]] = field(default_factory=dict)
+    # Indexes of samples to read apart, by (metric key, group label): a failover during
+    # which a guardian killed a broker for a claim confirmed late (issue 47).
+    flagged: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
     def add(self, metric: Metric, group: str, value: float) -> None:
         self.samples.setdefault((metric.key, group), []).append(value)
+
+    def flag(self, metric: Metric, group: str, index: int) -> None:
+        self.flagged.setdefault((metric.key, group), []).append(index)
 
     def summary(self, metric: Metric, group: str) -> Summary | None:
         return Summary.of(self.samples.get((metric.key, group), []))
@@ -153,6 +159,10 @@ class Results:
             ],
             "losses": {group: asdict(loss) for group, loss in self.losses.items()},
             "sampling": {group: asdict(seen) for group, seen in self.sampling.items()},
+            "flagged": [
+                {"metric": key, "group": group, "claim_lapse_samples": indexes}
+                for (key, group), indexes in self.flagged.items()
+            ],
         }
 
     @classmethod
@@ -165,6 +175,9 @@ class Results:
             results.losses[str(group)] = Loss(**{k: int(v) for k, v in loss.items()})
         for group, seen in document.get("sampling", {}).items():
             results.sampling[str(group)] = Sampling(**{k: int(v) for k, v in seen.items()})
+        for flags in document.get("flagged", []):
+            key = (str(flags["metric"]), str(flags["group"]))
+            results.flagged[key] = [int(i) for i in flags["claim_lapse_samples"]]
         return results
 
     def ratio(self, metric: Metric, other: str = AMQ_TUNED, group: str = PRIMACY) -> float | None:

@@ -8,12 +8,14 @@ ports: used by ``bench/compare_activemq.py`` (its third group) and by
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 
 from bench.activemq.brokers import Address, PrimacyGroup
@@ -25,6 +27,7 @@ from bench.activemq.config import (
 )
 from bench.activemq.figures import AMQ_UNDER_PRIMACY, AMQ_UNDER_PRIMACY_WARM
 from primacy.cli.localgroup import NodeProcess, free_port, http_status, wait_until
+from primacy.supervisor import codes
 from tests.harness.guide_examples import haproxy_config
 
 HAPROXY = shutil.which("haproxy")
@@ -34,6 +37,10 @@ BACKSTOP = LockerTiming("backstop", 1000, 0)
 # A JVM broker needs seconds to start and to shut down cleanly.
 READY_TIMEOUT_S = 120
 STOP_GRACE_MS = 15_000
+# A guardian's kill of a broker whose node confirmed its claim late (not one of a dead node).
+CLAIM_LAPSE_KILL = re.compile(
+    re.escape(codes.CHILD_CLAIM_LAPSED) + r" guardian \d+: the claim lapsed unconfirmed: killing"
+)
 
 
 class ActiveMQUnderPrimacy(PrimacyGroup):
@@ -54,6 +61,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         openwire: bool = False,
         haproxy_checks: str | None = None,
         haproxy_connect_timeout: str | None = None,
+        haproxy_check_timeout: str | None = None,
         exec_wrapper: tuple[str, ...] = (),
         jvm_options: tuple[str, ...] = (),
     ) -> None:
@@ -77,6 +85,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self.warm = warm
         self._haproxy_checks = haproxy_checks
         self._haproxy_connect_timeout = haproxy_connect_timeout
+        self._haproxy_check_timeout = haproxy_check_timeout
         self._exec_wrapper = exec_wrapper
         self._jvm_options = jvm_options
         self.openwire_ports = {node_id: free_port() for node_id in NODES} if openwire else {}
@@ -102,6 +111,13 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             assert "timeout connect 2s" in text, "the guide's HAProxy example changed"
             text = text.replace(
                 "timeout connect 2s", f"timeout connect {self._haproxy_connect_timeout}"
+            )
+        if self._haproxy_check_timeout is not None:  # the warm recipe's (issue 47)
+            text = re.sub(
+                r"(?m)^(\s*)(timeout connect \S+)$",
+                rf"\1\2\n\1timeout check {self._haproxy_check_timeout}",
+                text,
+                count=1,
             )
         config.write_text(text)
         self._proxy = subprocess.Popen(
@@ -157,6 +173,29 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         killed_at = time.monotonic()
         victim.send_signal(signal.SIGKILL)
         return killed_at
+
+    def claim_lapse_kills(self) -> int:
+        """The guardians' kills of a broker whose node confirmed its claim late, so far."""
+        return sum(len(CLAIM_LAPSE_KILL.findall(n.log())) for n in self.group.every_process)
+
+    def wait_while_a_node_holds_off(self) -> float:
+        """Wait until no node of the group holds off (``held_off_s`` on ``/status``: a node
+        that gave the lock up for its broker's exits takes none for ``crash_loop_hold_off_ms``
+        from its last counted exit); returns how long that took, in seconds."""
+        started = time.monotonic()
+
+        def none_held_off() -> bool:
+            for node in self.group.alive():
+                try:
+                    status = httpx.get(f"http://127.0.0.1:{node.port}/status", timeout=2).json()
+                except (httpx.HTTPError, ValueError):
+                    return False
+                if float(status.get("held_off_s") or 0.0) > 0:
+                    return False
+            return True
+
+        wait_until(none_held_off, 120, "no node of the group to hold off", interval_s=0.1)
+        return time.monotonic() - started
 
     def _wait_complete(self) -> None:
         """A master that HAProxy sees, and the other node standing by."""

@@ -257,7 +257,15 @@ class ChildControl:
             )
             self._standby_at = time.monotonic() + STANDBY_RESTART_S
             return
-        log.warning("%s the child exited with code %d", codes.CHILD_EXITED, code)
+        if code == roles.CLAIM_LAPSED_EXIT:
+            log.warning(
+                "%s the guardian killed the child: this node's claim lapsed unconfirmed (exit "
+                "code %d); not counted as a crash, it starts again once a lease check passes",
+                codes.CLAIM_LAPSE_NOT_A_CRASH,
+                code,
+            )
+        else:
+            log.warning("%s the child exited with code %d", codes.CHILD_EXITED, code)
         self._post(roles.ChildExited(code))
 
     def _check_ready(self) -> None:

@@ -53,9 +53,11 @@ from primacy.supervisor.child.children import (
     reap_exited,
 )
 from primacy.supervisor.child.gate import GATE_FD_VARIABLE
+from primacy.supervisor.machine.role_events import CLAIM_LAPSED_EXIT
 
-# Exit code when the guardian killed the tree because the claim lapsed or the supervisor died.
-CLAIM_LAPSED = 125
+# Exit code when the guardian killed the tree because the claim lapsed or the supervisor died
+# (the role machine does not count it as the child's crash).
+CLAIM_LAPSED: int = CLAIM_LAPSED_EXIT
 # The child's exit and the supervisor's pipe wake the guardian at once (exit_fd); the poll
 # is for a kernel without pidfds, and a bound on any wait.
 _POLL_S = 0.05
@@ -63,6 +65,18 @@ _POLL_S = 0.05
 # the moment the guardian dies, with no Python between fork and exec.
 _SETPRIV = shutil.which("setpriv")
 _DIES_WITH_PARENT = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
+_NICE = shutil.which("nice")  # coreutils
+
+
+def _at_default_priority() -> list[str]:
+    """A prefix that starts the child at niceness 0 when the node runs above it.
+
+    A unit may give the node a higher CPU priority (``Nice=-5`` in primacy-exec@.service) so
+    its lease checks and claim confirmations are not starved by the broker it supervises on
+    a busy host (issue 47); the broker is not to inherit it. Raising one's own niceness
+    needs no privilege."""
+    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    return [_NICE, "-n", str(-niceness), "--"] if niceness < 0 and _NICE else []
 
 
 def _log(code: str, message: str) -> None:
@@ -124,7 +138,10 @@ class Guardian:
             if self._stop_by is not None:
                 return 0  # stopped before it started: nothing to stop
             self._child = subprocess.Popen(
-                [*_DIES_WITH_PARENT, *command], start_new_session=True, pass_fds=pass_fds, env=env
+                [*_DIES_WITH_PARENT, *_at_default_priority(), *command],
+                start_new_session=True,
+                pass_fds=pass_fds,
+                env=env,
             )
         except OSError as exc:
             _log(codes.CHILD_NOT_STARTED, f"cannot start {command}: {exc}")

@@ -143,7 +143,7 @@ class NodeKeys(BaseModel):
     )
     lock_keep_alive_period_ms: Int = key(
         DEFAULT_LOCK_KEEP_ALIVE_PERIOD_MS,
-        "a master's claim lasts this long after each lease check; it checks twice per period",
+        "a master's claim lasts this long after each lease check; it checks four times per period",
         live=True,
         metavar="MS",
         aliases=("--lock-keep-alive-period",),

@@ -45,6 +45,17 @@ TAKEOVER_DRIFT_MARGIN = 0.10
 # SIGKILL ends a process's user code on delivery, and the kill gets its own margin inside
 # the claim rather than a share of the takeover's drift margin (docs/safety.md).
 GUARDIAN_KILL_LEAD = 0.05
+# A master starts a lease check this many times per keepalive period. Each passed check
+# extends the claim to one keepalive after it started, so one check (or the node's wake-up
+# for it, or its confirmation to the guardian) may be late by up to
+# ``1 - 1 / LEASE_CHECKS_PER_KEEPALIVE - GUARDIAN_KILL_LEAD`` of a keepalive before the claim
+# lapses: 0.70 at 4, against 0.45 at the 2 of ActiveMQ's keepalive. The claim itself does
+# not grow, so the takeover wait still covers it (issue 47: on a host at load 2x cores the
+# node confirmed 2-65 ms after a deadline that left it 0.45 of a keepalive).
+LEASE_CHECKS_PER_KEEPALIVE = 4
+# The exit code of a guardian that killed its tree because the claim lapsed unconfirmed
+# (or the supervisor died): the node's own safety action, not a failure of the child.
+CLAIM_LAPSED_EXIT = 125
 
 
 @dataclass(frozen=True)

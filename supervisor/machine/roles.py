@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 # Re-exported (pyproject: implicit_reexport): the shell and the tests say ``roles.Tick``.
 from primacy.share.records import Role
 from primacy.supervisor.machine.role_events import (
+    CLAIM_LAPSED_EXIT,
     GUARDIAN_KILL_LEAD,
+    LEASE_CHECKS_PER_KEEPALIVE,
     Action,
     ChildExited,
     ClaimEpoch,
@@ -105,6 +107,7 @@ class RoleMachine:
     _next_revalidation_at: float = 0.0
     _takeover_ready_at: float = float("inf")
     _child_exits: list[float] = field(default_factory=list)
+    _restart_child_when_confirmed: bool = False  # after a claim-lapse kill, on a lapsed claim
     _last_event_at: float = float("-inf")
     _step: Step = IGNORED  # the table entry being applied
 
@@ -316,6 +319,9 @@ class RoleMachine:
     def _revalidated(self, event: RevalidationPassed, now: float, actions: list[Action]) -> None:
         self._io_done()
         self._record_check(event.started_at)
+        if self._restart_child_when_confirmed and self.state is State.MASTER:
+            self._restart_child_when_confirmed = False
+            actions.append(RestartChild())
 
     def _lose_lease(self, event: LeaseLost, now: float, actions: list[Action]) -> None:
         self._io_done()
@@ -327,6 +333,11 @@ class RoleMachine:
         self._move(self._onward(), event.reason, actions)
 
     def _child_exited(self, event: ChildExited, now: float, actions: list[Action]) -> None:
+        if event.returncode == CLAIM_LAPSED_EXIT:  # the node's own safety action, not a crash
+            # (docs/safety.md): not counted; restarted once a claim is live to start it on
+            self._restart_child_when_confirmed = self.child_may_live_until() <= now
+            actions += [] if self._restart_child_when_confirmed else [RestartChild()]
+            return
         window = self.timings.child_restart_window_s
         self._child_exits = [t for t in (*self._child_exits, now) if now - t <= window]
         if len(self._child_exits) > self.timings.child_max_restarts and not self.paused:
@@ -367,6 +378,7 @@ class RoleMachine:
         self._move(State.SLAVE, "serving stopped", actions)
         self.epoch = None
         self.last_ok_revalidation_start = None
+        self._restart_child_when_confirmed = False
         self._claim_expires_at = float("-inf")
         self._takeover_ready_at = float("inf")
         self._next_lock_attempt_at = now + self.timings.lock_acquire_sleep_interval_s
@@ -398,7 +410,8 @@ class RoleMachine:
     def _record_check(self, started_at: float) -> None:
         self.last_ok_revalidation_start = started_at
         self._claim_expires_at = started_at + self.timings.lock_keep_alive_period_s
-        self._next_revalidation_at = started_at + self.timings.lock_keep_alive_period_s / 2
+        interval = self.timings.lock_keep_alive_period_s / LEASE_CHECKS_PER_KEEPALIVE
+        self._next_revalidation_at = started_at + interval
 
     def _demote_if_hung(self, now: float, actions: list[Action]) -> None:
         # Paused, a slow lease check only lets the claim lapse (503); a check that

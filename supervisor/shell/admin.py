@@ -1,7 +1,8 @@
 """What the admin endpoints do to a node: switchover, pause, resume, priority.
 
 Acts only by posting events to the role loop and running share writes on the
-lock I/O worker; it reads the node through its published snapshot.
+admin I/O worker (not the lease's: a durable write must never delay a lease check);
+it reads the node through its published snapshot.
 """
 
 from __future__ import annotations

@@ -30,10 +30,15 @@ def _no_event(_: BaseException) -> None:
 class LockIoWorker:
     """Runs lock and epoch operations one at a time on its own thread."""
 
-    def __init__(self, post: Callable[[Any], None], deaths: ThreadDeaths | None = None) -> None:
+    def __init__(
+        self,
+        post: Callable[[Any], None],
+        deaths: ThreadDeaths | None = None,
+        name: str = "primacy-lock-io",
+    ) -> None:
         self._post = post
         self._jobs: queue.Queue[tuple[Job, OnError] | None] = queue.Queue()
-        self._thread = owned_thread(deaths, self._work, "primacy-lock-io")
+        self._thread = owned_thread(deaths, self._work, name)
         self._thread.start()
 
     def submit(self, job: Job, on_error: OnError = _no_event) -> None:

@@ -45,6 +45,11 @@ class NodeParts:
 
     deaths: ThreadDeaths
     io: LockIoWorker
+    # The admin endpoints' share writes (a switchover's request, a pause marker), each
+    # with an fsync: on a worker of their own, so a lease check never waits behind one
+    # (issue 47: a switchover's durable write on a loaded disk made the check that keeps
+    # the exec child's claim late, and the guardian killed the child mid-grace).
+    admin_io: LockIoWorker
     serving: Serving
     notifier: sdnotify.Notifier
     metrics: NodeMetrics
@@ -69,6 +74,7 @@ def wire(
     """Build the node's parts; nothing is started (``start``)."""
     deaths = ThreadDeaths(config.node_id, post)
     io = LockIoWorker(post, deaths)
+    admin_io = LockIoWorker(post, deaths, name="primacy-admin-io")
     serving = Serving(config, post, deaths)
     notifier = sdnotify.Notifier(watchdog_s=config.watchdog_timeout_s, stop_s=config.stop_timeout_s)
     metrics = NodeMetrics(
@@ -79,7 +85,7 @@ def wire(
     )
     port = share_port or open_share_port(config, lambda state: post(SessionChanged(state)))
     jobs = ShareJobs(config, port, clock, metrics.observe_commit)
-    admin = NodeAdmin(config.node_id, port, snapshot, post, io.call)
+    admin = NodeAdmin(config.node_id, port, snapshot, post, admin_io.call)
     api = status_endpoint(
         config, create_app(snapshot, metrics, admin, admin_token), on_thread_death=deaths.died
     )
@@ -104,7 +110,18 @@ def wire(
         on_pause_changed=registry.wake,
     )
     return NodeParts(
-        deaths, io, serving, notifier, metrics, port, jobs, api, config_watcher, registry, watcher
+        deaths,
+        io,
+        admin_io,
+        serving,
+        notifier,
+        metrics,
+        port,
+        jobs,
+        api,
+        config_watcher,
+        registry,
+        watcher,
     )
 
 
@@ -141,4 +158,5 @@ def close_after_release(parts: NodeParts, timeout_s: float, released: bool) -> N
     parts.watcher.stop()  # last: joining the observer takes a while and wakes no one
     parts.port.close()  # a coordination service's session ends after the release
     parts.api.stop()
+    parts.admin_io.close(timeout_s)  # after the API: no admin request is left to run
     parts.notifier.close()

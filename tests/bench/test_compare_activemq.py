@@ -173,8 +173,11 @@ def test_a_warm_standby_run_gets_its_row_and_its_target() -> None:
 def test_a_run_written_as_json_reads_back_to_the_same_table() -> None:
     figures = results(0.35, 50 * 2**20)
     figures.add(FAILOVER, AMQ_UNDER_PRIMACY_WARM, 0.8)
+    figures.add(FAILOVER_JVM, AMQ_UNDER_PRIMACY_WARM, 0.9)
+    figures.flag(FAILOVER_JVM, AMQ_UNDER_PRIMACY_WARM, 0)  # a claim-lapse kill (issue 47)
     again = Results.from_json(json.loads(json.dumps(figures.to_json())))
     assert again == figures
+    assert again.flagged == {(FAILOVER_JVM.key, AMQ_UNDER_PRIMACY_WARM): [0]}
     assert render_table(again) == render_table(figures)
 
 

@@ -51,3 +51,41 @@ frontend test_sees_a_master
     http-request return status 200 if {{ nbsrv(primacy_stomp) ge 1 }}
     http-request return status 503
 """
+
+
+def warm_haproxy_lines() -> list[str]:
+    """The backend lines of the warm-standby recipe ("HAProxy in front of a warm group")."""
+    recipe = GUIDE.read_text().split("**HAProxy in front of a warm group.**", 1)[1]
+    block = re.findall(r"^```[^\n]*\n(.*?)^```", recipe, re.S | re.M)[0]
+    return [line.strip() for line in str(block).splitlines() if line.strip()]
+
+
+def warm_haproxy_config(
+    front_port: int, backends: dict[str, tuple[int, int]], lines: list[str] | None = None
+) -> str:
+    """The general example with the warm recipe's lines (or ``lines``) in its backend: its
+    ``timeout connect`` and ``default-server`` replaced, any other line (``timeout check``)
+    added after ``timeout connect``."""
+    lines = warm_haproxy_lines() if lines is None else lines
+    (a_stomp, a_http), (b_stomp, b_http) = backends["node-a"], backends["node-b"]
+    (connect,) = [line for line in lines if line.startswith("timeout connect ")]
+    (default,) = [line for line in lines if line.startswith("default-server ")]
+    others = [line for line in lines if line not in (connect, default)]
+    general = guide_example("Load balancer: HAProxy")
+    (old_default,) = [
+        line.strip() for line in general.splitlines() if line.strip().startswith("default-server")
+    ]
+    return substitute(
+        general,
+        {
+            "timeout connect 2s": "\n    ".join([connect, *others]),
+            old_default: default,
+            "server node-a 10.0.0.1:61613 check port 8008": (
+                f"server node-a 127.0.0.1:{a_stomp} check port {a_http}"
+            ),
+            "server node-b 10.0.0.2:61613 check port 8008": (
+                f"server node-b 127.0.0.1:{b_stomp} check port {b_http}"
+            ),
+            "bind :61613": f"bind 127.0.0.1:{front_port}",
+        },
+    )

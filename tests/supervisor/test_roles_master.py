@@ -29,13 +29,18 @@ def test_master_claim_expires_one_keepalive_after_the_last_passed_check_started(
     assert not d.machine.is_serving(started + 0.25)
 
 
-def test_master_checks_its_lease_twice_per_keepalive_period() -> None:
+CHECK_INTERVAL_S = TIMINGS.lock_keep_alive_period_s / roles.LEASE_CHECKS_PER_KEEPALIVE
+
+
+def test_master_checks_its_lease_four_times_per_keepalive_period() -> None:
+    """Issue 47: at two checks per period one late check lapsed the claim on a busy host."""
     d = Driver()
     d.become_master()
     started = d.machine.last_ok_revalidation_start
     assert started is not None
-    assert d.machine.next_deadline() == pytest.approx(started + 0.125)
-    assert d.kinds(d.at(started + 0.125)) == [Revalidate]
+    assert roles.LEASE_CHECKS_PER_KEEPALIVE == 4
+    assert d.machine.next_deadline() == pytest.approx(started + CHECK_INTERVAL_S)
+    assert d.kinds(d.at(started + CHECK_INTERVAL_S)) == [Revalidate]
 
 
 def test_lost_lease_demotes_at_once_without_a_graceful_release() -> None:
@@ -87,6 +92,30 @@ def test_a_child_that_keeps_crashing_gives_the_lock_up_and_holds_off() -> None:
     # No lock attempt during the hold-off, one right after it.
     assert d.kinds(d.at(d.now + 4.0)) == []
     assert d.kinds(d.at(d.now + 1.5)) == [TryLock]
+
+
+def test_a_claim_lapse_kill_is_not_counted_as_a_crash() -> None:
+    """Issue 47: the guardian's kill for a claim confirmed late (exit 125) fed the crash-loop
+    hold-off, and a node waited 10 s before it took the lock again."""
+    d = Driver(has_child=True)
+    d.become_master()
+    for _ in range(TIMINGS.child_max_restarts + 3):
+        actions = d.at(d.now + 0.001, roles.ChildExited(roles.CLAIM_LAPSED_EXIT))
+        assert d.kinds(actions) == [roles.RestartChild]
+    assert d.machine.role is Role.MASTER and d.machine.hold_off_until == 0.0
+    # The child's own crashes are still counted, from the first.
+    assert d.kinds(d.at(d.now + 0.001, roles.ChildExited(1))) == [roles.RestartChild]
+
+
+def test_after_a_claim_lapse_kill_the_child_restarts_once_a_lease_check_passes() -> None:
+    """On a lapsed claim a new guardian would refuse to start the child: wait for a check."""
+    d = Driver(has_child=True)
+    d.become_master()  # its claim lasts until 0.55
+    check = d.at(0.6)  # late: the claim has lapsed
+    assert d.kinds(check) == [Revalidate]
+    assert d.at(0.61, roles.ChildExited(roles.CLAIM_LAPSED_EXIT)) == []
+    assert roles.RestartChild() in d.at(0.62, passed(0.6))
+    assert roles.RestartChild() not in d.at(0.7, passed(0.68))  # once
 
 
 def test_a_master_that_cannot_start_serving_steps_down_once_and_holds_off() -> None:
@@ -156,7 +185,7 @@ def test_lease_checks_go_on_through_a_graceful_stop_only_for_a_child(has_child: 
     assert d.machine.role is Role.STOPPING
     # The shell sleeps until next_deadline: it must wake for the next check, or the
     # guardian's deadline passes while the loop sleeps.
-    assert (d.machine.next_deadline() == pytest.approx(0.30 + 0.125)) is has_child
+    assert (d.machine.next_deadline() == pytest.approx(0.30 + CHECK_INTERVAL_S)) is has_child
     checks = d.at(0.45)
     assert (checks == [Revalidate()]) is has_child
     if has_child:
