@@ -12,6 +12,7 @@ import pytest
 
 from primacy.supervisor import codes
 from primacy.supervisor.config import ConfigError, NodeConfig, load_config
+from primacy.supervisor.shell.haproxy_api import commands
 from primacy.supervisor.shell.lb_push import LoadBalancerPush
 from tests.harness.group import free_port, wait_until
 from tests.harness.haproxy import HAPROXY, Haproxy
@@ -165,4 +166,15 @@ def test_several_runtime_apis_are_read_in_order(tmp_path: Path) -> None:
         "unix:/run/haproxy/admin.sock",
         "10.0.0.5:9999",
         "[::1]:9999",
+    ]
+
+
+def test_the_backends_other_servers_go_down_before_this_node_goes_up() -> None:
+    assert commands("b", "node-b", True, ["node-a", "node-b", "node-c"]) == [
+        "set server b/node-a health down",
+        "set server b/node-c health down",
+        "set server b/node-b health up",
+    ]
+    assert commands("b", "node-b", False, ["node-a", "node-b"]) == [
+        "set server b/node-b health down"
     ]
