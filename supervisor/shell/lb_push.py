@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
@@ -22,13 +23,21 @@ from primacy.supervisor.shell.thread_deaths import ThreadDeaths, owned_thread
 log = logging.getLogger("primacy.node")
 
 RETRY_S = 1.0
+_RECHECK_S = 0.01
 
 
 class _OneHaproxy:
     """The push to one HAProxy: its thread, the wish it has to send, what it last applied."""
 
-    def __init__(self, api: RuntimeApi, config: NodeConfig, deaths: ThreadDeaths | None) -> None:
+    def __init__(
+        self,
+        api: RuntimeApi,
+        config: NodeConfig,
+        serving_now: Callable[[], bool],
+        deaths: ThreadDeaths | None,
+    ) -> None:
         self._api = api
+        self._serving_now = serving_now
         self._node_id = config.node_id
         self._backend = config.haproxy_backend
         self._server = config.haproxy_server or config.node_id
@@ -72,6 +81,11 @@ class _OneHaproxy:
 
     def _run(self) -> None:
         while (serving := self._next()) is not None:
+            if serving and not self._serving_now():
+                # The claim lapsed since the loop asked (this node was frozen, say): no "up"
+                # from a node that no longer answers 200; the loop's "down" follows.
+                time.sleep(_RECHECK_S)
+                continue
             started = time.monotonic()
             try:
                 servers = list(self._api.servers(self._backend, self._timeout_s)) if serving else []
@@ -130,9 +144,16 @@ class _OneHaproxy:
 class LoadBalancerPush:
     """Every configured HAProxy of one node; ``follow`` from the role loop only."""
 
-    def __init__(self, config: NodeConfig, deaths: ThreadDeaths | None = None) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        serving_now: Callable[[], bool],
+        deaths: ThreadDeaths | None = None,
+    ) -> None:
+        """``serving_now``: what ``/master`` answers at this instant (checked again just
+        before an "up" is sent)."""
         self._haproxies = [
-            _OneHaproxy(RuntimeApi(address), config, deaths)
+            _OneHaproxy(RuntimeApi(address), config, serving_now, deaths)
             for address in config.haproxy_runtime_apis()
         ]
         self._serving: bool | None = None

@@ -105,7 +105,7 @@ def wire(
         on_master_left=lambda: post(roles.MasterLeft()),
         on_pause_changed=registry.wake,
     )
-    lb = LoadBalancerPush(config, deaths)
+    lb = LoadBalancerPush(config, lambda: snapshot().is_serving_master(), deaths)
     return NodeParts(
         deaths,
         io,

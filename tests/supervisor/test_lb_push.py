@@ -5,7 +5,7 @@ unreachable or refusing HAProxy retried, logged with its code, and never waited 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,9 +46,15 @@ def haproxy(tmp_path: Path) -> Iterator[Haproxy]:
         proxy.stop()
 
 
-def _push(tmp_path: Path, node_id: str, address: str, **keys: object) -> LoadBalancerPush:
+def _push(
+    tmp_path: Path,
+    node_id: str,
+    address: str,
+    serving_now: Callable[[], bool] = lambda: True,
+    **keys: object,
+) -> LoadBalancerPush:
     config = NodeConfig(node_id=node_id, share=tmp_path, haproxy_runtime_api=address, **keys)
-    push = LoadBalancerPush(config)
+    push = LoadBalancerPush(config, serving_now)
     push.start()
     return push
 
@@ -76,6 +82,19 @@ def test_a_serving_node_is_the_only_server_up_and_a_stopped_one_is_down(
         f"Server {BACKEND}/node-c is DOWN, changed from CLI",
         f"Server {BACKEND}/node-b is DOWN, changed from CLI",
     ]
+
+
+def test_no_up_is_sent_once_the_claim_lapsed_only_the_down_that_follows(
+    tmp_path: Path, haproxy: Haproxy
+) -> None:
+    push = _push(tmp_path, "node-b", haproxy.tcp_address, serving_now=lambda: False)
+    try:
+        push.follow(True)  # asked while serving; the claim lapsed before the thread sent it
+        push.follow(False)
+        wait_until(lambda: "node-b" not in haproxy.ready(BACKEND), 10, "node-b down")
+    finally:
+        push.close(5)
+    assert haproxy.ready(BACKEND) == {"node-a", "node-c"}  # no "others down" went either
 
 
 def test_the_server_name_may_differ_from_the_node_id(tmp_path: Path, haproxy: Haproxy) -> None:
