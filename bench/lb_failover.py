@@ -12,7 +12,11 @@ slave before the next. Per setup:
 - ``guide-before``: the guide's HAProxy example as issue 46 found it (``timeout connect 2s``,
   ``inter 500ms fall 1 rise 2``, no redispatch, no push);
 - ``guide-checks``: today's guide example, its HAProxy means only (nodes not pushing);
-- ``guide-push``: today's guide example with the nodes pushing to its runtime API.
+- ``guide-push``: today's guide example with the nodes pushing to its runtime API;
+- ``amq-direct``, ``amq-checks``, ``amq-push`` (not run unless named): ActiveMQ under
+  primacy with a warm standby (the operator guide's recipe, bench/activemq/under_primacy.py)
+  behind the guide's HAProxy example: the client straight to both brokers, through HAProxy
+  with its checks alone, through HAProxy with the push.
 
 Through HAProxy its runtime state is sampled every 10 ms for two servers ready at once;
 at the end the queue is drained and every receipted message looked for. ``--load N`` runs N
@@ -20,6 +24,7 @@ busy processes beside it (a loaded host).
 
     python bench/lb_failover.py --kills 10
     python bench/lb_failover.py --kills 5 --load 4 --setups guide-push
+    python bench/lb_failover.py --kills 5 --setups amq-direct,amq-push
 """
 
 from __future__ import annotations
@@ -35,12 +40,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.activemq.workload import FailoverSender, StockStompClient, drain
 from primacy.cli.localgroup import Group, NodeProcess, free_port, wait_until
+from primacy.supervisor.shell.haproxy_api import RuntimeApi, is_ready
 from tests.harness.guide_examples import guide_example, haproxy_config
 from tests.harness.haproxy import HAPROXY, Haproxy
 
@@ -48,6 +55,7 @@ NODES = ("node-a", "node-b")
 BACKEND = "primacy_stomp"
 QUEUE = "/queue/lb-failover"
 SETUPS = ("direct", "guide-before", "guide-checks", "guide-push")
+AMQ_SETUPS = ("amq-direct", "amq-checks", "amq-push")
 # The guide's example as issue 46 measured it (docs/operator-guide.md before 46).
 GUIDE_BEFORE = {
     "timeout connect": "timeout connect 2s",
@@ -69,8 +77,8 @@ def busy() -> None:
 class TwoReadySampler:
     """HAProxy's ``show servers state`` every 10 ms: how often more than one server was ready."""
 
-    def __init__(self, proxy: Haproxy) -> None:
-        self.proxy, self.samples, self.two_ready = proxy, 0, 0
+    def __init__(self, ready: Callable[[], set[str]]) -> None:
+        self.ready, self.samples, self.two_ready = ready, 0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -78,7 +86,7 @@ class TwoReadySampler:
     def _run(self) -> None:
         while not self._stop.wait(0.01):
             try:
-                ready = self.proxy.ready(BACKEND)
+                ready = self.ready()
             except Exception:
                 continue
             self.samples += 1
@@ -117,6 +125,18 @@ class Setup:
             node_id, "--stomp", f"127.0.0.1:{stomp_port}", *push, http_port=http_port
         )
 
+    def ready(self) -> Callable[[], set[str]] | None:
+        proxy = self.proxy
+        return None if proxy is None else lambda: proxy.ready(BACKEND)
+
+    def kill(self, master: NodeProcess) -> float:
+        killed_at = time.monotonic()
+        master.signal(signal.SIGKILL)
+        return killed_at
+
+    def restore(self, master: NodeProcess) -> None:
+        self.start_node(master.node_id)
+
     def addresses(self) -> list[tuple[str, int]]:
         if self.proxy is None:
             return [("127.0.0.1", stomp) for stomp, _ in self.ports.values()]
@@ -143,13 +163,66 @@ class Setup:
             self.proxy.stop()
 
 
+class ActiveMQSetup:
+    """ActiveMQ under primacy with a warm standby (bench/activemq/under_primacy.py), the
+    guide's HAProxy in front; the client goes through it or straight to both brokers."""
+
+    def __init__(self, name: str, root: Path) -> None:
+        from bench.activemq.under_primacy import ActiveMQUnderPrimacy
+
+        self.name = name
+        self.api = RuntimeApi(f"127.0.0.1:{free_port()}")
+        api_port = int(self.api.address.rpartition(":")[2])
+        push = ("--haproxy-runtime-api", self.api.address) if name == "amq-push" else ()
+        root.mkdir()
+        self.group = ActiveMQUnderPrimacy(
+            root, 256, *push, warm=True, haproxy_runtime_api_port=api_port
+        )
+        self.group.start()
+
+    def ready(self) -> Callable[[], set[str]] | None:
+        if self.name == "amq-direct":
+            return None
+        api = self.api
+        return lambda: {n for n, state in api.servers(BACKEND, 2.0).items() if is_ready(*state)}
+
+    def settled(self) -> NodeProcess:
+        master = self.group.wait_for_a_master()
+        others = [n for n in self.group.group.alive() if n is not master]
+        wait_until(lambda: all(n.status("/slave") == 200 for n in others), 120, "a standby")
+        ready = self.ready()
+        if ready is not None:
+            wait_until(lambda: ready() == {master.node_id}, 60, "HAProxy settled")
+        return master
+
+    def kill(self, master: NodeProcess) -> float:
+        return self.group.kill_master()
+
+    def restore(self, master: NodeProcess) -> None:
+        self.group.restore()
+
+    def addresses(self) -> list[tuple[str, int]]:
+        if self.name == "amq-direct":
+            return [("127.0.0.1", port) for port in self.group.stomp_ports.values()]
+        return [("127.0.0.1", self.group.front_port)]
+
+    def master_address(self) -> tuple[str, int]:
+        master = self.group.wait_for_a_master()
+        return ("127.0.0.1", self.group.stomp_ports[master.node_id])
+
+    def close(self) -> None:
+        self.group.close()
+
+
 def nth_receipt_after(sender: FailoverSender, killed_at: float, generation: int, n: int) -> float:
     after = [at for at, gen, _ in sender.records if at >= killed_at and gen > generation]
     return after[n - 1] - killed_at
 
 
 def run_setup(name: str, root: Path, kills: int) -> dict[str, object]:
-    setup = Setup(name, root)
+    setup: Setup | ActiveMQSetup = (
+        ActiveMQSetup(name, root) if name.startswith("amq-") else Setup(name, root)
+    )
     sampler = None
     sender = None
     firsts: list[float] = []
@@ -157,16 +230,16 @@ def run_setup(name: str, root: Path, kills: int) -> dict[str, object]:
     try:
         setup.settled()
         sender = FailoverSender(StockStompClient(setup.addresses()), QUEUE, name)
-        if setup.proxy is not None:
-            sampler = TwoReadySampler(setup.proxy)
+        ready = setup.ready()
+        if ready is not None:
+            sampler = TwoReadySampler(ready)
         for index in range(kills):
             master = setup.settled()
             sender.resume()
             sender.wait_receipts(RECEIPTS_BEFORE_KILL)
             time.sleep(random.uniform(0, 0.02))
             generation = sender.generation
-            killed_at = time.monotonic()
-            master.signal(signal.SIGKILL)
+            killed_at = setup.kill(master)
             sender.first_receipt_after(killed_at, generation, 60)
             sender.wait_receipts(RECEIPTS_AFTER)
             sender.pause()
@@ -177,7 +250,7 @@ def run_setup(name: str, root: Path, kills: int) -> dict[str, object]:
                 f"third {thirds[-1] * 1000:.0f} ms",
                 flush=True,
             )
-            setup.start_node(master.node_id)
+            setup.restore(master)
         reconnects = sender.generation - 1
         receipted = sender.receipted_ids()
         sender.close()
@@ -211,7 +284,9 @@ def main() -> None:
     )
     parser.add_argument("--kills", type=int, default=10, help="kills per setup")
     parser.add_argument(
-        "--setups", default=",".join(SETUPS), help=f"comma-separated, of {', '.join(SETUPS)}"
+        "--setups",
+        default=",".join(SETUPS),
+        help=f"comma-separated, of {', '.join(SETUPS + AMQ_SETUPS)}",
     )
     parser.add_argument("--load", type=int, default=0, help="busy processes beside the run")
     parser.add_argument(
@@ -230,7 +305,7 @@ def main() -> None:
     if HAPROXY is None:
         sys.exit("needs haproxy (apt-get install haproxy)")
     setups = [s.strip() for s in args.setups.split(",")]
-    assert all(s in SETUPS for s in setups), setups
+    assert all(s in SETUPS + AMQ_SETUPS for s in setups), setups
     (line,) = re.findall(r"^\s*(default-server .*)$", guide_example("Load balancer: HAProxy"), re.M)
     print(f"the guide's example: {line}; changed: {REPLACE or 'nothing'}", flush=True)
     burners = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.load)]

@@ -54,6 +54,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         openwire: bool = False,
         haproxy_checks: str | None = None,
         haproxy_connect_timeout: str | None = None,
+        haproxy_runtime_api_port: int | None = None,
         exec_wrapper: tuple[str, ...] = (),
         jvm_options: tuple[str, ...] = (),
     ) -> None:
@@ -65,8 +66,10 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         ``haproxy_checks``: HAProxy's whole ``default-server`` line instead of the guide's, and
         ``haproxy_connect_timeout`` instead of its ``timeout connect`` (HAProxy waits
         the shorter of it and 1 s before it retries a refused connection), to measure what they
-        cost a failover. ``exec_wrapper``: a command the JVM's command line is appended to (a
-        shell that forks it rather than exec it, say). ``jvm_options``: for the brokers' JVMs
+        cost a failover. ``haproxy_runtime_api_port``: HAProxy's runtime API there (for a
+        node's push, given in ``extra``, and for sampling its state). ``exec_wrapper``: a
+        command the JVM's command line is appended to (a shell that forks it rather than exec
+        it, say). ``jvm_options``: for the brokers' JVMs
         (the tests' short-lived settings; the benchmarks run ActiveMQ as its users do)."""
         super().__init__(root, NODES, extra)
         self.shares = shares or {node_id: self.group.share for node_id in NODES}
@@ -77,6 +80,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self.warm = warm
         self._haproxy_checks = haproxy_checks
         self._haproxy_connect_timeout = haproxy_connect_timeout
+        self.haproxy_runtime_api_port = haproxy_runtime_api_port
         self._exec_wrapper = exec_wrapper
         self._jvm_options = jvm_options
         self.openwire_ports = {node_id: free_port() for node_id in NODES} if openwire else {}
@@ -98,7 +102,13 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             replace["default-server"] = f"default-server {self._haproxy_checks}"
         if self._haproxy_connect_timeout is not None:
             replace["timeout connect"] = f"timeout connect {self._haproxy_connect_timeout}"
-        text = haproxy_config(self.front_port, backends, self.stats_port, replace=replace)
+        text = haproxy_config(
+            self.front_port,
+            backends,
+            self.stats_port,
+            runtime_api_port=self.haproxy_runtime_api_port,
+            replace=replace,
+        )
         config.write_text(text)
         self._proxy = subprocess.Popen(
             [HAPROXY, "-db", "-f", str(config)],
