@@ -162,8 +162,14 @@ class LoadBalancerPush:
         for haproxy in self._haproxies:
             haproxy.start()
 
-    def follow(self, serving: bool) -> None:
-        """This node now serves (``/master`` says 200) or not: tell every HAProxy."""
+    def follow(self, serving_now: bool, master: bool) -> None:
+        """Tell every HAProxy: up once ``/master`` says 200 (``serving_now``); down once this
+        node is no longer master (``master`` False). A claim that lapses and comes back while
+        the node stays master (a late lease check on a loaded host) is left to HAProxy's
+        checks, which tolerate it (``fall 2``): a "down" pushed for it would cut every
+        client's session (``on-marked-down shutdown-sessions``). A successor marks this node
+        down anyway before it marks itself up (docs/safety.md)."""
+        serving = serving_now or (self._serving is True and master)
         if serving != self._serving:
             self._serving = serving
             for haproxy in self._haproxies:

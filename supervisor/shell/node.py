@@ -138,8 +138,9 @@ class Node:
             if self._loop_proved_healthy(event):
                 self._notifier.watchdog_if_due(now)
             self._snapshot = self._build_snapshot()
-            # What /master now answers, pushed to the load balancers (never blocks).
-            self._lb.follow(self._snapshot.is_serving_master(self._clock()))
+            # Pushed to the load balancers (never blocks): up once /master says 200.
+            master = self.machine.role is Role.MASTER
+            self._lb.follow(self._snapshot.is_serving_master(self._clock()), master)
             if self._role_changed:  # after publishing: the registry writes what it reads
                 self._role_changed = False
                 self._registry.wake()
@@ -279,7 +280,7 @@ class Node:
         level = logging.INFO if graceful else logging.ERROR
         code = codes.SERVING_STOPPED if graceful else codes.LEASE_LOST
         log.log(level, "%s node %s stops serving: %s", code, self.config.node_id, reason)
-        self._lb.follow(False)  # queued before the listener closes (docs/safety.md)
+        self._lb.follow(False, False)  # queued before the listener closes (docs/safety.md)
         store, self._state.store = self._state.store, None
         jobs, registry = self._jobs, self._registry
         leaving, self._leaving = self._leaving, None  # the machine's change, as it said it
