@@ -46,6 +46,7 @@ class _OneHaproxy:
         self._wanted: bool | None = None  # serving or not; None until the loop says
         self._applied: bool | None = None
         self._failing: str | None = None  # the last failure logged, until a push succeeds
+        self._failed_wish: bool | None = None  # what that failure was sending
         self._closing = False
         self._thread = owned_thread(deaths, self._run, f"haproxy-push {api.address}")
 
@@ -69,8 +70,8 @@ class _OneHaproxy:
         """The wish to send now, or None to end. After a failure the same wish waits a
         second; a new wish goes at once."""
         retry_at = time.monotonic() + RETRY_S if self._failing else 0.0
+        failed_wish = self._failed_wish
         with self._changed:
-            failed_wish = self._wanted
             while True:
                 pending = self._wanted is not None and self._wanted != self._applied
                 if self._closing and (not pending or self._failing):
@@ -83,7 +84,9 @@ class _OneHaproxy:
         while (serving := self._next()) is not None:
             if serving and not self._serving_now():
                 # The claim lapsed since the loop asked (this node was frozen, say): no "up"
-                # from a node that no longer answers 200; the loop's "down" follows.
+                # from a node that no longer answers 200 (sent once it does again, or never).
+                if self._closing:
+                    return
                 time.sleep(_RECHECK_S)
                 continue
             started = time.monotonic()
@@ -93,6 +96,7 @@ class _OneHaproxy:
                     commands(self._backend, self._server, serving, servers), self._timeout_s
                 )
             except RuntimeApiError as exc:
+                self._failed_wish = serving
                 self._failed(serving, exc)
                 continue
             with self._changed:
