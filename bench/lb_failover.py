@@ -336,7 +336,8 @@ def main() -> None:
             burner.join(10)
     print()
     print(
-        f"kill -9 -> RECEIPT, stock stomp.py, 2 built-in-broker nodes, {args.kills} kills per "
+        f"kill -9 -> RECEIPT, stock stomp.py, 2 nodes (amq-*: ActiveMQ under primacy, warm; "
+        f"else the built-in broker), {args.kills} kills per "
         f"setup, {args.load} busy processes beside"
     )
     print()

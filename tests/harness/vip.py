@@ -110,6 +110,13 @@ class VipGroup:
         ).stdout
         return f"{VIP}/" in out
 
+    def held_twice(self) -> bool:
+        """Both nodes held the address at one instant. Asked a, b, then a again: one reading
+        of each after the other would also say so for a clean handover between the two
+        (the old holder read before it let go, the new one after it took over)."""
+        first, second = self.namespaces
+        return self.holds_vip(first) and self.holds_vip(second) and self.holds_vip(first)
+
     def start(self) -> None:
         for node_id in self.namespaces:
             self.start_node(node_id)
