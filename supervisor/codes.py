@@ -40,6 +40,9 @@ STALLED_LOCK_REPLACED = "PRIMACY-1025"
 COORDINATOR_BEHIND_SHARE = "PRIMACY-1026"
 PLANTED_EPOCH_REPLACED = "PRIMACY-1027"
 SHARE_UNUSABLE_BY_NODE = "PRIMACY-1030"
+LB_TOLD = "PRIMACY-1040"
+LB_UNREACHABLE = "PRIMACY-1041"
+LB_REFUSED = "PRIMACY-1042"
 CLAIM_LAPSE_NOT_A_CRASH = "PRIMACY-1050"
 THREAD_DIED = "PRIMACY-1097"
 ROLE_LOOP_FAILED = "PRIMACY-1098"
@@ -101,6 +104,18 @@ TITLES = {
     SHARE_UNUSABLE_BY_NODE: (
         "this node cannot use a file or directory on the share (its owner or mode: another "
         "user wrote it): it claims no epoch until the path is fixed"
+    ),
+    LB_TOLD: (
+        "this node told an HAProxy (its runtime API) that it serves (its server up, the "
+        "backend's others down) or stopped serving (its server down)"
+    ),
+    LB_UNREACHABLE: (
+        "an HAProxy's runtime API could not be reached; the push is retried every second and "
+        "HAProxy's health check decides meanwhile"
+    ),
+    LB_REFUSED: (
+        "an HAProxy refused the push (unknown backend or server, or a socket not at level "
+        "admin); retried every second, its health check decides meanwhile"
     ),
     CLAIM_LAPSE_NOT_A_CRASH: (
         "the guardian killed the exec child because this node's claim lapsed unconfirmed (exit "

@@ -62,6 +62,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         haproxy_checks: str | None = None,
         haproxy_connect_timeout: str | None = None,
         haproxy_check_timeout: str | None = None,
+        haproxy_runtime_api_port: int | None = None,
         exec_wrapper: tuple[str, ...] = (),
         jvm_options: tuple[str, ...] = (),
     ) -> None:
@@ -70,11 +71,13 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         by default both use one local directory. ``warm``: a warm standby on every node,
         KahaDB's locker being primacy's gate (``PrimacyGateLocker``). ``openwire``: each broker
         also listens for ActiveMQ's JMS client (``openwire_ports``), not through HAProxy.
-        ``haproxy_checks``: HAProxy's check timings instead of the guide's (``inter 500ms
-        fall 1 rise 2``), and ``haproxy_connect_timeout`` instead of its ``2s`` (HAProxy waits
+        ``haproxy_checks``: HAProxy's whole ``default-server`` line instead of the guide's, and
+        ``haproxy_connect_timeout`` instead of its ``timeout connect`` (HAProxy waits
         the shorter of it and 1 s before it retries a refused connection), to measure what they
-        cost a failover. ``exec_wrapper``: a command the JVM's command line is appended to (a
-        shell that forks it rather than exec it, say). ``jvm_options``: for the brokers' JVMs
+        cost a failover. ``haproxy_runtime_api_port``: HAProxy's runtime API there (for a
+        node's push, given in ``extra``, and for sampling its state). ``exec_wrapper``: a
+        command the JVM's command line is appended to (a shell that forks it rather than exec
+        it, say). ``jvm_options``: for the brokers' JVMs
         (the tests' short-lived settings; the benchmarks run ActiveMQ as its users do)."""
         super().__init__(root, NODES, extra)
         self.shares = shares or {node_id: self.group.share for node_id in NODES}
@@ -86,6 +89,7 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
         self._haproxy_checks = haproxy_checks
         self._haproxy_connect_timeout = haproxy_connect_timeout
         self._haproxy_check_timeout = haproxy_check_timeout
+        self.haproxy_runtime_api_port = haproxy_runtime_api_port
         self._exec_wrapper = exec_wrapper
         self._jvm_options = jvm_options
         self.openwire_ports = {node_id: free_port() for node_id in NODES} if openwire else {}
@@ -102,23 +106,20 @@ class ActiveMQUnderPrimacy(PrimacyGroup):
             self.start_node(node_id)
         config = self._root / "haproxy.cfg"
         backends = {n: (self.stomp_ports[n], self.http_ports[n]) for n in NODES}
-        text = haproxy_config(self.front_port, backends, self.stats_port)
+        replace = {}
         if self._haproxy_checks is not None:
-            guide = "default-server inter 500ms fall 1 rise 2"
-            assert guide in text, "the guide's HAProxy example changed its check timings"
-            text = text.replace(guide, f"default-server {self._haproxy_checks}")
+            replace["default-server"] = f"default-server {self._haproxy_checks}"
         if self._haproxy_connect_timeout is not None:
-            assert "timeout connect 2s" in text, "the guide's HAProxy example changed"
-            text = text.replace(
-                "timeout connect 2s", f"timeout connect {self._haproxy_connect_timeout}"
-            )
+            replace["timeout connect"] = f"timeout connect {self._haproxy_connect_timeout}"
         if self._haproxy_check_timeout is not None:  # the warm recipe's (issue 47)
-            text = re.sub(
-                r"(?m)^(\s*)(timeout connect \S+)$",
-                rf"\1\2\n\1timeout check {self._haproxy_check_timeout}",
-                text,
-                count=1,
-            )
+            replace["timeout check"] = f"timeout check {self._haproxy_check_timeout}"
+        text = haproxy_config(
+            self.front_port,
+            backends,
+            self.stats_port,
+            runtime_api_port=self.haproxy_runtime_api_port,
+            replace=replace,
+        )
         config.write_text(text)
         self._proxy = subprocess.Popen(
             [HAPROXY, "-db", "-f", str(config)],

@@ -31,6 +31,7 @@ from primacy.store.config import (
 from primacy.store.config_keys import Bool, Float, Int, key
 from primacy.supervisor.config.coordination_keys import CoordinationKeys
 from primacy.supervisor.config.exec_keys import ExecKeys
+from primacy.supervisor.config.lb_keys import LoadBalancerKeys
 from primacy.supervisor.machine.role_events import TAKEOVER_DRIFT_MARGIN, Priority, Timings
 
 # Defaults chosen from measurements (docs/benchmarks.md, docs/operator-guide.md):
@@ -239,7 +240,7 @@ class NodeKeys(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = key("info", "log level")
 
 
-class NodeConfig(BrokerKeys, CoordinationKeys, ExecKeys, JournalKeys, NodeKeys):
+class NodeConfig(BrokerKeys, CoordinationKeys, ExecKeys, JournalKeys, LoadBalancerKeys, NodeKeys):
     """Everything ``primacy run`` needs, typed. Each key is declared once: the node's here, the
     exec child's in ``exec_keys.py``, coordination's in ``coordination_keys.py``, the
     journal's in ``store/config.py`` and the broker's in ``broker/config.py``. The TOML

@@ -90,6 +90,7 @@ class Node:
         self._parts = parts
         self._io, self._serving, self._jobs = parts.io, parts.serving, parts.jobs
         self._notifier, self.metrics, self._registry = parts.notifier, parts.metrics, parts.registry
+        self._lb = parts.lb
         # "connecting" until its client says otherwise; None for a port without a session.
         self._state.coordination_session = parts.port.session_state
         self._snapshot = self._build_snapshot()
@@ -137,6 +138,9 @@ class Node:
             if self._loop_proved_healthy(event):
                 self._notifier.watchdog_if_due(now)
             self._snapshot = self._build_snapshot()
+            # Pushed to the load balancers (never blocks): up once /master says 200.
+            master = self.machine.role is Role.MASTER
+            self._lb.follow(self._snapshot.is_serving_master(self._clock()), master)
             if self._role_changed:  # after publishing: the registry writes what it reads
                 self._role_changed = False
                 self._registry.wake()
@@ -276,6 +280,7 @@ class Node:
         level = logging.INFO if graceful else logging.ERROR
         code = codes.SERVING_STOPPED if graceful else codes.LEASE_LOST
         log.log(level, "%s node %s stops serving: %s", code, self.config.node_id, reason)
+        self._lb.follow(False, False)  # queued before the listener closes (docs/safety.md)
         store, self._state.store = self._state.store, None
         jobs, registry = self._jobs, self._registry
         leaving, self._leaving = self._leaving, None  # the machine's change, as it said it

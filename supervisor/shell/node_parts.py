@@ -27,6 +27,7 @@ from primacy.supervisor.shell import sdnotify
 from primacy.supervisor.shell.admin import NodeAdmin, status_endpoint
 from primacy.supervisor.shell.config_watch import ConfigWatcher
 from primacy.supervisor.shell.coordination import open_share_port
+from primacy.supervisor.shell.lb_push import LoadBalancerPush
 from primacy.supervisor.shell.lock_io import LockIoWorker
 from primacy.supervisor.shell.node_events import ConfigEdited, NodeEvent, SessionChanged
 from primacy.supervisor.shell.registry_loop import RegistryLoop
@@ -59,6 +60,7 @@ class NodeParts:
     config_watcher: ConfigWatcher | None
     registry: RegistryLoop
     watcher: ChangeWatch
+    lb: LoadBalancerPush
 
 
 def wire(
@@ -109,6 +111,7 @@ def wire(
         on_master_left=lambda: post(roles.MasterLeft()),
         on_pause_changed=registry.wake,
     )
+    lb = LoadBalancerPush(config, lambda: snapshot().is_serving_master(), deaths)
     return NodeParts(
         deaths,
         io,
@@ -122,6 +125,7 @@ def wire(
         config_watcher,
         registry,
         watcher,
+        lb,
     )
 
 
@@ -138,6 +142,7 @@ def start(parts: NodeParts, config: NodeConfig) -> None:
             exc,
         )
     parts.serving.start_threads()
+    parts.lb.start()
     if parts.config_watcher is not None:
         parts.config_watcher.start()
     log.info(
@@ -155,6 +160,7 @@ def close_after_release(parts: NodeParts, timeout_s: float, released: bool) -> N
     if parts.config_watcher is not None:
         parts.config_watcher.stop()
     parts.registry.close(timeout_s, final=released)  # its last entry wakes the slaves
+    parts.lb.close(timeout_s)  # after the stop's "down" was sent (or failed)
     parts.watcher.stop()  # last: joining the observer takes a while and wakes no one
     parts.port.close()  # a coordination service's session ends after the release
     parts.api.stop()

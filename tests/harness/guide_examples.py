@@ -27,13 +27,31 @@ def substitute(text: str, replacements: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def haproxy_config(front_port: int, backends: dict[str, tuple[int, int]], stats_port: int) -> str:
+GUIDE_RUNTIME_API = "stats socket ipv4@10.0.0.9:9999 level admin"
+
+
+def haproxy_config(
+    front_port: int,
+    backends: dict[str, tuple[int, int]],
+    stats_port: int,
+    runtime_api_port: int | None = None,
+    replace: dict[str, str] | None = None,
+) -> str:
     """The guide's HAProxy example on loopback ports, plus a frontend for the test to ask
-    HAProxy whether it sees a master (nbsrv), which is not part of what operators copy."""
+    HAProxy whether it sees a master (nbsrv), which is not part of what operators copy.
+    ``runtime_api_port``: its runtime API there (else none). ``replace``: settings changed
+    for a measurement, each {setting: new line} replacing the one line starting with it
+    (``default-server``, ``timeout connect``; a line that is not there fails)."""
     (a_stomp, a_http), (b_stomp, b_http) = backends["node-a"], backends["node-b"]
+    api = (
+        f"stats socket ipv4@127.0.0.1:{runtime_api_port} level admin"
+        if runtime_api_port is not None
+        else "# no runtime API"
+    )
     example = substitute(
         guide_example("Load balancer: HAProxy"),
         {
+            GUIDE_RUNTIME_API: api,
             "server node-a 10.0.0.1:61613 check port 8008": (
                 f"server node-a 127.0.0.1:{a_stomp} check port {a_http}"
             ),
@@ -43,6 +61,8 @@ def haproxy_config(front_port: int, backends: dict[str, tuple[int, int]], stats_
             "bind :61613": f"bind 127.0.0.1:{front_port}",
         },
     )
+    for setting, line in (replace or {}).items():
+        example = replace_setting(example, setting, line)
     return f"""{example}
 frontend test_sees_a_master
     mode http
@@ -63,23 +83,15 @@ def warm_haproxy_lines() -> list[str]:
 def warm_haproxy_config(
     front_port: int, backends: dict[str, tuple[int, int]], lines: list[str] | None = None
 ) -> str:
-    """The general example with the warm recipe's lines (or ``lines``) in its backend: its
-    ``timeout connect`` and ``default-server`` replaced, any other line (``timeout check``)
-    added after ``timeout connect``."""
+    """The general example (without its runtime API) with the warm recipe's lines (or
+    ``lines``) in its backend: each replaces the example's line of the same setting
+    (``timeout connect``, ``timeout check``, ``default-server``), or is added."""
     lines = warm_haproxy_lines() if lines is None else lines
     (a_stomp, a_http), (b_stomp, b_http) = backends["node-a"], backends["node-b"]
-    (connect,) = [line for line in lines if line.startswith("timeout connect ")]
-    (default,) = [line for line in lines if line.startswith("default-server ")]
-    others = [line for line in lines if line not in (connect, default)]
-    general = guide_example("Load balancer: HAProxy")
-    (old_default,) = [
-        line.strip() for line in general.splitlines() if line.strip().startswith("default-server")
-    ]
-    return substitute(
-        general,
+    config = substitute(
+        guide_example("Load balancer: HAProxy"),
         {
-            "timeout connect 2s": "\n    ".join([connect, *others]),
-            old_default: default,
+            GUIDE_RUNTIME_API: "# no runtime API",
             "server node-a 10.0.0.1:61613 check port 8008": (
                 f"server node-a 127.0.0.1:{a_stomp} check port {a_http}"
             ),
@@ -89,3 +101,23 @@ def warm_haproxy_config(
             "bind :61613": f"bind 127.0.0.1:{front_port}",
         },
     )
+    for line in lines:
+        words = line.split()
+        setting = " ".join(words[:2]) if words[0] == "timeout" else words[0]
+        config = replace_setting(config, setting, line)
+    return config
+
+
+def replace_setting(config: str, setting: str, line: str) -> str:
+    """``config`` with the one line that starts with ``setting`` (stripped) replaced by
+    ``line``, or with ``line`` added after the backend's first line when the example has no
+    such setting and ``line`` is not empty."""
+    lines = config.splitlines()
+    found = [i for i, text in enumerate(lines) if text.strip().startswith(setting + " ")]
+    assert len(found) <= 1, f"the guide's example has {setting!r} more than once"
+    if found:
+        lines[found[0]] = "    " + line if line else ""
+    elif line:
+        at = next(i for i, text in enumerate(lines) if text.startswith("backend "))
+        lines.insert(at + 1, "    " + line)
+    return "\n".join(lines) + "\n"
