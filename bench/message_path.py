@@ -45,10 +45,10 @@ from bench.activemq.brokers import PrimacyGroup
 from bench.activemq.workload import throughput
 from bench.broker import throughput as in_process_throughput
 from primacy.broker.connection import StompConnection
-from primacy.broker.journal_waits import JournalWaits
 from primacy.broker.service import BrokerService
 from primacy.locker.lease import Lease
 from primacy.share.posix import PosixShare
+from primacy.store import format as fmt
 from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.journal import JournalStore
 from primacy.store.writer import GroupCommitWriter, SegmentFile
@@ -84,33 +84,95 @@ def timed(marks: Marks, name: str, call: Callable[[], None]) -> Callable[[], Non
     return run
 
 
-def median_gap_us(starts: list[float], ends: list[float]) -> float:
-    """Median time from each start to the first end after it (the ends of one stream)."""
+def mean_gap_us(starts: list[float], ends: list[float]) -> float:
+    """Mean time from each start to the first end after it (the ends of one stream): means,
+    not medians, so that the stages of a round trip add up to it (its tail included)."""
     gaps = []
     for start in starts[50:-50]:  # away from the start-up and the stop
         index = bisect.bisect_right(ends, start)
         if index < len(ends):
             gaps.append(ends[index] - start)
-    return statistics.median(gaps) * 1e6
+    return statistics.fmean(gaps) * 1e6
 
 
-def round_trip(root: Path, seconds: float) -> float:
-    """Print the round trip's stages; returns the physical limit for one producer (msg/s):
-    one round trip of nothing but the client's share and one ``fdatasync``, as measured."""
+STAGES = [
+    # (label, from mark, to mark): the median time from each "from" to the next "to".
+    ("the client: RECEIPT written -> next SEND read", "replied", "read"),
+    ("parse: SEND read -> its frame handled", "read", "handled"),
+    ("broker core: frame handled -> record submitted", "handled", "submitted"),
+    ("hand-off: submitted -> the commit starts", "submitted", "commit"),
+    ("the commit: encode, write, fdatasync, fencing check, apply", "commit", "committed"),
+    ("hand-back: committed -> RECEIPT write starts", "committed", "replying"),
+    ("RECEIPT write", "replying", "replied"),
+]
+DURATIONS = [  # (label, mark of durations in seconds)
+    ("  of the core, journal encode (encode_send)", "encode_send s"),
+    ("  of the commit, journal encode (encode_batch)", "encode_batch s"),
+    ("  of the commit, fdatasync", "sync s"),
+    ("  of the commit, fencing check (lease revalidate)", "lease check s"),
+]
+
+
+def instrument(marks: Marks) -> Callable[[], None]:
+    """Wrap the methods at each hand-off to note their times; returns the undo."""
+    undo: list[Callable[[], None]] = []
+
+    def wrap(owner: Any, name: str, **where: str) -> None:
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        undo.append(lambda: setattr(owner, name, original))
+        mark_calls(marks, owner, name, **where)
+
+    def duration(owner: Any, name: str, mark: str) -> None:
+        original = getattr(owner, name)
+        undo.append(lambda: setattr(owner, name, original))
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                marks[mark].append(time.perf_counter() - started)
+
+        setattr(owner, name, run)
+
+    wrap(StompConnection, "buffer_updated", before="read")
+    StompConnection.handle = StompConnection.handle  # type: ignore[method-assign]  # a mixin's
+    wrap(StompConnection, "handle", before="handled")
+    wrap(GroupCommitWriter, "submit", after="submitted")
+    wrap(GroupCommitWriter, "_commit", before="commit", after="committed")
+    wrap(StompConnection, "_send_frame", before="replying", after="replied")
+    duration(JournalStore, "encode_send", "encode_send s")
+    duration(fmt, "encode_batch", "encode_batch s")
+    duration(SegmentFile, "sync", "sync s")
+
+    def undo_all() -> None:
+        for step in reversed(undo):
+            step()
+        delattr(StompConnection, "handle")
+
+    return undo_all
+
+
+def round_trip(root: Path, seconds: float, *, inline: bool) -> dict[str, float]:
+    """One stomp.py producer's round trip, stage by stage (medians, µs), with the journal
+    committing a lone record on the loop's thread (``inline``) or handing every one to the
+    writer thread. Also "rate" (msg/s) and "limit": one round trip of nothing but the
+    client's share and one ``fdatasync``, in messages per second."""
     marks: Marks = defaultdict(list)
-    mark_calls(marks, StompConnection, "buffer_updated", before="read")
-    mark_calls(marks, GroupCommitWriter, "submit", after="submitted")
-    mark_calls(marks, GroupCommitWriter, "_commit", before="commit", after="committed")
-    mark_calls(marks, JournalWaits, "_drain", before="woken")
-    mark_calls(marks, StompConnection, "_send_frame", after="replied")
-    sync = SegmentFile.sync
-    SegmentFile.sync = lambda self: timed(marks, "sync s", lambda: sync(self))()  # type: ignore[method-assign]
-    share = root / "share"
+    undo = instrument(marks)
+    share = root / f"share-{time.monotonic_ns()}"
     share.mkdir()
     lease = Lease(PosixShare(share), "bench")
     assert lease.try_acquire()
     epoch = lease.claim_epoch()
-    config = StoreConfig(share=share, node_id="bench", sync_policy=SyncPolicy.SYNC)
+    config = StoreConfig(
+        share=share,
+        node_id="bench",
+        sync_policy=SyncPolicy.SYNC,
+        inline_commit_quiet_s=StoreConfig.model_fields["inline_commit_quiet_s"].default
+        if inline
+        else None,
+    )
     store = JournalStore.open(
         config, epoch=epoch, fencing_check=timed(marks, "lease check s", lease.revalidate)
     )
@@ -120,31 +182,63 @@ def round_trip(root: Path, seconds: float) -> float:
         for stream in marks.values():
             stream.clear()
         rate = in_process_throughput(service.address, 1, seconds)
+        writer = store._writer
+        inline_share = writer.inline_commits / max(writer.batches_written, 1) if writer else 0
     finally:
         service.stop()
         store.close()
         lease.release()
-        SegmentFile.sync = sync  # type: ignore[method-assign]
-    stages = [
-        ("the client: RECEIPT written -> next SEND read", "replied", "read"),
-        ("SEND read -> record submitted", "read", "submitted"),
-        ("submitted -> writer starts the commit (hand-off)", "submitted", "commit"),
-        ("the commit: encode, write, fdatasync, lease check", "commit", "committed"),
-        ("committed -> loop woken (hand-off)", "committed", "woken"),
-        ("loop woken -> RECEIPT written", "woken", "replied"),
-    ]
-    print(f"round trip, 1 producer, policy sync: {rate:,.0f} msg/s, {1e6 / rate:.0f} us each")
-    medians = {label: median_gap_us(marks[start], marks[end]) for label, start, end in stages}
-    for label, median in medians.items():
-        print(f"  {label}: {median:.0f} us (median)")
-    for name in ("sync s", "lease check s"):
-        print(f"    of the commit, {name[:-2]}: {statistics.median(marks[name]) * 1e6:.0f} us")
-    client_us = medians[stages[0][0]]
-    sync_us = statistics.median(marks["sync s"]) * 1e6
-    limit = 1e6 / (client_us + sync_us)
+        undo()
+    figures = {label: mean_gap_us(marks[start], marks[end]) for label, start, end in STAGES}
+    for label, mark in DURATIONS:
+        figures[label] = statistics.fmean(marks[mark][50:-50]) * 1e6
+    figures["rate"] = rate
+    figures["inline share"] = inline_share
+    client_us = figures[STAGES[0][0]]
+    figures["limit"] = 1e6 / (client_us + figures["  of the commit, fdatasync"])
+    return figures
+
+
+def budget(root: Path, seconds: float, rounds: int) -> float:
+    """Print the round trip's budget, inline and handed off, alternating ``rounds`` times
+    (medians of the rounds); returns the physical limit for one producer (msg/s)."""
+    runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    for _ in range(rounds):
+        for inline in (True, False):
+            runs[inline].append(round_trip(root, seconds, inline=inline))
+
+    def med(inline: bool, key: str) -> float:
+        return statistics.median(run[key] for run in runs[inline])
+
+    print(f"round trip, 1 producer, policy sync, median of {rounds} round(s) each, alternating")
+    print(f"  {'stage (mean, us)':<62} {'inline':>8} {'hand-off':>9}")
+    total = {True: 0.0, False: 0.0}
+    for label, _, _ in STAGES:
+        for inline in (True, False):
+            total[inline] += med(inline, label)
+        print(f"  {label:<62} {med(True, label):>8.0f} {med(False, label):>9.0f}")
+        if label.startswith("broker core"):
+            label = DURATIONS[0][0]
+            print(f"  {label:<62} {med(True, label):>8.0f} {med(False, label):>9.0f}")
+        if label.startswith("the commit"):
+            for label, _ in DURATIONS[1:]:
+                print(f"  {label:<62} {med(True, label):>8.0f} {med(False, label):>9.0f}")
+    print(f"  {'sum of the stages':<62} {total[True]:>8.0f} {total[False]:>9.0f}")
+    rates = {inline: med(inline, "rate") for inline in (True, False)}
     print(
-        f"physical limit for one producer (the client's share {client_us:.0f} us + one "
-        f"fdatasync {sync_us:.0f} us): {limit:,.0f} msg/s"
+        f"  {'measured: us per round trip (1e6 / rate)':<62} {1e6 / rates[True]:>8.0f} "
+        f"{1e6 / rates[False]:>9.0f}"
+    )
+    print(f"  {'messages per second':<62} {rates[True]:>8,.0f} {rates[False]:>9,.0f}")
+    print(
+        f"  {'commits made on the loop thread':<62} {med(True, 'inline share'):>8.0%} "
+        f"{med(False, 'inline share'):>9.0%}"
+    )
+    limit = statistics.median([run["limit"] for run in runs[True] + runs[False]])
+    print(
+        f"physical limit for one producer (the client's share + one fdatasync): "
+        f"{limit:,.0f} msg/s; inline {rates[True] / limit:.2f} of it, hand-off "
+        f"{rates[False] / limit:.2f}; inline / hand-off {rates[True] / rates[False]:.2f}"
     )
     return limit
 
@@ -203,12 +297,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, help="where to make the temporary share")
     parser.add_argument("--seconds", type=float, default=8.0, help="per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="of the round trip, each way")
+    parser.add_argument("--no-node", action="store_true", help="the round trip's budget only")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="primacy-bench-path-", dir=args.dir))
     try:
         print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
-        limit = round_trip(root, args.seconds)
-        node_cpu(root, args.seconds, limit)
+        limit = budget(root, args.seconds, args.rounds)
+        if not args.no_node:
+            node_cpu(root, args.seconds, limit)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -5,6 +5,12 @@ policy asks, then the fencing check (which therefore starts after the write
 returned), then the commit hook, then every waiter is completed, then the
 completion listeners are told once. If the check or the write fails, no waiter
 of that batch or behind it is acknowledged and the writer stops for good.
+
+A lone record may be committed on the submitting thread instead (``commit_inline``):
+the same ``_commit``, so the same order (the waiter completes only after the sync
+and the fencing check), without the two thread wake-ups of a hand-off. Only one
+side commits at a time (``_busy``); the writer thread keeps every batch of two or
+more, and every record once it has committed a group lately (concurrency).
 """
 
 from __future__ import annotations
@@ -109,6 +115,7 @@ class SegmentFile:
         self.fd, self.name, self.size, self.header_len = fd, name, len(header), len(header)
 
 
+Job = tuple[Callable[[], Any], Future[Any]]
 CommitHook = Callable[[list[QueuedRecord], str, int, int, float], None]
 
 
@@ -124,6 +131,7 @@ class GroupCommitWriter:
         next_sequence: int,
         max_batch_bytes: int,
         background_sync_interval_s: float,
+        inline_quiet_s: float | None = None,
     ) -> None:
         self.segment = segment
         self.policy = policy
@@ -131,16 +139,21 @@ class GroupCommitWriter:
         self.on_commit = on_commit
         self.max_batch_bytes = max_batch_bytes
         self.background_sync_interval_s = background_sync_interval_s
+        # ``commit_inline`` commits a lone record on the caller's thread only when no batch of
+        # two or more records was committed for this long (None: never).
+        self.inline_quiet_s = inline_quiet_s
         self.next_sequence = next_sequence
         self.failure: JournalError | None = None
         self.batches_written = 0
         self.records_written = 0
         self.bytes_written = 0
+        # Batches committed (or tried, if the write or check failed) by ``commit_inline``.
+        self.inline_commits = 0
         # Told on this thread after each burst of completed (or failed) waiters: who hands
         # them to another thread can wake it once per batch, not once per record.
         self._completion_listeners: tuple[Callable[[], None], ...] = ()
         self._queue: deque[QueuedRecord] = deque()
-        self._jobs: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._jobs: deque[Job] = deque()
         self._closing = False
         self._dirty = False
         # A job run once the writer has been idle for a while after a commit (``when_idle``).
@@ -148,6 +161,9 @@ class GroupCommitWriter:
         self._idle_after_s = 0.0
         self._idle_due: float | None = None  # monotonic time; None: no commit since the last
         self._last_sync_s = time.monotonic()
+        self._last_group_s = -float("inf")  # monotonic time of the last batch of 2+ records
+        # Someone (the writer thread, or a caller in ``commit_inline``) uses the segment.
+        self._busy = False
         self._condition = threading.Condition()
         self._thread = threading.Thread(
             target=self._run, name="primacy-journal-writer", daemon=True
@@ -155,9 +171,18 @@ class GroupCommitWriter:
         self._thread.start()
 
     def submit(
-        self, record: fmt.EncodedRecord, destination: str, message_id: str, *, durable: bool = False
+        self,
+        record: fmt.EncodedRecord,
+        destination: str,
+        message_id: str,
+        *,
+        durable: bool = False,
+        defer: bool = False,
     ) -> Future[int]:
-        """Queue one record; the future gives its sequence once acknowledged per policy."""
+        """Queue one record; the future gives its sequence once acknowledged per policy.
+
+        ``defer``: do not wake the writer thread; the caller calls ``flush`` or
+        ``commit_inline`` soon (until then the record waits for whatever wakes the writer)."""
         future: Future[int] = Future()
         with self._condition:
             self._raise_if_stopped()
@@ -169,8 +194,49 @@ class GroupCommitWriter:
                 # writer can see the record, so only one side ever completes it.
                 future.set_result(sequence)
             self._queue.append(queued)
-            self._condition.notify()
+            if not defer:
+                self._condition.notify()
         return future
+
+    def flush(self) -> None:
+        """Wake the writer thread for records submitted with ``defer``."""
+        with self._condition:
+            self._condition.notify()
+
+    def commit_inline(self) -> bool:
+        """Commit the one queued record on this thread if the writer is idle, no job waits and
+        no group was committed within ``inline_quiet_s``; else wake the writer. True if it
+        committed here (the record's future is then done, with its sequence or the failure).
+
+        The same ``_commit`` as the writer thread's: written, synced (per policy), fencing
+        checked, applied, and only then the future completed. This thread blocks meanwhile.
+        """
+        with self._condition:
+            inline = (
+                self.inline_quiet_s is not None
+                and len(self._queue) == 1
+                and not self._busy
+                and not self._jobs
+                and not self._closing
+                and self.failure is None
+                and (self.policy is not SyncPolicy.NO_SYNC or self._queue[0].durable)
+                and time.monotonic() - self._last_group_s >= self.inline_quiet_s
+            )
+            if not inline:
+                self._condition.notify()
+                return False
+            self._busy = True
+            batch = [self._queue.popleft()]
+        self.inline_commits += 1
+        try:
+            self._commit(batch)
+        finally:
+            with self._condition:
+                self._busy = False
+                # The writer may wait for the segment, or must rethink its idle wait (a
+                # background sync or the idle job may now be due).
+                self._condition.notify()
+        return True
 
     def add_completion_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` on the writer thread after each batch's waiters are completed,
@@ -225,16 +291,27 @@ class GroupCommitWriter:
     def _step(self) -> bool:
         """Commit one batch and run pending jobs; False once closed and drained."""
         with self._condition:
-            while not self._queue and not self._jobs and not self._closing:
-                wait_s = self._idle_wait_s()
+            while self.failure is None and (
+                self._busy or (not self._queue and not self._jobs and not self._closing)
+            ):
+                wait_s = None if self._busy else self._idle_wait_s()
                 if wait_s is None:
                     self._condition.wait()
-                elif wait_s <= 0 or not self._condition.wait(wait_s):
+                elif (wait_s <= 0 or not self._condition.wait(wait_s)) and not self._busy:
                     break
             batch = self._take_batch()
             jobs = list(self._jobs)
             self._jobs.clear()
             stop = self._closing and not self._queue and not self._jobs and not batch
+            self._busy = True
+        try:
+            return self._work(batch, jobs, stop)
+        finally:
+            with self._condition:
+                self._busy = False
+
+    def _work(self, batch: list[QueuedRecord], jobs: list[Job], stop: bool) -> bool:
+        """The writer thread's share of one step, holding the segment (``_busy``)."""
         if batch and not self._commit(batch):
             return False
         if self._dirty and time.monotonic() - self._last_sync_s >= self.background_sync_interval_s:
@@ -296,6 +373,8 @@ class GroupCommitWriter:
             self._fail(JournalFenced(f"this node lost mastership of the journal ({exc})"), batch)
             return False
         self.batches_written += 1
+        if len(batch) > 1:
+            self._last_group_s = time.monotonic()
         if self._idle_job is not None:
             self._idle_due = time.monotonic() + self._idle_after_s
         self.records_written += len(batch)
@@ -338,3 +417,5 @@ class GroupCommitWriter:
         for _, future in jobs:
             future.set_exception(error)
         self._tell_completion_listeners()
+        with self._condition:
+            self._condition.notify()  # an idle writer thread sees the failure and ends
