@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from primacy.broker.event_loop import EventLoopChoice
 from primacy.broker.frames import FrameLimits
 from primacy.store.config_keys import Float, Int, key
 
@@ -42,6 +43,10 @@ class BrokerKeys(BaseModel):
         None,
         "require client certificates signed by this PEM CA (mutual TLS) on the STOMP listener",
         metavar="FILE",
+    )
+    stomp_event_loop: EventLoopChoice = key(
+        "auto",
+        "the STOMP broker's event loop: uvloop, asyncio, or auto (uvloop where it is installed)",
     )
     max_connections: Int = key(
         1_000,

@@ -36,6 +36,7 @@ from primacy.broker.admission import accept_backlog
 from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
+from primacy.broker.event_loop import loop_kind, new_event_loop, shutdown_socket
 from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
@@ -118,7 +119,9 @@ class BrokerService:
             socket.create_server((self.host, self.port), backlog=backlog, reuse_port=False)
         )
         self._address = listener.getsockname()[:2]
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop(
+            self.config.stomp_event_loop, tls=self.config.stomp_tls_cert is not None
+        )
         ready: asyncio.Future[None] = loop.create_future()
         self._loop = loop
         self._thread = threading.Thread(
@@ -136,11 +139,19 @@ class BrokerService:
             self.stop()
             raise error
         log.info(
-            "%s on %s:%d (epoch %d)",
+            "%s on %s:%d (epoch %d, %s loop)",
             codes.title(codes.SERVICE_STARTED),
             *self.address,
             self.store.epoch,
+            self.loop_kind,
         )
+
+    @property
+    def loop_kind(self) -> str:
+        """``uvloop`` or ``asyncio``: the loop this service runs on (``stomp_event_loop``)."""
+        if self._loop is None:
+            raise RuntimeError("the broker service is not started")
+        return loop_kind(self._loop)
 
     def stop(self) -> None:
         """Close the listener and every connection at once; stop and join the loop thread."""
@@ -330,10 +341,7 @@ class BrokerService:
     def _close_listener(self) -> None:
         if self._server is not None:
             for listener in self._server.sockets:  # see connection.shut_down
-                try:
-                    listener.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                shutdown_socket(listener)
             self._server.close()
 
     def _shutdown(self) -> None:
