@@ -229,3 +229,6 @@ class BrokerConfig(BrokerKeys):
     # Bytes queued on a socket before the broker stops sending it messages.
     write_buffer_high_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     server_name: str = "primacy"
+    # After traffic, once no message moved for this long: glibc's malloc_trim(0) on a
+    # thread, giving the heap's free pages back (heap_trim.py). 0: never.
+    heap_trim_idle_s: float = Field(default=2.0, ge=0)

@@ -37,6 +37,7 @@ from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
 from primacy.broker.event_loop import loop_kind, new_event_loop, shutdown_socket
+from primacy.broker.heap_trim import HeapTrim
 from primacy.store.journal import JournalStore
 
 log = logging.getLogger("primacy.broker")
@@ -102,6 +103,7 @@ class BrokerService:
         self._server: asyncio.Server | None = None
         self._address: tuple[str, int] | None = None
         self._loop_failure: str | None = None  # what escaped a handler, once one did
+        self.heap_trim: HeapTrim | None = None  # made on the loop, with the broker
 
     @property
     def address(self) -> tuple[str, int]:
@@ -321,6 +323,13 @@ class BrokerService:
             broker.on_fatal = self._fatal
             broker.on_stop_listening = self._close_listener
             self._broker = broker
+            counters = broker.counters
+            self.heap_trim = HeapTrim(
+                loop,
+                lambda: counters.messages_in + counters.messages_acked + counters.messages_out,
+                self.config.heap_trim_idle_s,
+            )
+            self.heap_trim.start()
             admission = Admission.of(self.config)
             self._server = await loop.create_server(
                 lambda: StompConnection(broker, admission),
@@ -346,6 +355,8 @@ class BrokerService:
 
     def _shutdown(self) -> None:
         assert self._loop is not None
+        if self.heap_trim is not None:
+            self.heap_trim.stop()
         self._close_listener()
         if self._broker is not None:
             self._broker.abort_all(codes.SHUTTING_DOWN, "the broker is stopping")
