@@ -247,13 +247,18 @@ class JournalStore:
     def submit_send(
         self, record: fmt.EncodedRecord, destination: str, message_id: str, *, defer: bool = False
     ) -> Future[int]:
-        """``append_send`` of a record from ``encode_send`` with the same destination and id.
+        """``append_send`` of a record from ``encode_send`` with the same destination and id
+        (``defer``: the caller calls ``commit_deferred`` soon)."""
+        return self.submit_sends([(record, destination, message_id)], defer=defer)
 
-        ``defer``: the caller calls ``commit_deferred`` soon (writer.py, ``submit``)."""
+    def submit_sends(
+        self, records: list[tuple[fmt.EncodedRecord, str, str]], *, defer: bool = False
+    ) -> Future[int]:
+        """``submit_send`` of many, in order: one lock, one wake-up, one future (store/bulk.py)."""
         with self._state_lock:
-            # Under the lock, so no commit can apply it between the submit and the add.
-            submitted = self._require_writer().submit(record, destination, message_id, defer=defer)
-            self._unapplied_sends.add((destination, message_id))
+            # Under the lock, so no commit can apply one between the submit and the add.
+            submitted = self._require_writer().submit_many(records, defer=defer)
+            self._unapplied_sends.update((d, m) for _, d, m in records)
         return submitted
 
     def append_ack(self, destination: str, message_id: str, *, defer: bool = False) -> Future[int]:
@@ -267,9 +272,7 @@ class JournalStore:
         return self._require_writer().submit(record, destination, message_id, defer=defer)
 
     def commit_deferred(self) -> bool:
-        """Commit what was submitted with ``defer``: on this thread if it is one lone record
-        and the writer is idle (True), else on the writer thread (writer.py, ``commit_inline``).
-        Either way its future completes only after the sync and the fencing check."""
+        """Commit the ``defer`` submits (writer.py, ``commit_inline``); True if on this thread."""
         return self._require_writer().commit_inline()
 
     def append_delivery(self, destination: str, message_id: str) -> Future[int]:

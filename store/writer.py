@@ -23,15 +23,15 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from primacy.share.safe_io import create_exclusive, fsync_directory
 from primacy.store import format as fmt
 from primacy.store import messages
 from primacy.store.config import SyncPolicy
 from primacy.store.errors import JournalClosed, JournalError, JournalFenced, JournalWriteFailed
-from primacy.store.segments import segment_name
+from primacy.store.segment_file import SegmentFile
+
+__all__ = ["GroupCommitWriter", "QueuedRecord", "SegmentFile"]  # SegmentFile: where it was
 
 log = logging.getLogger(__name__)
 
@@ -48,74 +48,11 @@ class QueuedRecord:
     durable: bool  # sync and check before completing, whatever the policy
 
 
-class SegmentFile:
-    """The one segment this writer appends to; rotates to a new file past the size limit."""
-
-    def __init__(self, journal_dir: Path, epoch: int, node_id: str, max_bytes: int) -> None:
-        self.journal_dir = journal_dir
-        self.epoch = epoch
-        self.node_id = node_id
-        self.max_bytes = max_bytes
-        self.fd: int | None = None
-        self.name = ""
-        self.size = 0
-        self.header_len = 0
-        # Our own segments finished since ``take_sealed`` last asked, and their lengths.
-        self._sealed: dict[str, int] = {}
-
-    def write(self, batch: bytes, first_sequence: int) -> int:
-        """Append one batch in one write call (rotating first if it would not fit); its offset."""
-        if self.fd is None or (
-            self.size + len(batch) > self.max_bytes and self.size > self.header_len
-        ):
-            self._rotate(first_sequence)
-        assert self.fd is not None
-        offset = self.size
-        view = memoryview(batch)
-        written = os.write(self.fd, view)
-        while written < len(view):  # short writes happen on full disks and signals
-            written += os.write(self.fd, view[written:])
-        self.size += len(batch)
-        return offset
-
-    def take_sealed(self) -> dict[str, int]:
-        """The segments finished since the last call, with their lengths (each told once)."""
-        sealed, self._sealed = self._sealed, {}
-        return sealed
-
-    def sync(self) -> None:
-        if self.fd is not None:
-            os.fdatasync(self.fd)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-
-    def _rotate(self, first_sequence: int) -> None:
-        if self.fd is not None:
-            self.close()
-            self._sealed[self.name] = self.size
-        name = segment_name(self.epoch, first_sequence)
-        header = fmt.encode_segment_header(
-            fmt.SegmentHeader(self.epoch, first_sequence, self.node_id, time.time_ns())
-        )
-        # In the journal directory itself, never through a symlink put in its place.
-        fd = create_exclusive(self.journal_dir / name, os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(fd, header)
-            os.fdatasync(fd)
-            fsync_directory(self.journal_dir)  # the new name must survive a crash too
-        except OSError:
-            os.close(fd)
-            raise
-        self.fd, self.name, self.size, self.header_len = fd, name, len(header), len(header)
-
-
 Job = tuple[Callable[[], Any], Future[Any]]
+
+# The future of every record of a ``submit_many`` but its last: done, so nobody completes it.
+_NO_WAITER: Future[int] = Future()
+_NO_WAITER.set_result(0)
 CommitHook = Callable[[list[QueuedRecord], str, int, int, float], None]
 
 
@@ -194,6 +131,38 @@ class GroupCommitWriter:
                 # writer can see the record, so only one side ever completes it.
                 future.set_result(sequence)
             self._queue.append(queued)
+            if not defer:
+                self._condition.notify()
+        return future
+
+    def submit_many(
+        self, records: list[tuple[fmt.EncodedRecord, str, str]], *, defer: bool = False
+    ) -> Future[int]:
+        """Queue records in order, under one lock and one wake-up; one future for all of them,
+        which gives the last one's sequence once every one is acknowledged per policy
+        (records commit in order, and a failure fails every record behind it)."""
+        future: Future[int] = Future()
+        if not records:
+            future.set_result(self.next_sequence - 1)
+            return future
+        with self._condition:
+            self._raise_if_stopped()
+            first = self.next_sequence
+            self.next_sequence += len(records)
+            last = len(records) - 1
+            self._queue.extend(
+                QueuedRecord(
+                    first + n,
+                    record,
+                    destination,
+                    message_id,
+                    future if n == last else _NO_WAITER,
+                    False,
+                )
+                for n, (record, destination, message_id) in enumerate(records)
+            )
+            if self.policy is SyncPolicy.NO_SYNC:
+                future.set_result(first + last)  # as ``submit`` does, before the writer sees it
             if not defer:
                 self._condition.notify()
         return future
