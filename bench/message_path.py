@@ -1,18 +1,19 @@
 """Where a receipted message's time goes: each hand-off of one producer's round trip, and the
 CPU a real node spends per message.
 
-Run: ``.venv/bin/python bench/message_path.py [--seconds S] [--dir DIR]``.
+Run: ``.venv/bin/python bench/message_path.py [--seconds S] [--rounds N] [--no-node]``.
 
-1. The round trip, one stomp.py producer (its own process) awaiting each RECEIPT
-   from a BrokerService over a JournalStore with a real lease, as ``bench/broker.py``
-   runs it. The broker's methods at each hand-off are wrapped here to take a
-   timestamp (this script's instrumentation, not the product's), and the median of
-   each stage is printed: the client (RECEIPT written to the next SEND read),
-   parsing and submitting, the hand-off to the writer thread, the commit (with its
-   fdatasync and lease check), the hand-off back, and settling and writing the
-   RECEIPT.
-   From the same stages, the physical limit for one producer (issue 30): a round trip
-   of nothing but the client's share and one fdatasync, in messages per second.
+1. The round trip's budget (issue 49), one stomp.py producer (its own process) awaiting
+   each RECEIPT from a BrokerService over a JournalStore with a real lease, on uvloop and
+   on asyncio, with a lone commit made on the loop's thread (inline, the default) and
+   handed to the writer thread (issue 30's path), the four alternating ``--rounds``
+   times. The broker's methods at each hand-off are wrapped here to take a timestamp
+   (this script's instrumentation, not the product's); each stage's mean (means add up)
+   is printed: the client's share (RECEIPT written to the next SEND read), parse, the
+   broker core (its journal encode apart), the hand-off to the commit, the commit (its
+   batch encode, fdatasync and fencing check apart), the hand-back and the RECEIPT write.
+   Beside them, each way's physical limit (issue 30): a round trip of nothing but its
+   client's share and its one fdatasync, in messages per second.
 2. A real node (``primacy run``, as the comparison with ActiveMQ starts it): messages
    per second with 1 and 8 producers, and the node's user and system CPU per message;
    the one producer's rate as a fraction of the limit measured in step 1.
@@ -43,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.activemq.brokers import PrimacyGroup
 from bench.activemq.workload import throughput
-from bench.broker import throughput as in_process_throughput
+from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import StompConnection
 from primacy.broker.service import BrokerService
 from primacy.locker.lease import Lease
@@ -138,7 +139,7 @@ def instrument(marks: Marks) -> Callable[[], None]:
     wrap(StompConnection, "buffer_updated", before="read")
     StompConnection.handle = StompConnection.handle  # type: ignore[method-assign]  # a mixin's
     wrap(StompConnection, "handle", before="handled")
-    wrap(GroupCommitWriter, "submit", after="submitted")
+    wrap(GroupCommitWriter, "submit_many", after="submitted")
     wrap(GroupCommitWriter, "_commit", before="commit", after="committed")
     wrap(StompConnection, "_send_frame", before="replying", after="replied")
     duration(JournalStore, "encode_send", "encode_send s")
@@ -153,7 +154,7 @@ def instrument(marks: Marks) -> Callable[[], None]:
     return undo_all
 
 
-def round_trip(root: Path, seconds: float, *, inline: bool) -> dict[str, float]:
+def round_trip(root: Path, seconds: float, *, inline: bool, loop: str) -> dict[str, float]:
     """One stomp.py producer's round trip, stage by stage (medians, µs), with the journal
     committing a lone record on the loop's thread (``inline``) or handing every one to the
     writer thread. Also "rate" (msg/s) and "limit": one round trip of nothing but the
@@ -176,14 +177,22 @@ def round_trip(root: Path, seconds: float, *, inline: bool) -> dict[str, float]:
     store = JournalStore.open(
         config, epoch=epoch, fencing_check=timed(marks, "lease check s", lease.revalidate)
     )
-    service = BrokerService(store, "127.0.0.1", 0)
+    service = BrokerService(store, "127.0.0.1", 0, BrokerConfig(stomp_event_loop=loop))
     service.start()
     try:
         for stream in marks.values():
             stream.clear()
-        rate = in_process_throughput(service.address, 1, seconds)
+        # Counted once the producer sends (spawning it takes seconds on a loaded machine).
+        rate = throughput(service.address, "/queue/path", "path", 1, seconds, warmup_s=1.0)
         writer = store._writer
-        inline_share = writer.inline_commits / max(writer.batches_written, 1) if writer else 0
+        assert writer is not None
+        inline_share = writer.inline_commits / max(writer.batches_written, 1)
+        # Then eight at once on the same service: group commit, with or without inline.
+        inline_before, batches_before = writer.inline_commits, writer.batches_written
+        rate8 = throughput(service.address, "/queue/path8", "path8", 8, seconds, warmup_s=1.0)
+        inline8 = (writer.inline_commits - inline_before) / max(
+            writer.batches_written - batches_before, 1
+        )
     finally:
         service.stop()
         store.close()
@@ -194,52 +203,58 @@ def round_trip(root: Path, seconds: float, *, inline: bool) -> dict[str, float]:
         figures[label] = statistics.fmean(marks[mark][50:-50]) * 1e6
     figures["rate"] = rate
     figures["inline share"] = inline_share
+    figures["rate 8"], figures["inline share 8"] = rate8, inline8
     client_us = figures[STAGES[0][0]]
     figures["limit"] = 1e6 / (client_us + figures["  of the commit, fdatasync"])
     return figures
 
 
 def budget(root: Path, seconds: float, rounds: int) -> float:
-    """Print the round trip's budget, inline and handed off, alternating ``rounds`` times
-    (medians of the rounds); returns the physical limit for one producer (msg/s)."""
-    runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    """Print the round trip's budget on each loop, inline and handed off, alternating
+    ``rounds`` times (medians of the rounds); returns the physical limit (msg/s)."""
+    ways = [(loop, inline) for loop in ("uvloop", "asyncio") for inline in (True, False)]
+    runs: dict[tuple[str, bool], list[dict[str, float]]] = {way: [] for way in ways}
     for _ in range(rounds):
-        for inline in (True, False):
-            runs[inline].append(round_trip(root, seconds, inline=inline))
+        for loop, inline in ways:
+            runs[loop, inline].append(round_trip(root, seconds, inline=inline, loop=loop))
 
-    def med(inline: bool, key: str) -> float:
-        return statistics.median(run[key] for run in runs[inline])
+    def med(way: tuple[str, bool], key: str) -> float:
+        return statistics.median(run[key] for run in runs[way])
+
+    def row(label: str, values: list[str]) -> None:
+        print(f"  {label:<60}" + "".join(f"{value:>14}" for value in values))
 
     print(f"round trip, 1 producer, policy sync, median of {rounds} round(s) each, alternating")
-    print(f"  {'stage (mean, us)':<62} {'inline':>8} {'hand-off':>9}")
-    total = {True: 0.0, False: 0.0}
-    for label, _, _ in STAGES:
-        for inline in (True, False):
-            total[inline] += med(inline, label)
-        print(f"  {label:<62} {med(True, label):>8.0f} {med(False, label):>9.0f}")
-        if label.startswith("broker core"):
-            label = DURATIONS[0][0]
-            print(f"  {label:<62} {med(True, label):>8.0f} {med(False, label):>9.0f}")
-        if label.startswith("the commit"):
-            for label, _ in DURATIONS[1:]:
-                print(f"  {label:<62} {med(True, label):>8.0f} {med(False, label):>9.0f}")
-    print(f"  {'sum of the stages':<62} {total[True]:>8.0f} {total[False]:>9.0f}")
-    rates = {inline: med(inline, "rate") for inline in (True, False)}
-    print(
-        f"  {'measured: us per round trip (1e6 / rate)':<62} {1e6 / rates[True]:>8.0f} "
-        f"{1e6 / rates[False]:>9.0f}"
+    row(
+        "stage (mean, us)",
+        [f"{loop}/{'inline' if inline else 'hand-off'}" for loop, inline in ways],
     )
-    print(f"  {'messages per second':<62} {rates[True]:>8,.0f} {rates[False]:>9,.0f}")
-    print(
-        f"  {'commits made on the loop thread':<62} {med(True, 'inline share'):>8.0%} "
-        f"{med(False, 'inline share'):>9.0%}"
+    labels = [label for label, _, _ in STAGES]
+    labels.insert(3, DURATIONS[0][0])
+    labels[labels.index(STAGES[4][0]) + 1 : labels.index(STAGES[4][0]) + 1] = [
+        label for label, _ in DURATIONS[1:]
+    ]
+    for label in labels:
+        row(label, [f"{med(way, label):.0f}" for way in ways])
+    sums = [sum(med(way, label) for label, _, _ in STAGES) for way in ways]
+    row("sum of the stages", [f"{total:.0f}" for total in sums])
+    rates = [med(way, "rate") for way in ways]
+    row("measured: us per round trip (1e6 / rate)", [f"{1e6 / rate:.0f}" for rate in rates])
+    row("messages per second", [f"{rate:,.0f}" for rate in rates])
+    row("commits made on the loop thread", [f"{med(way, 'inline share'):.0%}" for way in ways])
+    row(
+        "8 producers, same service: messages per second", [f"{med(w, 'rate 8'):,.0f}" for w in ways]
     )
-    limit = statistics.median([run["limit"] for run in runs[True] + runs[False]])
-    print(
-        f"physical limit for one producer (the client's share + one fdatasync): "
-        f"{limit:,.0f} msg/s; inline {rates[True] / limit:.2f} of it, hand-off "
-        f"{rates[False] / limit:.2f}; inline / hand-off {rates[True] / rates[False]:.2f}"
+    row(
+        "8 producers: commits made on the loop thread",
+        [f"{med(w, 'inline share 8'):.0%}" for w in ways],
     )
+    limits = [med(way, "limit") for way in ways]
+    row("physical limit: 1e6 / (its client's share + its fdatasync)", [f"{x:,.0f}" for x in limits])
+    row("fraction of its limit", [f"{rate / x:.2f}" for rate, x in zip(rates, limits, strict=True)])
+    base = rates[ways.index(("asyncio", False))]
+    row("rate / asyncio handed off (issue 30's path)", [f"{rate / base:.2f}" for rate in rates])
+    limit = limits[0]  # the default's: uvloop, inline
     return limit
 
 
@@ -268,6 +283,12 @@ def measure_node(
                 (after.user - before.user) / messages * 1e6,
                 (after.system - before.system) / messages * 1e6,
             )
+        rss = node.memory_info().rss
+        time.sleep(6)  # quiet: the broker's heap trim comes 2-4 s after the last message
+        print(
+            f"node RSS after the rounds {rss / 2**20:.0f} MiB, 6 s later (after the quiet "
+            f"spell's malloc_trim) {node.memory_info().rss / 2**20:.0f} MiB"
+        )
         return figures
     finally:
         group.close()
