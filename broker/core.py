@@ -346,7 +346,8 @@ class Broker:
         submitted.add_done_callback(self._check_delivery_journaled)
 
     def _check_delivery_journaled(self, written: Future[int]) -> None:
-        """On the writer thread: only a failure needs the loop (cheaper than wrapping each)."""
+        """On the writer's thread (the loop's after an inline commit): only a failure needs the
+        loop (cheaper than wrapping each)."""
         error = None if written.cancelled() else written.exception()
         if error is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self.fail, f"{type(error).__name__}: {error}")

@@ -99,7 +99,9 @@ class GroupCommitWriter:
         self._idle_due: float | None = None  # monotonic time; None: no commit since the last
         self._last_sync_s = time.monotonic()
         self._last_group_s = -float("inf")  # monotonic time of the last batch of 2+ records
-        # Someone (the writer thread, or a caller in ``commit_inline``) uses the segment.
+        # Someone (the writer thread, or a caller in ``commit_inline``) uses the segment. The
+        # writer holds it through its jobs too: a checkpoint reads the state while it writes,
+        # so no inline commit may apply records meanwhile.
         self._busy = False
         self._condition = threading.Condition()
         self._thread = threading.Thread(

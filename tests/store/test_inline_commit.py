@@ -109,3 +109,24 @@ def test_inline_commits_can_be_turned_off(
     assert store.commit_deferred() is False
     assert watched[-1].result(timeout=5) == 2
     assert noted[-1][1] == "primacy-journal-writer"
+
+
+def test_no_inline_commit_while_a_job_of_the_writer_reads_the_state(
+    open_store: Callable[..., JournalStore], events: tuple[Events, list[Future[int]]]
+) -> None:
+    # A checkpoint is a job of the writer thread that reads the state as it writes: an
+    # inline commit applying records meanwhile would change it under the checkpoint.
+    noted, watched = events
+    store = open_store(check=check(noted, watched, []))
+    writer = store._writer
+    assert writer is not None
+    running, release = threading.Event(), threading.Event()
+    job = writer.call(lambda: (running.set(), release.wait(10)))
+    assert running.wait(10)
+    watched.append(store.submit_send(record(1), "/queue/a", "m-1", defer=True))
+    assert store.commit_deferred() is False  # the writer is busy: it commits it after the job
+    assert not watched[-1].done()
+    release.set()
+    job.result(timeout=10)
+    assert watched[-1].result(timeout=10) == 2
+    assert writer.inline_commits == 0
