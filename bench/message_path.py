@@ -187,6 +187,7 @@ def round_trip(root: Path, seconds: float, *, inline: bool, loop: str) -> dict[s
         writer = store._writer
         assert writer is not None
         inline_share = writer.inline_commits / max(writer.batches_written, 1)
+        figures = stage_means(marks)  # the one producer's, before the eight come
         # Then eight at once on the same service: group commit, with or without inline.
         inline_before, batches_before = writer.inline_commits, writer.batches_written
         rate8 = throughput(service.address, "/queue/path8", "path8", 8, seconds, warmup_s=1.0)
@@ -198,14 +199,18 @@ def round_trip(root: Path, seconds: float, *, inline: bool, loop: str) -> dict[s
         store.close()
         lease.release()
         undo()
-    figures = {label: mean_gap_us(marks[start], marks[end]) for label, start, end in STAGES}
-    for label, mark in DURATIONS:
-        figures[label] = statistics.fmean(marks[mark][50:-50]) * 1e6
     figures["rate"] = rate
     figures["inline share"] = inline_share
     figures["rate 8"], figures["inline share 8"] = rate8, inline8
     client_us = figures[STAGES[0][0]]
     figures["limit"] = 1e6 / (client_us + figures["  of the commit, fdatasync"])
+    return figures
+
+
+def stage_means(marks: Marks) -> dict[str, float]:
+    figures = {label: mean_gap_us(marks[start], marks[end]) for label, start, end in STAGES}
+    for label, mark in DURATIONS:
+        figures[label] = statistics.fmean(marks[mark][50:-50]) * 1e6
     return figures
 
 
