@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from primacy.share.layout import journal_dir
 from primacy.store import format as fmt
+from primacy.store.bulk import append_sends
 from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
@@ -29,8 +30,11 @@ from primacy.store.segments import list_segments
 RECORD_PAYLOAD = b"p" * 1024
 
 
-def sync_throughput(share: Path, appenders: int, duration_s: float) -> tuple[float, list[int], int]:
-    """Records per second with ``appenders`` threads each waiting on its own append; batch sizes."""
+def sync_throughput(
+    share: Path, appenders: int, duration_s: float, per_call: int = 0
+) -> tuple[float, list[int], int]:
+    """Records per second with ``appenders`` threads each waiting on its own append; batch sizes.
+    ``per_call``: each appender hands over that many records per call (store/bulk.py)."""
     config = StoreConfig(share=share, node_id="bench", sync_policy=SyncPolicy.SYNC)
     store = JournalStore.open(config, epoch=1, fencing_check=lambda: None)
     stop = threading.Event()
@@ -38,6 +42,14 @@ def sync_throughput(share: Path, appenders: int, duration_s: float) -> tuple[flo
 
     def append(worker: int) -> None:
         while not stop.is_set():
+            if per_call:
+                n = counts[worker]
+                sends = [
+                    ("bench", f"{worker}-{n + k}", RECORD_PAYLOAD, None) for k in range(per_call)
+                ]
+                append_sends(store, sends).result()
+                counts[worker] += per_call
+                continue
             store.append_send("bench", f"{worker}-{counts[worker]}", RECORD_PAYLOAD).result()
             counts[worker] += 1
 
@@ -123,6 +135,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: temp dir)")
     parser.add_argument("--quick", action="store_true", help="shorter runs, smaller journals")
+    parser.add_argument("--per-call", type=int, default=16, help="records per bulk append")
+    parser.add_argument("--only-appenders", action="store_true", help="no recovery figures")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="primacy-bench-", dir=args.dir))
     duration_s = 2.0 if args.quick else 5.0
@@ -144,6 +158,18 @@ def main() -> None:
             f"{sum(sizes) / raw_s / 2**20:8.1f} MiB/s  ({len(sizes) / raw_s:.0f} fdatasync/s)"
         )
         print(f"  ratio SYNC 64 / raw: {rate_64 / raw_rate:.2f} (target >= 0.50)")
+        bulk, bulk_sizes, bulk_records = sync_throughput(
+            base / "bulk", 64, duration_s, per_call=args.per_call
+        )
+        bulk_raw = bulk_records / raw_baseline(base, bulk_sizes)
+        print(
+            f"  SYNC, 64 appenders, {args.per_call} records per call (store/bulk.py): "
+            f"{bulk:10.0f} records/s ({len(bulk_sizes)} batches, "
+            f"{bulk_records / len(bulk_sizes):.1f} records per batch); raw, same batches: "
+            f"{bulk_raw:10.0f} records/s; ratio {bulk / bulk_raw:.2f} (target >= 0.50)"
+        )
+        if args.only_appenders:
+            return
         sizes_to_try = [1_000, 10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
         print("recovery (256-byte payloads, half sends, half acks, checkpoint 1% before the end)")
         for count in sizes_to_try:

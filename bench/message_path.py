@@ -1,18 +1,19 @@
 """Where a receipted message's time goes: each hand-off of one producer's round trip, and the
 CPU a real node spends per message.
 
-Run: ``.venv/bin/python bench/message_path.py [--seconds S] [--dir DIR]``.
+Run: ``.venv/bin/python bench/message_path.py [--seconds S] [--rounds N] [--no-node]``.
 
-1. The round trip, one stomp.py producer (its own process) awaiting each RECEIPT
-   from a BrokerService over a JournalStore with a real lease, as ``bench/broker.py``
-   runs it. The broker's methods at each hand-off are wrapped here to take a
-   timestamp (this script's instrumentation, not the product's), and the median of
-   each stage is printed: the client (RECEIPT written to the next SEND read),
-   parsing and submitting, the hand-off to the writer thread, the commit (with its
-   fdatasync and lease check), the hand-off back, and settling and writing the
-   RECEIPT.
-   From the same stages, the physical limit for one producer (issue 30): a round trip
-   of nothing but the client's share and one fdatasync, in messages per second.
+1. The round trip's budget (issue 49), one stomp.py producer (its own process) awaiting
+   each RECEIPT from a BrokerService over a JournalStore with a real lease, on uvloop and
+   on asyncio, with a lone commit made on the loop's thread (inline, the default) and
+   handed to the writer thread (issue 30's path), the four alternating ``--rounds``
+   times. The broker's methods at each hand-off are wrapped here to take a timestamp
+   (this script's instrumentation, not the product's); each stage's mean (means add up)
+   is printed: the client's share (RECEIPT written to the next SEND read), parse, the
+   broker core (its journal encode apart), the hand-off to the commit, the commit (its
+   batch encode, fdatasync and fencing check apart), the hand-back and the RECEIPT write.
+   Beside them, each way's physical limit (issue 30): a round trip of nothing but its
+   client's share and its one fdatasync, in messages per second.
 2. A real node (``primacy run``, as the comparison with ActiveMQ starts it): messages
    per second with 1 and 8 producers, and the node's user and system CPU per message;
    the one producer's rate as a fraction of the limit measured in step 1.
@@ -43,12 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.activemq.brokers import PrimacyGroup
 from bench.activemq.workload import throughput
-from bench.broker import throughput as in_process_throughput
+from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import StompConnection
-from primacy.broker.journal_waits import JournalWaits
 from primacy.broker.service import BrokerService
 from primacy.locker.lease import Lease
 from primacy.share.posix import PosixShare
+from primacy.store import format as fmt
 from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.journal import JournalStore
 from primacy.store.writer import GroupCommitWriter, SegmentFile
@@ -84,68 +85,184 @@ def timed(marks: Marks, name: str, call: Callable[[], None]) -> Callable[[], Non
     return run
 
 
-def median_gap_us(starts: list[float], ends: list[float]) -> float:
-    """Median time from each start to the first end after it (the ends of one stream)."""
+def mean_gap_us(starts: list[float], ends: list[float]) -> float:
+    """Mean time from each start to the first end after it (the ends of one stream): means,
+    not medians, so that the stages of a round trip add up to it (its tail included)."""
     gaps = []
     for start in starts[50:-50]:  # away from the start-up and the stop
         index = bisect.bisect_right(ends, start)
         if index < len(ends):
             gaps.append(ends[index] - start)
-    return statistics.median(gaps) * 1e6
+    return statistics.fmean(gaps) * 1e6
 
 
-def round_trip(root: Path, seconds: float) -> float:
-    """Print the round trip's stages; returns the physical limit for one producer (msg/s):
-    one round trip of nothing but the client's share and one ``fdatasync``, as measured."""
+STAGES = [
+    # (label, from mark, to mark): the median time from each "from" to the next "to".
+    ("the client: RECEIPT written -> next SEND read", "replied", "read"),
+    ("parse: SEND read -> its frame handled", "read", "handled"),
+    ("broker core: frame handled -> record submitted", "handled", "submitted"),
+    ("hand-off: submitted -> the commit starts", "submitted", "commit"),
+    ("the commit: encode, write, fdatasync, fencing check, apply", "commit", "committed"),
+    ("hand-back: committed -> RECEIPT write starts", "committed", "replying"),
+    ("RECEIPT write", "replying", "replied"),
+]
+DURATIONS = [  # (label, mark of durations in seconds)
+    ("  of the core, journal encode (encode_send)", "encode_send s"),
+    ("  of the commit, journal encode (encode_batch)", "encode_batch s"),
+    ("  of the commit, fdatasync", "sync s"),
+    ("  of the commit, fencing check (lease revalidate)", "lease check s"),
+]
+
+
+def instrument(marks: Marks) -> Callable[[], None]:
+    """Wrap the methods at each hand-off to note their times; returns the undo."""
+    undo: list[Callable[[], None]] = []
+
+    def wrap(owner: Any, name: str, **where: str) -> None:
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        undo.append(lambda: setattr(owner, name, original))
+        mark_calls(marks, owner, name, **where)
+
+    def duration(owner: Any, name: str, mark: str) -> None:
+        original = getattr(owner, name)
+        undo.append(lambda: setattr(owner, name, original))
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                marks[mark].append(time.perf_counter() - started)
+
+        setattr(owner, name, run)
+
+    wrap(StompConnection, "buffer_updated", before="read")
+    StompConnection.handle = StompConnection.handle  # type: ignore[method-assign]  # a mixin's
+    wrap(StompConnection, "handle", before="handled")
+    wrap(GroupCommitWriter, "submit_many", after="submitted")
+    wrap(GroupCommitWriter, "_commit", before="commit", after="committed")
+    wrap(StompConnection, "_send_frame", before="replying", after="replied")
+    duration(JournalStore, "encode_send", "encode_send s")
+    duration(fmt, "encode_batch", "encode_batch s")
+    duration(SegmentFile, "sync", "sync s")
+
+    def undo_all() -> None:
+        for step in reversed(undo):
+            step()
+        delattr(StompConnection, "handle")
+
+    return undo_all
+
+
+def round_trip(root: Path, seconds: float, *, inline: bool, loop: str) -> dict[str, float]:
+    """One stomp.py producer's round trip, stage by stage (medians, µs), with the journal
+    committing a lone record on the loop's thread (``inline``) or handing every one to the
+    writer thread. Also "rate" (msg/s) and "limit": one round trip of nothing but the
+    client's share and one ``fdatasync``, in messages per second."""
     marks: Marks = defaultdict(list)
-    mark_calls(marks, StompConnection, "buffer_updated", before="read")
-    mark_calls(marks, GroupCommitWriter, "submit", after="submitted")
-    mark_calls(marks, GroupCommitWriter, "_commit", before="commit", after="committed")
-    mark_calls(marks, JournalWaits, "_drain", before="woken")
-    mark_calls(marks, StompConnection, "_send_frame", after="replied")
-    sync = SegmentFile.sync
-    SegmentFile.sync = lambda self: timed(marks, "sync s", lambda: sync(self))()  # type: ignore[method-assign]
-    share = root / "share"
+    undo = instrument(marks)
+    share = root / f"share-{time.monotonic_ns()}"
     share.mkdir()
     lease = Lease(PosixShare(share), "bench")
     assert lease.try_acquire()
     epoch = lease.claim_epoch()
-    config = StoreConfig(share=share, node_id="bench", sync_policy=SyncPolicy.SYNC)
+    config = StoreConfig(
+        share=share,
+        node_id="bench",
+        sync_policy=SyncPolicy.SYNC,
+        inline_commit_quiet_s=StoreConfig.model_fields["inline_commit_quiet_s"].default
+        if inline
+        else None,
+    )
     store = JournalStore.open(
         config, epoch=epoch, fencing_check=timed(marks, "lease check s", lease.revalidate)
     )
-    service = BrokerService(store, "127.0.0.1", 0)
+    service = BrokerService(store, "127.0.0.1", 0, BrokerConfig(stomp_event_loop=loop))
     service.start()
     try:
         for stream in marks.values():
             stream.clear()
-        rate = in_process_throughput(service.address, 1, seconds)
+        # Counted once the producer sends (spawning it takes seconds on a loaded machine).
+        rate = throughput(service.address, "/queue/path", "path", 1, seconds, warmup_s=1.0)
+        writer = store._writer
+        assert writer is not None
+        inline_share = writer.inline_commits / max(writer.batches_written, 1)
+        figures = stage_means(marks)  # the one producer's, before the eight come
+        # Then eight at once on the same service: group commit, with or without inline.
+        inline_before, batches_before = writer.inline_commits, writer.batches_written
+        rate8 = throughput(service.address, "/queue/path8", "path8", 8, seconds, warmup_s=1.0)
+        inline8 = (writer.inline_commits - inline_before) / max(
+            writer.batches_written - batches_before, 1
+        )
     finally:
         service.stop()
         store.close()
         lease.release()
-        SegmentFile.sync = sync  # type: ignore[method-assign]
-    stages = [
-        ("the client: RECEIPT written -> next SEND read", "replied", "read"),
-        ("SEND read -> record submitted", "read", "submitted"),
-        ("submitted -> writer starts the commit (hand-off)", "submitted", "commit"),
-        ("the commit: encode, write, fdatasync, lease check", "commit", "committed"),
-        ("committed -> loop woken (hand-off)", "committed", "woken"),
-        ("loop woken -> RECEIPT written", "woken", "replied"),
-    ]
-    print(f"round trip, 1 producer, policy sync: {rate:,.0f} msg/s, {1e6 / rate:.0f} us each")
-    medians = {label: median_gap_us(marks[start], marks[end]) for label, start, end in stages}
-    for label, median in medians.items():
-        print(f"  {label}: {median:.0f} us (median)")
-    for name in ("sync s", "lease check s"):
-        print(f"    of the commit, {name[:-2]}: {statistics.median(marks[name]) * 1e6:.0f} us")
-    client_us = medians[stages[0][0]]
-    sync_us = statistics.median(marks["sync s"]) * 1e6
-    limit = 1e6 / (client_us + sync_us)
-    print(
-        f"physical limit for one producer (the client's share {client_us:.0f} us + one "
-        f"fdatasync {sync_us:.0f} us): {limit:,.0f} msg/s"
+        undo()
+    figures["rate"] = rate
+    figures["inline share"] = inline_share
+    figures["rate 8"], figures["inline share 8"] = rate8, inline8
+    client_us = figures[STAGES[0][0]]
+    figures["limit"] = 1e6 / (client_us + figures["  of the commit, fdatasync"])
+    return figures
+
+
+def stage_means(marks: Marks) -> dict[str, float]:
+    figures = {label: mean_gap_us(marks[start], marks[end]) for label, start, end in STAGES}
+    for label, mark in DURATIONS:
+        figures[label] = statistics.fmean(marks[mark][50:-50]) * 1e6
+    return figures
+
+
+def budget(
+    root: Path, seconds: float, rounds: int, loops: tuple[str, ...] = ("uvloop", "asyncio")
+) -> float:
+    """Print the round trip's budget on each loop, inline and handed off, alternating
+    ``rounds`` times (medians of the rounds); returns the physical limit (msg/s)."""
+    ways = [(loop, inline) for loop in loops for inline in (True, False)]
+    runs: dict[tuple[str, bool], list[dict[str, float]]] = {way: [] for way in ways}
+    for _ in range(rounds):
+        for loop, inline in ways:
+            runs[loop, inline].append(round_trip(root, seconds, inline=inline, loop=loop))
+
+    def med(way: tuple[str, bool], key: str) -> float:
+        return statistics.median(run[key] for run in runs[way])
+
+    def row(label: str, values: list[str]) -> None:
+        print(f"  {label:<60}" + "".join(f"{value:>14}" for value in values))
+
+    print(f"round trip, 1 producer, policy sync, median of {rounds} round(s) each, alternating")
+    row(
+        "stage (mean, us)",
+        [f"{loop}/{'inline' if inline else 'hand-off'}" for loop, inline in ways],
     )
+    labels = [label for label, _, _ in STAGES]
+    labels.insert(3, DURATIONS[0][0])
+    labels[labels.index(STAGES[4][0]) + 1 : labels.index(STAGES[4][0]) + 1] = [
+        label for label, _ in DURATIONS[1:]
+    ]
+    for label in labels:
+        row(label, [f"{med(way, label):.0f}" for way in ways])
+    sums = [sum(med(way, label) for label, _, _ in STAGES) for way in ways]
+    row("sum of the stages", [f"{total:.0f}" for total in sums])
+    rates = [med(way, "rate") for way in ways]
+    row("measured: us per round trip (1e6 / rate)", [f"{1e6 / rate:.0f}" for rate in rates])
+    row("messages per second", [f"{rate:,.0f}" for rate in rates])
+    row("commits made on the loop thread", [f"{med(way, 'inline share'):.0%}" for way in ways])
+    row(
+        "8 producers, same service: messages per second", [f"{med(w, 'rate 8'):,.0f}" for w in ways]
+    )
+    row(
+        "8 producers: commits made on the loop thread",
+        [f"{med(w, 'inline share 8'):.0%}" for w in ways],
+    )
+    limits = [med(way, "limit") for way in ways]
+    row("physical limit: 1e6 / (its client's share + its fdatasync)", [f"{x:,.0f}" for x in limits])
+    row("fraction of its limit", [f"{rate / x:.2f}" for rate, x in zip(rates, limits, strict=True)])
+    if ("asyncio", False) in ways:
+        base = rates[ways.index(("asyncio", False))]
+        row("rate / asyncio handed off (issue 30's path)", [f"{r / base:.2f}" for r in rates])
+    limit = limits[0]  # the default's: uvloop, inline
     return limit
 
 
@@ -174,6 +291,12 @@ def measure_node(
                 (after.user - before.user) / messages * 1e6,
                 (after.system - before.system) / messages * 1e6,
             )
+        rss = node.memory_info().rss
+        time.sleep(6)  # quiet: the broker's heap trim comes 2-4 s after the last message
+        print(
+            f"node RSS after the rounds {rss / 2**20:.0f} MiB, 6 s later (after the quiet "
+            f"spell's malloc_trim) {node.memory_info().rss / 2**20:.0f} MiB"
+        )
         return figures
     finally:
         group.close()
@@ -203,12 +326,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, help="where to make the temporary share")
     parser.add_argument("--seconds", type=float, default=8.0, help="per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="of the round trip, each way")
+    parser.add_argument("--no-node", action="store_true", help="the round trip's budget only")
+    parser.add_argument("--loops", default="uvloop,asyncio", help="the loops of the budget")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="primacy-bench-path-", dir=args.dir))
     try:
         print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
-        limit = round_trip(root, args.seconds)
-        node_cpu(root, args.seconds, limit)
+        limit = budget(root, args.seconds, args.rounds, tuple(args.loops.split(",")))
+        if not args.no_node:
+            node_cpu(root, args.seconds, limit)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

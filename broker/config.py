@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from primacy.broker.event_loop import EventLoopChoice
 from primacy.broker.frames import FrameLimits
 from primacy.store.config_keys import Float, Int, key
 
@@ -42,6 +43,10 @@ class BrokerKeys(BaseModel):
         None,
         "require client certificates signed by this PEM CA (mutual TLS) on the STOMP listener",
         metavar="FILE",
+    )
+    stomp_event_loop: EventLoopChoice = key(
+        "auto",
+        "the STOMP broker's event loop: uvloop, asyncio, or auto (uvloop where it is installed)",
     )
     max_connections: Int = key(
         1_000,
@@ -232,3 +237,6 @@ class BrokerConfig(BrokerKeys):
     # Bytes queued on a socket before the broker stops sending it messages.
     write_buffer_high_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     server_name: str = "primacy"
+    # After traffic, once no message moved for this long: glibc's malloc_trim(0) on a
+    # thread, giving the heap's free pages back (heap_trim.py). 0: never.
+    heap_trim_idle_s: float = Field(default=2.0, ge=0)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import socket
 from dataclasses import dataclass
 from typing import cast
 
@@ -29,6 +28,7 @@ from primacy.broker.authentication import MAX_LOGINS_IN_PROGRESS, MAX_LOGINS_PER
 from primacy.broker.commands import StompCommands
 from primacy.broker.config import BrokerConfig
 from primacy.broker.core import Broker
+from primacy.broker.event_loop import shutdown_socket
 from primacy.broker.flow_control import HeldFrames
 from primacy.broker.frame_rules import error_frame
 from primacy.broker.frames import CONTROL_CHARACTERS, Frame, FrameParser, StompProtocolError, encode
@@ -428,7 +428,4 @@ def shut_down(transport: asyncio.BaseTransport) -> None:
     close only drops our descriptor, a shutdown ends the connection itself."""
     sock = transport.get_extra_info("socket")
     if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        shutdown_socket(sock)

@@ -81,6 +81,7 @@ class Broker(MessageFates):
         # (destination, message id) of each SEND not yet durable: a resend of one is receipted
         # when the first copy is. Which resends to drop is the journal's one window's call.
         self._in_flight_sends: dict[tuple[str, str], asyncio.Future[int]] = {}
+        self._commit_due = False  # a call of _commit_deferred is scheduled on the loop
         # Bytes of bodies held for stored messages until acknowledged (read-back ones aside:
         # those are a batch per destination at most, see body_loader.py).
         self.body_memory_bytes = 0
@@ -168,7 +169,7 @@ class Broker(MessageFates):
         if record is None:
             record = self.encode_send(destination, message_id, headers, body)
         try:
-            submitted = self.store.submit_send(record, destination, message_id)
+            submitted = self.store.submit_send(record, destination, message_id, defer=True)
         except JournalError as error:  # fenced or failed before: refuses every write now
             self.fail(f"{type(error).__name__}: {error}")
             raise BrokerFailed(str(error)) from None
@@ -237,7 +238,9 @@ class Broker(MessageFates):
                 futures.append(self.topics.settled_at_once(self.loop))
                 continue
             try:
-                submitted = self.store.append_ack(message.destination, message.message_id)
+                submitted = self.store.append_ack(
+                    message.destination, message.message_id, defer=True
+                )
             except JournalError as error:
                 self.fail(f"{type(error).__name__}: {error}")
                 raise BrokerFailed(str(error)) from None
@@ -354,7 +357,8 @@ class Broker(MessageFates):
         submitted.add_done_callback(self._check_delivery_journaled)
 
     def _check_delivery_journaled(self, written: Future[int]) -> None:
-        """On the writer thread: only a failure needs the loop (cheaper than wrapping each)."""
+        """On the writer's thread (the loop's after an inline commit): only a failure needs the
+        loop (cheaper than wrapping each)."""
         error = None if written.cancelled() else written.exception()
         if error is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self.fail, f"{type(error).__name__}: {error}")
@@ -383,10 +387,24 @@ class Broker(MessageFates):
     def _watch(self, written: Future[int], then: Callable[[bool], None]) -> asyncio.Future[int]:
         """The journal's future on this loop. When it ends, a failure stops the broker, then
         ``then(ok)`` runs (``ok``: the write succeeded). One callback for both: each callback
-        of an asyncio future is a handle of its own on the loop."""
+        of an asyncio future is a handle of its own on the loop.
+
+        ``written`` was submitted with ``defer``: the commit is asked for once this turn of
+        the loop is over, so the SENDs and ACKs of every connection that was read in it are
+        queued by then (a lone one is committed right here, without a hand-off)."""
+        if not self._commit_due:
+            self._commit_due = True
+            self.loop.call_soon(self._commit_deferred)
         future = self.journal_waits.watch(written)
         future.add_done_callback(lambda done: self._journaled(done, then))
         return future
+
+    def _commit_deferred(self) -> None:
+        self._commit_due = False
+        try:
+            self.store.commit_deferred()
+        except JournalError:
+            pass  # the writer failed its futures already: _journaled stops the broker
 
     def _journaled(self, future: asyncio.Future[int], then: Callable[[bool], None]) -> None:
         error = None if future.cancelled() else future.exception()

@@ -36,6 +36,8 @@ from primacy.broker.admission import accept_backlog
 from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
+from primacy.broker.event_loop import loop_kind, new_event_loop, shutdown_socket
+from primacy.broker.heap_trim import HeapTrim
 from primacy.broker.listen_address import listening_socket
 from primacy.broker.websocket import new_link
 from primacy.store.journal import JournalStore
@@ -118,6 +120,7 @@ class BrokerService:
         self._websocket_server: asyncio.Server | None = None
         self._address: tuple[str, int] | None = None
         self._loop_failure: str | None = None  # what escaped a handler, once one did
+        self.heap_trim: HeapTrim | None = None  # made on the loop, with the broker
 
     @property
     def address(self) -> tuple[str, int]:
@@ -141,7 +144,9 @@ class BrokerService:
                 listener.close()
                 raise
             self.websocket_address = websocket_listener.getsockname()[:2]
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop(
+            self.config.stomp_event_loop, tls=self.config.stomp_tls_cert is not None
+        )
         ready: asyncio.Future[None] = loop.create_future()
         self._loop = loop
         self._thread = threading.Thread(
@@ -160,14 +165,22 @@ class BrokerService:
             raise error
         host, port = self.address
         log.info(
-            "%s on %s:%d (epoch %d)",
+            "%s on %s:%d (epoch %d, %s loop)",
             codes.title(codes.SERVICE_STARTED),
             f"[{host}]" if ":" in host else host,
             port,
             self.store.epoch,
+            self.loop_kind,
         )
         if self.websocket_address is not None:
             log.info("%s on %s:%d", codes.title(codes.WEBSOCKET_STARTED), *self.websocket_address)
+
+    @property
+    def loop_kind(self) -> str:
+        """``uvloop`` or ``asyncio``: the loop this service runs on (``stomp_event_loop``)."""
+        if self._loop is None:
+            raise RuntimeError("the broker service is not started")
+        return loop_kind(self._loop)
 
     def stop(self) -> None:
         """Close the listener and every connection at once; stop and join the loop thread."""
@@ -346,6 +359,13 @@ class BrokerService:
             broker.on_fatal = self._fatal
             broker.on_stop_listening = self._close_listener
             self._broker = broker
+            counters = broker.counters
+            self.heap_trim = HeapTrim(
+                loop,
+                lambda: counters.messages_in + counters.messages_acked + counters.messages_out,
+                self.config.heap_trim_idle_s,
+            )
+            self.heap_trim.start()
             admission = Admission.of(self.config)
             self._server = await loop.create_server(
                 lambda: StompConnection(broker, admission),
@@ -373,14 +393,13 @@ class BrokerService:
         for server in (self._server, self._websocket_server):
             if server is not None:
                 for listener in server.sockets:  # see connection.shut_down
-                    try:
-                        listener.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                    shutdown_socket(listener)
                 server.close()
 
     def _shutdown(self) -> None:
         assert self._loop is not None
+        if self.heap_trim is not None:
+            self.heap_trim.stop()
         self._close_listener()
         if self._broker is not None:
             self._broker.abort_all(codes.SHUTTING_DOWN, "the broker is stopping")

@@ -108,6 +108,12 @@ class StoreConfig(JournalKeys):
     checkpoint_idle_s: float = 1.0
     checkpoint_idle_min_records: int = 10_000
     checkpoints_kept: int = Field(default=2, ge=1)
+    # A lone record may be committed on the submitting thread (the broker's loop) when the
+    # writer is idle and no batch of two or more was committed for this long: no hand-off
+    # either way for one producer (store/writer.py, ``commit_inline``). None: never. Long
+    # enough that eight producers on a loaded machine stay on the writer thread
+    # (docs/benchmarks.md, "The message path (issue 49)").
+    inline_commit_quiet_s: float | None = 0.5
 
     @model_validator(mode="after")
     def _a_batch_holds_one_message(self) -> StoreConfig:

@@ -156,6 +156,7 @@ class JournalStore:
             store.recovered_last_sequence + 1,
             config.max_batch_bytes,
             config.background_sync_interval_s,
+            config.inline_commit_quiet_s,
         )
         if config.checkpoint_idle_s > 0:
             store._writer.when_idle(config.checkpoint_idle_s, store._checkpoint_when_idle)
@@ -246,16 +247,23 @@ class JournalStore:
         return self.submit_send(record, destination, message_id)
 
     def submit_send(
-        self, record: fmt.EncodedRecord, destination: str, message_id: str
+        self, record: fmt.EncodedRecord, destination: str, message_id: str, *, defer: bool = False
     ) -> Future[int]:
-        """``append_send`` of a record from ``encode_send`` with the same destination and id."""
+        """``append_send`` of a record from ``encode_send`` with the same destination and id
+        (``defer``: the caller calls ``commit_deferred`` soon)."""
+        return self.submit_sends([(record, destination, message_id)], defer=defer)
+
+    def submit_sends(
+        self, records: list[tuple[fmt.EncodedRecord, str, str]], *, defer: bool = False
+    ) -> Future[int]:
+        """``submit_send`` of many, in order: one lock, one wake-up, one future (store/bulk.py)."""
         with self._state_lock:
-            # Under the lock, so no commit can apply it between the submit and the add.
-            submitted = self._require_writer().submit(record, destination, message_id)
-            self._unapplied_sends.add((destination, message_id))
+            # Under the lock, so no commit can apply one between the submit and the add.
+            submitted = self._require_writer().submit_many(records, defer=defer)
+            self._unapplied_sends.update((d, m) for _, d, m in records)
         return submitted
 
-    def append_ack(self, destination: str, message_id: str) -> Future[int]:
+    def append_ack(self, destination: str, message_id: str, *, defer: bool = False) -> Future[int]:
         """Journal that a consumer acknowledged the message: it is no longer pending."""
         record = fmt.EncodedRecord(
             fmt.RecordType.ACK,
@@ -263,7 +271,11 @@ class JournalStore:
             _bounded(destination, fmt.MAX_DESTINATION_BYTES, "destination"),
             _bounded(message_id, fmt.MAX_MESSAGE_ID_BYTES, "message id"),
         )
-        return self._require_writer().submit(record, destination, message_id)
+        return self._require_writer().submit(record, destination, message_id, defer=defer)
+
+    def commit_deferred(self) -> bool:
+        """Commit the ``defer`` submits (writer.py, ``commit_inline``); True if on this thread."""
+        return self._require_writer().commit_inline()
 
     def append_delivery(self, destination: str, message_id: str) -> Future[int]:
         """Journal that a message was handed to a consumer, for the replay's delivery figures.

@@ -17,13 +17,14 @@ points at the one SEND record.
 from __future__ import annotations
 
 import heapq
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, itemgetter, le
 from typing import Any
 
+from primacy.store.dedupe_window import DedupeWindow
 from primacy.store.format import RecordType
 
 TOPIC_PREFIX = "/topic/"
@@ -47,7 +48,7 @@ class JournalState:
         self.dedupe_window_messages = dedupe_window_messages
         self.pending: dict[str, dict[str, PendingMessage]] = {}
         # (destination, message id) -> sequence of its SEND, oldest first: the dedupe window.
-        self.seen_messages: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self.seen_messages = DedupeWindow(dedupe_window_messages)
         self.last_sequence = 0
         self.pending_by_segment: Counter[str] = Counter()
         # topic -> {durable subscription's queue name: sequence of its SUBSCRIBE}
@@ -90,9 +91,7 @@ class JournalState:
                 message = PendingMessage(destination, message_id, sequence, segment, batch_offset)
                 self.pending.setdefault(destination, {})[message_id] = message
                 self.pending_by_segment[segment] += 1
-            self.seen_messages[key] = sequence
-            if len(self.seen_messages) > self.dedupe_window_messages:
-                self.seen_messages.popitem(last=False)
+            self.seen_messages.add(key, sequence)  # the oldest leaves once it is full
         elif record_type is RecordType.ACK:
             queue = self.pending.get(destination)
             acked = queue.pop(message_id, None) if queue is not None else None
@@ -220,7 +219,9 @@ class JournalState:
         state.pending_by_segment.update(in_segments)
         seen = data["seen"]
         keys = zip(_lookup(names, seen["destination"]), _strings(seen["message_id"]), strict=True)
-        state.seen_messages = OrderedDict(zip(keys, _integers(seen["sequence"]), strict=True))
+        state.seen_messages = DedupeWindow(
+            dedupe_window_messages, zip(keys, _integers(seen["sequence"]), strict=True)
+        )  # the newest dedupe_window_messages of them, if the checkpoint's window was larger
         durables = data.get("durables")
         if durables is not None:
             for topic, queue, sequence in zip(
@@ -228,7 +229,6 @@ class JournalState:
                 _integers(durables["sequence"]), strict=True,
             ):  # fmt: skip
                 state.durables.setdefault(topic, {})[queue] = sequence
-        state._trim_window()
         return state
 
     @classmethod
@@ -242,16 +242,14 @@ class JournalState:
             )
             state.pending.setdefault(destination, {})[message_id] = message
             state.pending_by_segment[segment] += 1
-        state.seen_messages = OrderedDict(
-            ((destination, message_id), count(sequence))
-            for destination, message_id, sequence in data["seen_messages"]
+        state.seen_messages = DedupeWindow(
+            dedupe_window_messages,
+            (
+                ((destination, message_id), count(sequence))
+                for destination, message_id, sequence in data["seen_messages"]
+            ),
         )
-        state._trim_window()
         return state
-
-    def _trim_window(self) -> None:
-        while len(self.seen_messages) > self.dedupe_window_messages:
-            self.seen_messages.popitem(last=False)
 
 
 _DESTINATION = attrgetter("destination")

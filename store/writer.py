@@ -5,6 +5,12 @@ policy asks, then the fencing check (which therefore starts after the write
 returned), then the commit hook, then every waiter is completed, then the
 completion listeners are told once. If the check or the write fails, no waiter
 of that batch or behind it is acknowledged and the writer stops for good.
+
+A lone record may be committed on the submitting thread instead (``commit_inline``):
+the same ``_commit``, so the same order (the waiter completes only after the sync
+and the fencing check), without the two thread wake-ups of a hand-off. Only one
+side commits at a time (``_busy``); the writer thread keeps every batch of two or
+more, and every record once it has committed a group lately (concurrency).
 """
 
 from __future__ import annotations
@@ -17,15 +23,15 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from primacy.share.safe_io import create_exclusive, fsync_directory
 from primacy.store import format as fmt
 from primacy.store import messages
 from primacy.store.config import SyncPolicy
 from primacy.store.errors import JournalClosed, JournalError, JournalFenced, JournalWriteFailed
-from primacy.store.segments import segment_name
+from primacy.store.segment_file import SegmentFile
+
+__all__ = ["GroupCommitWriter", "QueuedRecord", "SegmentFile"]  # SegmentFile: where it was
 
 log = logging.getLogger(__name__)
 
@@ -42,73 +48,11 @@ class QueuedRecord:
     durable: bool  # sync and check before completing, whatever the policy
 
 
-class SegmentFile:
-    """The one segment this writer appends to; rotates to a new file past the size limit."""
+Job = tuple[Callable[[], Any], Future[Any]]
 
-    def __init__(self, journal_dir: Path, epoch: int, node_id: str, max_bytes: int) -> None:
-        self.journal_dir = journal_dir
-        self.epoch = epoch
-        self.node_id = node_id
-        self.max_bytes = max_bytes
-        self.fd: int | None = None
-        self.name = ""
-        self.size = 0
-        self.header_len = 0
-        # Our own segments finished since ``take_sealed`` last asked, and their lengths.
-        self._sealed: dict[str, int] = {}
-
-    def write(self, batch: bytes, first_sequence: int) -> int:
-        """Append one batch in one write call (rotating first if it would not fit); its offset."""
-        if self.fd is None or (
-            self.size + len(batch) > self.max_bytes and self.size > self.header_len
-        ):
-            self._rotate(first_sequence)
-        assert self.fd is not None
-        offset = self.size
-        view = memoryview(batch)
-        written = os.write(self.fd, view)
-        while written < len(view):  # short writes happen on full disks and signals
-            written += os.write(self.fd, view[written:])
-        self.size += len(batch)
-        return offset
-
-    def take_sealed(self) -> dict[str, int]:
-        """The segments finished since the last call, with their lengths (each told once)."""
-        sealed, self._sealed = self._sealed, {}
-        return sealed
-
-    def sync(self) -> None:
-        if self.fd is not None:
-            os.fdatasync(self.fd)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-
-    def _rotate(self, first_sequence: int) -> None:
-        if self.fd is not None:
-            self.close()
-            self._sealed[self.name] = self.size
-        name = segment_name(self.epoch, first_sequence)
-        header = fmt.encode_segment_header(
-            fmt.SegmentHeader(self.epoch, first_sequence, self.node_id, time.time_ns())
-        )
-        # In the journal directory itself, never through a symlink put in its place.
-        fd = create_exclusive(self.journal_dir / name, os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(fd, header)
-            os.fdatasync(fd)
-            fsync_directory(self.journal_dir)  # the new name must survive a crash too
-        except OSError:
-            os.close(fd)
-            raise
-        self.fd, self.name, self.size, self.header_len = fd, name, len(header), len(header)
-
-
+# The future of every record of a ``submit_many`` but its last: done, so nobody completes it.
+_NO_WAITER: Future[int] = Future()
+_NO_WAITER.set_result(0)
 CommitHook = Callable[[list[QueuedRecord], str, int, int, float], None]
 
 
@@ -124,6 +68,7 @@ class GroupCommitWriter:
         next_sequence: int,
         max_batch_bytes: int,
         background_sync_interval_s: float,
+        inline_quiet_s: float | None = None,
     ) -> None:
         self.segment = segment
         self.policy = policy
@@ -131,16 +76,21 @@ class GroupCommitWriter:
         self.on_commit = on_commit
         self.max_batch_bytes = max_batch_bytes
         self.background_sync_interval_s = background_sync_interval_s
+        # ``commit_inline`` commits a lone record on the caller's thread only when no batch of
+        # two or more records was committed for this long (None: never).
+        self.inline_quiet_s = inline_quiet_s
         self.next_sequence = next_sequence
         self.failure: JournalError | None = None
         self.batches_written = 0
         self.records_written = 0
         self.bytes_written = 0
+        # Batches committed (or tried, if the write or check failed) by ``commit_inline``.
+        self.inline_commits = 0
         # Told on this thread after each burst of completed (or failed) waiters: who hands
         # them to another thread can wake it once per batch, not once per record.
         self._completion_listeners: tuple[Callable[[], None], ...] = ()
         self._queue: deque[QueuedRecord] = deque()
-        self._jobs: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._jobs: deque[Job] = deque()
         self._closing = False
         self._dirty = False
         # A job run once the writer has been idle for a while after a commit (``when_idle``).
@@ -148,6 +98,11 @@ class GroupCommitWriter:
         self._idle_after_s = 0.0
         self._idle_due: float | None = None  # monotonic time; None: no commit since the last
         self._last_sync_s = time.monotonic()
+        self._last_group_s = -float("inf")  # monotonic time of the last batch of 2+ records
+        # Someone (the writer thread, or a caller in ``commit_inline``) uses the segment. The
+        # writer holds it through its jobs too: a checkpoint reads the state while it writes,
+        # so no inline commit may apply records meanwhile.
+        self._busy = False
         self._condition = threading.Condition()
         self._thread = threading.Thread(
             target=self._run, name="primacy-journal-writer", daemon=True
@@ -155,9 +110,18 @@ class GroupCommitWriter:
         self._thread.start()
 
     def submit(
-        self, record: fmt.EncodedRecord, destination: str, message_id: str, *, durable: bool = False
+        self,
+        record: fmt.EncodedRecord,
+        destination: str,
+        message_id: str,
+        *,
+        durable: bool = False,
+        defer: bool = False,
     ) -> Future[int]:
-        """Queue one record; the future gives its sequence once acknowledged per policy."""
+        """Queue one record; the future gives its sequence once acknowledged per policy.
+
+        ``defer``: do not wake the writer thread; the caller calls ``flush`` or
+        ``commit_inline`` soon (until then the record waits for whatever wakes the writer)."""
         future: Future[int] = Future()
         with self._condition:
             self._raise_if_stopped()
@@ -169,8 +133,81 @@ class GroupCommitWriter:
                 # writer can see the record, so only one side ever completes it.
                 future.set_result(sequence)
             self._queue.append(queued)
-            self._condition.notify()
+            if not defer:
+                self._condition.notify()
         return future
+
+    def submit_many(
+        self, records: list[tuple[fmt.EncodedRecord, str, str]], *, defer: bool = False
+    ) -> Future[int]:
+        """Queue records in order, under one lock and one wake-up; one future for all of them,
+        which gives the last one's sequence once every one is acknowledged per policy
+        (records commit in order, and a failure fails every record behind it)."""
+        future: Future[int] = Future()
+        if not records:
+            future.set_result(self.next_sequence - 1)
+            return future
+        with self._condition:
+            self._raise_if_stopped()
+            first = self.next_sequence
+            self.next_sequence += len(records)
+            last = len(records) - 1
+            self._queue.extend(
+                QueuedRecord(
+                    first + n,
+                    record,
+                    destination,
+                    message_id,
+                    future if n == last else _NO_WAITER,
+                    False,
+                )
+                for n, (record, destination, message_id) in enumerate(records)
+            )
+            if self.policy is SyncPolicy.NO_SYNC:
+                future.set_result(first + last)  # as ``submit`` does, before the writer sees it
+            if not defer:
+                self._condition.notify()
+        return future
+
+    def flush(self) -> None:
+        """Wake the writer thread for records submitted with ``defer``."""
+        with self._condition:
+            self._condition.notify()
+
+    def commit_inline(self) -> bool:
+        """Commit the one queued record on this thread if the writer is idle, no job waits and
+        no group was committed within ``inline_quiet_s``; else wake the writer. True if it
+        committed here (the record's future is then done, with its sequence or the failure).
+
+        The same ``_commit`` as the writer thread's: written, synced (per policy), fencing
+        checked, applied, and only then the future completed. This thread blocks meanwhile.
+        """
+        with self._condition:
+            inline = (
+                self.inline_quiet_s is not None
+                and len(self._queue) == 1
+                and not self._busy
+                and not self._jobs
+                and not self._closing
+                and self.failure is None
+                and (self.policy is not SyncPolicy.NO_SYNC or self._queue[0].durable)
+                and time.monotonic() - self._last_group_s >= self.inline_quiet_s
+            )
+            if not inline:
+                self._condition.notify()
+                return False
+            self._busy = True
+            batch = [self._queue.popleft()]
+        self.inline_commits += 1
+        try:
+            self._commit(batch)
+        finally:
+            with self._condition:
+                self._busy = False
+                # The writer may wait for the segment, or must rethink its idle wait (a
+                # background sync or the idle job may now be due).
+                self._condition.notify()
+        return True
 
     def add_completion_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` on the writer thread after each batch's waiters are completed,
@@ -225,16 +262,27 @@ class GroupCommitWriter:
     def _step(self) -> bool:
         """Commit one batch and run pending jobs; False once closed and drained."""
         with self._condition:
-            while not self._queue and not self._jobs and not self._closing:
-                wait_s = self._idle_wait_s()
+            while self.failure is None and (
+                self._busy or (not self._queue and not self._jobs and not self._closing)
+            ):
+                wait_s = None if self._busy else self._idle_wait_s()
                 if wait_s is None:
                     self._condition.wait()
-                elif wait_s <= 0 or not self._condition.wait(wait_s):
+                elif (wait_s <= 0 or not self._condition.wait(wait_s)) and not self._busy:
                     break
             batch = self._take_batch()
             jobs = list(self._jobs)
             self._jobs.clear()
             stop = self._closing and not self._queue and not self._jobs and not batch
+            self._busy = True
+        try:
+            return self._work(batch, jobs, stop)
+        finally:
+            with self._condition:
+                self._busy = False
+
+    def _work(self, batch: list[QueuedRecord], jobs: list[Job], stop: bool) -> bool:
+        """The writer thread's share of one step, holding the segment (``_busy``)."""
         if batch and not self._commit(batch):
             return False
         if self._dirty and time.monotonic() - self._last_sync_s >= self.background_sync_interval_s:
@@ -296,6 +344,8 @@ class GroupCommitWriter:
             self._fail(JournalFenced(f"this node lost mastership of the journal ({exc})"), batch)
             return False
         self.batches_written += 1
+        if len(batch) > 1:
+            self._last_group_s = time.monotonic()
         if self._idle_job is not None:
             self._idle_due = time.monotonic() + self._idle_after_s
         self.records_written += len(batch)
@@ -338,3 +388,5 @@ class GroupCommitWriter:
         for _, future in jobs:
             future.set_exception(error)
         self._tell_completion_listeners()
+        with self._condition:
+            self._condition.notify()  # an idle writer thread sees the failure and ends

@@ -32,6 +32,7 @@ ON_BOTH_PATHS = [
     "tests/store/test_crafted_batches.py",
     "tests/store/test_checkpoint_columns.py",
     "tests/store/test_checkpoint_property.py",
+    "tests/store/test_dedupe_window.py",
 ]
 
 
