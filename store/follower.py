@@ -135,6 +135,7 @@ class JournalFollower:
         self._clock = clock
         self._retry_after_s = retry_after_s
         self._lock = threading.Lock()
+        self._restart_requested = False
         self._state: JournalState | None = None
         self._fences = FenceTable()
         self._segments: dict[str, _Followed] = {}
@@ -152,6 +153,10 @@ class JournalFollower:
     def poll(self) -> FollowerStatus:
         """Read what was appended since the last poll (or start from a full recovery)."""
         with self._lock:
+            if self._restart_requested:
+                self._restart_requested = False
+                self._forget("starting")
+                self._retry_at = 0.0
             if self._mode != "handed_over":
                 self._poll()
             return self.status
@@ -182,11 +187,9 @@ class JournalFollower:
             return Handover(Checkpoint(epoch, state, positions, fences), followed)
 
     def restart(self) -> None:
-        """Follow again from scratch (the node is a slave again; what it handed over is the
-        store's)."""
-        with self._lock:
-            self._forget("starting")
-            self._retry_at = 0.0
+        """Follow again from scratch at the next poll (the node is a slave again; what it
+        handed over is the store's). Never waits: the role loop calls it."""
+        self._restart_requested = True
 
     # ------------------------------------------------------------ one poll
 

@@ -40,6 +40,7 @@ STALLED_LOCK_REPLACED = "PRIMACY-1025"
 COORDINATOR_BEHIND_SHARE = "PRIMACY-1026"
 PLANTED_EPOCH_REPLACED = "PRIMACY-1027"
 SHARE_UNUSABLE_BY_NODE = "PRIMACY-1030"
+JOURNAL_FOLLOWER_FAILED = "PRIMACY-1031"
 THREAD_DIED = "PRIMACY-1097"
 ROLE_LOOP_FAILED = "PRIMACY-1098"
 LOCK_JOB_FAILED = "PRIMACY-1099"
@@ -100,6 +101,10 @@ TITLES = {
     SHARE_UNUSABLE_BY_NODE: (
         "this node cannot use a file or directory on the share (its owner or mode: another "
         "user wrote it): it claims no epoch until the path is fixed"
+    ),
+    JOURNAL_FOLLOWER_FAILED: (
+        "reading the journal as a slave failed unexpectedly: the follower dropped its state and "
+        "starts again; a takeover meanwhile reads the whole journal"
     ),
     THREAD_DIED: "a thread of the node died; the node stops with exit code 1",
     ROLE_LOOP_FAILED: "the role loop failed; the node stops with exit code 1",

@@ -27,6 +27,7 @@ from primacy.supervisor.shell import sdnotify
 from primacy.supervisor.shell.admin import NodeAdmin, status_endpoint
 from primacy.supervisor.shell.config_watch import ConfigWatcher
 from primacy.supervisor.shell.coordination import open_share_port
+from primacy.supervisor.shell.following import JournalFollowing
 from primacy.supervisor.shell.lock_io import LockIoWorker
 from primacy.supervisor.shell.node_events import ConfigEdited, NodeEvent, SessionChanged
 from primacy.supervisor.shell.registry_loop import RegistryLoop
@@ -54,6 +55,7 @@ class NodeParts:
     config_watcher: ConfigWatcher | None
     registry: RegistryLoop
     watcher: ChangeWatch
+    following: JournalFollowing
 
 
 def wire(
@@ -78,7 +80,8 @@ def wire(
         ),
     )
     port = share_port or open_share_port(config, lambda state: post(SessionChanged(state)))
-    jobs = ShareJobs(config, port, clock, metrics.observe_commit)
+    following = JournalFollowing(config, deaths)
+    jobs = ShareJobs(config, port, clock, metrics.observe_commit, following.follower)
     admin = NodeAdmin(config.node_id, port, snapshot, post, io.call)
     api = status_endpoint(
         config, create_app(snapshot, metrics, admin, admin_token), on_thread_death=deaths.died
@@ -104,7 +107,18 @@ def wire(
         on_pause_changed=registry.wake,
     )
     return NodeParts(
-        deaths, io, serving, notifier, metrics, port, jobs, api, config_watcher, registry, watcher
+        deaths,
+        io,
+        serving,
+        notifier,
+        metrics,
+        port,
+        jobs,
+        api,
+        config_watcher,
+        registry,
+        watcher,
+        following,
     )
 
 
@@ -121,6 +135,7 @@ def start(parts: NodeParts, config: NodeConfig) -> None:
             exc,
         )
     parts.serving.start_threads()
+    parts.following.start()
     if parts.config_watcher is not None:
         parts.config_watcher.start()
     log.info(
@@ -137,6 +152,7 @@ def close_after_release(parts: NodeParts, timeout_s: float, released: bool) -> N
     """After the lock is let go and the last snapshot published: the rest, in order."""
     if parts.config_watcher is not None:
         parts.config_watcher.stop()
+    parts.following.close(timeout_s)
     parts.registry.close(timeout_s, final=released)  # its last entry wakes the slaves
     parts.watcher.stop()  # last: joining the observer takes a while and wakes no one
     parts.port.close()  # a coordination service's session ends after the release
