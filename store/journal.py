@@ -90,6 +90,7 @@ class JournalStore:
         self.commit_observer: Callable[[int, int, float], None] | None = None
         self.opened_from = "full_recovery"
         self.open_fallback: str | None = None
+        self.bytes_read_at_open = recovery.report.bytes_read
 
     @classmethod
     def open(
@@ -124,7 +125,7 @@ class JournalStore:
                 f"the journal already has segments of epoch {epoch} or later ({newer[0]}); "
                 "claim a new epoch before opening the journal"
             )
-        recovery, fallback = takeover_recovery(config, epoch, follower)
+        recovery, fallback, bytes_read = takeover_recovery(config, epoch, follower)
         fence = [
             payloads.FenceEntry(s.epoch, s.first_sequence, recovery.valid_ends.get(s.name, 0))
             for s in recovery.segments
@@ -132,7 +133,7 @@ class JournalStore:
         recovery.fences.add(epoch, fence)
         store = cls(config, epoch, recovery)
         store.opened_from = "full_recovery" if fallback else "followed"
-        store.open_fallback = fallback
+        store.open_fallback, store.bytes_read_at_open = fallback, bytes_read
         store._writer = GroupCommitWriter(
             store._segment,
             config.sync_policy,
@@ -317,7 +318,7 @@ class JournalStore:
             failure=str(writer.failure) if writer and writer.failure else None,
             opened_from=self.opened_from,
             open_fallback=self.open_fallback,
-            bytes_read_at_open=report.bytes_read,
+            bytes_read_at_open=self.bytes_read_at_open,
         )
 
     def add_completion_listener(self, listener: Callable[[], None]) -> None:

@@ -20,8 +20,9 @@ from primacy.store.recovery import RecoveryResult, recover
 
 def takeover_recovery(
     config: StoreConfig, epoch: int, follower: JournalFollower | None
-) -> tuple[RecoveryResult, str | None]:
-    """The recovered journal, and why the full recovery ran (None: from the followed state)."""
+) -> tuple[RecoveryResult, str | None, int]:
+    """The recovered journal, why the full recovery ran (None: from the followed state), and
+    the bytes read to open it (from the followed state: the valid bytes past it)."""
     handover = follower.hand_over() if follower is not None else "this node follows no journal"
     recovery = recover(
         config.journal_dir,
@@ -31,18 +32,23 @@ def takeover_recovery(
     )
     report = recovery.report
     if isinstance(handover, Handover):
+        positions = handover.checkpoint.positions
+        tail = sum(
+            max(0, end - (positions[name].offset if name in positions else 0))
+            for name, end in recovery.valid_ends.items()
+        )
         messages.log(
             logging.INFO,
             messages.OPENED_FROM_FOLLOWED,
             f"epoch {epoch}: {handover.bytes_followed} bytes followed before the claim; "
-            f"after it {report.segments_read} segment tail(s), {report.bytes_read} bytes, "
-            f"read in {report.duration_s:.3f} s, to sequence {recovery.state.last_sequence}",
+            f"after it {tail} bytes past them in {report.segments_read} segment(s), read in "
+            f"{report.duration_s:.3f} s, to sequence {recovery.state.last_sequence}",
         )
-        return recovery, None
+        return recovery, None, tail
     messages.log(
         logging.INFO,
         messages.OPENED_BY_FULL_RECOVERY,
         f"epoch {epoch}: {handover}; {report.segments_read} segment(s), {report.bytes_read} "
         f"bytes, read in {report.duration_s:.3f} s",
     )
-    return recovery, handover
+    return recovery, handover, report.bytes_read
