@@ -227,14 +227,16 @@ FAMILIES: tuple[Family, ...] = (
         {(): figure("follower.lag_s")},
     ),
     FromSnapshot(
-        "primacy_journal_follower_usable",
+        "primacy_journal_follower_without_state",
         "gauge",
-        "1 while a slave's journal follower holds a state a takeover can start from",
+        "1 while a slave's journal follower holds no state a takeover could start from "
+        "(starting, or dropped); 0 when following, on a master, or with following off",
         {
             (): Reading(
                 "follower.mode",
                 lambda snapshot: float(
-                    snapshot.follower is not None and snapshot.follower.mode == "following"
+                    snapshot.follower is not None
+                    and snapshot.follower.mode in ("starting", "fallen_back")
                 ),
             )
         },
