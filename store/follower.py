@@ -43,21 +43,26 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
-from primacy.share.layout import CHECKPOINTS_DIR_NAME
 from primacy.share.safe_io import open_regular
 from primacy.store import format as fmt
 from primacy.store import messages
-from primacy.store.checkpoint import Checkpoint, SegmentPosition, list_checkpoints
+from primacy.store.checkpoint import Checkpoint, SegmentPosition
 from primacy.store.errors import UnsupportedJournal
 from primacy.store.fences import FenceTable
+from primacy.store.follower_files import (
+    Followed,
+    FollowerFellBack,
+    TailSource,
+    check_sealed,
+    identity_of,
+    newest_checkpoint_sequence,
+)
 from primacy.store.recovery import read_first_batch_fence, recover
 from primacy.store.segments import (
     SEGMENT_HEADER_MAX_BYTES,
     BatchAt,
     DamageKind,
-    FileSource,
     SegmentRef,
     check_batch_at,
     epoch_tails,
@@ -70,10 +75,6 @@ from primacy.store.state import JournalState
 Clock = Callable[[], float]
 # Sealed segments are checked (the same file, as long) on every this many polls and at handover.
 FULL_CHECK_EVERY_POLLS = 20
-
-
-class FollowerFellBack(Exception):
-    """The followed state can no longer be trusted; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -96,19 +97,6 @@ class FollowerStatus:
     @property
     def usable(self) -> bool:
         return self.mode == "following"
-
-
-@dataclass
-class _Followed:
-    """One segment as far as it was applied."""
-
-    ref: SegmentRef
-    identity: tuple[int, int]  # (st_dev, st_ino): another file under the name is not ours
-    header: bytes  # its segment header, so a poll does not read the segment's start again
-    position: int  # end of the last batch applied (or of the header)
-    last_batch: tuple[int, int] | None  # (offset, CRC32C) of the last batch applied
-    size: int  # at the last poll
-    sealed: bool = False  # read to its end after a later segment of its epoch was listed
 
 
 @dataclass(frozen=True)
@@ -138,7 +126,7 @@ class JournalFollower:
         self._restart_requested = False
         self._state: JournalState | None = None
         self._fences = FenceTable()
-        self._segments: dict[str, _Followed] = {}
+        self._segments: dict[str, Followed] = {}
         self._mode = "starting"
         self._fallbacks = 0
         self._last_fallback: str | None = None
@@ -217,7 +205,7 @@ class JournalFollower:
 
     def _start(self) -> None:
         """A full recovery, read-only; kept only if it skipped nothing (no damage)."""
-        before = {s.name: _identity_of(s) for s in list_segments(self.journal_dir)}
+        before = {s.name: identity_of(s) for s in list_segments(self.journal_dir)}
         result = recover(
             self.journal_dir,
             dedupe_window_messages=self.dedupe_window_messages,
@@ -230,7 +218,7 @@ class JournalFollower:
                 f"{first.segment} has a damaged batch at byte {first.offset}: a full recovery "
                 "after the claim decides about it"
             )
-        segments: dict[str, _Followed] = {}
+        segments: dict[str, Followed] = {}
         for ref in result.segments:
             followed = self._open_new(ref)
             if followed is None:
@@ -241,7 +229,11 @@ class JournalFollower:
             segments[ref.name] = followed
         self._state, self._fences, self._segments = result.state, result.fences, segments
         self._mode = "following"
-        self._lag_bytes = sum(max(0, f.size - f.position) for f in segments.values())
+        self._lag_bytes = sum(
+            max(0, f.size - f.position)
+            for f in segments.values()
+            if result.fences.limit_for(f.ref.epoch, f.ref.first_sequence) is None
+        )
         messages.log(
             logging.INFO,
             messages.FOLLOWER_STARTED,
@@ -251,7 +243,7 @@ class JournalFollower:
 
     def _follow(self, full_check: bool) -> None:
         assert self._state is not None
-        newest_checkpoint = _newest_checkpoint_sequence(self.journal_dir)
+        newest_checkpoint = newest_checkpoint_sequence(self.journal_dir)
         listed = list_segments(self.journal_dir)
         names = {ref.name for ref in listed}
         known_epochs = self._fences.fence_epochs | {f.ref.epoch for f in self._segments.values()}
@@ -270,7 +262,7 @@ class JournalFollower:
                 self._segments[ref.name] = followed
             if followed.sealed:
                 if full_check:
-                    _check_sealed(followed)
+                    check_sealed(followed)
                 continue
             lag += self._read_tail(followed, ref.name in tails, full_check)
         for name in [name for name in self._segments if name not in names]:
@@ -284,7 +276,7 @@ class JournalFollower:
                 f"state at {self._state.last_sequence}"
             )
 
-    def _read_tail(self, followed: _Followed, is_epoch_tail: bool, full_check: bool) -> int:
+    def _read_tail(self, followed: Followed, is_epoch_tail: bool, full_check: bool) -> int:
         """Apply what ``followed`` gained since the last poll; the bytes left unread."""
         assert self._state is not None
         name = followed.ref.name
@@ -302,7 +294,7 @@ class JournalFollower:
             if info.st_size == followed.position and not full_check:
                 followed.sealed = not is_epoch_tail
                 return 0
-            source = _TailSource(handle, followed.header)
+            source = TailSource(handle, followed.header)
             if followed.last_batch is not None:
                 offset, crc = followed.last_batch
                 status, header = check_batch_at(source, offset)
@@ -311,11 +303,12 @@ class JournalFollower:
                         f"the last batch applied of {name} (byte {offset}) changed under the "
                         "follower"
                     )
+            fence_limit = self._fences.limit_for(followed.ref.epoch, followed.ref.first_sequence)
             scan = scan_segment(
                 followed.ref,
                 source,
                 start_offset=followed.position,
-                fence_limit=self._fences.limit_for(followed.ref.epoch, followed.ref.first_sequence),
+                fence_limit=fence_limit,
                 is_epoch_tail=is_epoch_tail,
             )
             for damage in scan.damage:
@@ -338,13 +331,18 @@ class JournalFollower:
             if last is not None:
                 followed.last_batch = (last.offset, last.header.crc32c)
             followed.position = max(followed.position, scan.valid_end)
-            left = info.st_size - followed.position
+            if fence_limit is not None:
+                # A later epoch fenced it: nothing past the fence will ever count, and
+                # bytes there (a stale master's) are no lag.
+                followed.sealed = True
+                return 0
+            left: int = info.st_size - followed.position
             # Its writer closed it (flushing it to the server) before creating the segment
             # after it, listed before this open: nothing more will count in it.
             followed.sealed = not is_epoch_tail and left == 0
             return left
 
-    def _open_new(self, ref: SegmentRef) -> _Followed | None:
+    def _open_new(self, ref: SegmentRef) -> Followed | None:
         """A segment's identity and header, or None if it has no intact header of its epoch."""
         try:
             fd = open_regular(ref.path)
@@ -360,9 +358,7 @@ class JournalFollower:
         if header.epoch != ref.epoch:
             return None
         raw = bytes(head[: header.header_len])
-        return _Followed(
-            ref, (info.st_dev, info.st_ino), raw, header.header_len, None, info.st_size
-        )
+        return Followed(ref, (info.st_dev, info.st_ino), raw, header.header_len, None, info.st_size)
 
     # ------------------------------------------------------------ helpers
 
@@ -400,49 +396,3 @@ class JournalFollower:
             last_fallback=self._last_fallback,
             polls=self._polls,
         )
-
-
-class _TailSource:
-    """A segment read from a position on: the header comes from what was read when the
-    segment was first seen, so a poll reads only new bytes (``FileSource`` would read a
-    window from byte 0 for it)."""
-
-    def __init__(self, handle: BinaryIO, header: bytes) -> None:
-        self._file = FileSource(handle)
-        self.size: int = self._file.size
-        self._header = header
-
-    def read(self, offset: int, length: int) -> bytes | memoryview:
-        if offset == 0 and length >= len(self._header):
-            return self._header
-        data: bytes | memoryview = self._file.read(offset, length)
-        return data
-
-
-def _check_sealed(followed: _Followed) -> None:
-    """A segment read whole is still the file it was, as long as it was."""
-    try:
-        info = followed.ref.path.stat()
-    except FileNotFoundError:
-        return  # retired: the listing's business
-    if (info.st_dev, info.st_ino) != followed.identity:
-        raise FollowerFellBack(f"segment {followed.ref.name} was replaced under the follower")
-    if info.st_size != followed.position:
-        raise FollowerFellBack(
-            f"segment {followed.ref.name}, read whole at {followed.position} bytes, is now "
-            f"{info.st_size}"
-        )
-
-
-def _identity_of(ref: SegmentRef) -> tuple[int, int] | None:
-    try:
-        info = ref.path.stat()
-    except OSError:
-        return None
-    return (info.st_dev, info.st_ino)
-
-
-def _newest_checkpoint_sequence(journal_dir: Path) -> int:
-    """The last sequence the newest checkpoint's name gives (0 if none)."""
-    found = list_checkpoints(journal_dir / CHECKPOINTS_DIR_NAME)
-    return int(found[0].name.split("-")[1]) if found else 0

@@ -266,3 +266,31 @@ def test_nothing_to_hand_over_before_the_first_read(share: Path) -> None:
     follower = follower_for(share)
     handed = follower.hand_over()
     assert not isinstance(handed, Handover) and "has not read the journal yet" in handed
+
+
+def test_a_stale_masters_writes_past_a_fence_are_no_lag_and_never_applied(share: Path) -> None:
+    first = JournalStore.open(config(share), epoch=1, fencing_check=no_fencing_check)
+    write(first, 0, 30)
+    first.close()
+    second = JournalStore.open(config(share), epoch=2, fencing_check=no_fencing_check)
+    write(second, 30, 10)
+    follower = follower_for(share)
+    assert follower.poll().mode == "following"
+    # The master of epoch 1, not knowing it was fenced, appends a batch to its segment.
+    stale = list_segments(share / "journal")[0]
+    assert stale.epoch == 1
+    record = fmt.EncodedRecord(fmt.RecordType.SEND, 0, b"q0", b"stale", b"", b"x")
+    with stale.path.open("ab") as handle:
+        handle.write(fmt.encode_batch(1, 100_000, 0, [record]))
+    status = follower.poll()
+    assert status.mode == "following" and status.lag_bytes == 0
+    write(second, 40, 10)
+    second.close()
+    third = take_over(share, 3, follower)
+    try:
+        assert third.opened_from == "followed"
+        assert not third.recovery.state.is_duplicate("q0", "stale")
+        assert third.recovery.report.fenced_records == 1
+        assert taken_over_state(third) == records_only(share)
+    finally:
+        third.close()
