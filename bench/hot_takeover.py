@@ -5,8 +5,9 @@ sending every 5 ms, one consumer; primacy's own failover client), each killed
 ``--kills`` times:
 
 - fresh: a fresh share, no burst before the kill (the floor);
-- busy, cold: before each kill a burst of ``--burst`` messages to a queue nobody reads
-  (they stay pending, as a busy day leaves them), slaves do not follow the journal
+- busy, cold: before each kill a burst of ``--burst`` messages, consumed and acknowledged
+  (the journal holds them since its last checkpoint; with ``--leave-pending`` nobody reads
+  them and they stay pending, as a backlog leaves them), slaves do not follow the journal
   (``--journal-follow-interval-ms 0``: a takeover reads it from the newest checkpoint);
 - busy, hot: the same bursts, slaves follow the journal (the default).
 
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.failover import figures, kill_and_time
 from primacy.cli.localgroup import Group, NodeProcess
+from primacy.client.consumer import Consumer
 from primacy.client.producer import Producer
 from tests.harness.traffic import StompGroup, Traffic
 
@@ -43,7 +45,7 @@ SCENARIOS = {
 }
 
 
-def burst(url: str, count: int) -> None:
+def burst(url: str, count: int, leave_pending: bool = False) -> None:
     producer = Producer(url, window=256)
     try:
         for number in range(count):
@@ -51,6 +53,17 @@ def burst(url: str, count: int) -> None:
         producer.flush()
     finally:
         producer.close()
+    if leave_pending:
+        return
+    consumer = Consumer(url, BURST_QUEUE, prefetch=1000)
+    try:
+        for _ in range(count):
+            message = consumer.receive(30)
+            assert message is not None, "the burst was not delivered"
+            consumer.ack(message, wait=False)
+        consumer.flush()
+    finally:
+        consumer.close()
 
 
 def opening(node: NodeProcess) -> str:
@@ -59,7 +72,7 @@ def opening(node: NodeProcess) -> str:
 
 
 def run_scenario(
-    name: str, kills: int, burst_size: int, workdir: Path
+    name: str, kills: int, burst_size: int, leave_pending: bool, workdir: Path
 ) -> tuple[list[float], list[float], list[str]]:
     with_burst, extra = SCENARIOS[name]
     share = workdir / name.replace(", ", "-") / "share"
@@ -73,7 +86,7 @@ def run_scenario(
         with Traffic(stomp.url, 1, 10**9, interval_s=0.005) as traffic:
             for _ in range(kills):
                 if with_burst:
-                    burst(stomp.url, burst_size)
+                    burst(stomp.url, burst_size, leave_pending)
                 took = kill_and_time(group, stomp, traffic)
                 serving.append(took[0])
                 receipt.append(took[1])
@@ -88,18 +101,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--burst", type=int, default=20_000)
+    parser.add_argument("--leave-pending", action="store_true", help="nobody reads the bursts")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="primacy-bench-hot-"))
     results = {}
     try:
         for name in SCENARIOS:
-            results[name] = run_scenario(name, args.kills, args.burst, workdir)
+            results[name] = run_scenario(name, args.kills, args.burst, args.leave_pending, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print()
     print(
         f"two nodes, default settings, one producer every 5 ms; busy: {args.burst} messages "
-        f"left pending before each of {args.kills} SIGKILLs"
+        f"{'left pending' if args.leave_pending else 'sent and acknowledged'} before each of "
+        f"{args.kills} SIGKILLs"
     )
     medians = {}
     for name, (serving, receipt, openings) in results.items():
