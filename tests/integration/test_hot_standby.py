@@ -36,6 +36,14 @@ def status(node: NodeProcess) -> dict[str, Any]:
     return answer
 
 
+def follower(node: NodeProcess) -> dict[str, Any]:
+    """The follower part of ``/status``; empty while the node does not answer yet."""
+    try:
+        return status(node)["follower"] or {}
+    except httpx.HTTPError:
+        return {}
+
+
 def journal_bytes(share: Path) -> int:
     return sum(s.path.stat().st_size for s in list_segments(share / "journal"))
 
@@ -43,7 +51,7 @@ def journal_bytes(share: Path) -> int:
 def wait_caught_up(slave: NodeProcess, share: Path) -> None:
     """Until the slave's follower has applied every byte the journal holds."""
     wait_until(
-        lambda: (status(slave)["follower"] or {}).get("position_bytes") == journal_bytes(share),
+        lambda: follower(slave).get("position_bytes") == journal_bytes(share),
         30,
         "the slave's follower to reach the journal's end",
     )
@@ -57,16 +65,25 @@ def test_a_takeover_after_a_busy_run_is_served_from_the_followed_state(
     slave = next(node for node in stomp.nodes.values() if node is not old)
     with Traffic(stomp.url, producers=2, interval_s=0.002) as traffic:
         assert traffic.wait_for_acknowledged(400, 60)
-        follower = status(slave)["follower"]
-        assert follower["mode"] == "following" and follower["position_bytes"] > 0
+        followed = follower(slave)
+        assert followed["mode"] == "following" and followed["position_bytes"] > 0
+        metrics = httpx.get(f"http://127.0.0.1:{slave.port}/metrics", timeout=5).text
+        assert "primacy_journal_follower_without_state 0.0" in metrics
+        assert "primacy_journal_follow_lag_seconds" in metrics
         old.signal(signal.SIGKILL)
         new = group.wait_for_master(timeout_s=30, exclude={old.node_id})
         assert traffic.wait_for_acknowledged(50, 30), "the new master acknowledged nothing"
     journal = status(new)["journal"]
     assert journal["opened_from"] == "followed", journal["open_fallback"]
-    assert journal["bytes_read_at_open"] < follower["position_bytes"]
+    assert journal["bytes_read_at_open"] < followed["position_bytes"]
     assert "PRIMACY-1415" in new.log()
     assert_ok(check(traffic, share))
+    again = stomp.start(old.node_id)  # a slave again: it follows the new master's journal
+    wait_until(
+        lambda: follower(again).get("mode") == "following",
+        30,
+        "the restarted node to follow",
+    )
 
 
 def _replace_last_segment(share: Path) -> None:
@@ -117,12 +134,12 @@ def test_a_follower_whose_journal_changed_falls_back_and_serves_everything_recei
         consumer.close()
         change(share)
     new = group.wait_for_master(timeout_s=30, exclude={old.node_id})
-    follower = status(new)["follower"]
+    dropped = status(new)["follower"]
     journal = status(new)["journal"]
     # Seen after the claim (the takeover runs the full recovery) or by a poll just before it
     # (the follower then started again from a full recovery): dropped either way.
-    assert follower["fallbacks"] >= 1 and reason in follower["last_fallback"], follower
-    assert journal["opened_from"] == "full_recovery" or follower["mode"] == "handed_over"
+    assert dropped["fallbacks"] >= 1 and reason in dropped["last_fallback"], dropped
+    assert journal["opened_from"] == "full_recovery" or dropped["mode"] == "handed_over"
     assert "PRIMACY-1414" in new.log()
     served = Consumer(stomp.url, QUEUE)
     seen: set[str] = set()
