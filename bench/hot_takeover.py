@@ -16,15 +16,22 @@ message sent after the kill, the ratios of the medians, and how each new master 
 its journal (``/status`` ``journal.opened_from``, ``bytes_read_at_open``).
 
     .venv/bin/python bench/hot_takeover.py --kills 5 --burst 20000
+
+``--cost`` instead measures what following costs: a two-node group under ``--burst``
+messages sent and acknowledged at full rate (no kill), the CPU seconds (user + system, from
+/proc) each process spent during the burst and their peak and current resident memory
+(VmHWM, VmRSS), the slave's beside the master's.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -97,13 +104,67 @@ def run_scenario(
     return serving, receipt, openings
 
 
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _memory_kib(pid: int) -> dict[str, int]:
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS"):
+            found[key] = int(value.split()[0])
+    return found
+
+
+def measure_cost(burst_size: int, workdir: Path) -> None:
+    share = workdir / "cost" / "share"
+    share.mkdir(parents=True)
+    group = Group(share=share, log_dir=share.parent)
+    try:
+        stomp = StompGroup(group.start, 2)
+        master = group.wait_for_master(timeout_s=60)
+        slave = next(node for node in stomp.nodes.values() if node is not master)
+        burst(stomp.url, 1000)  # warm both up
+        before = {node.node_id: _cpu_s(node.pid) for node in (master, slave)}
+        started = time.monotonic()
+        burst(stomp.url, burst_size)
+        took = time.monotonic() - started
+        cpu = {node.node_id: _cpu_s(node.pid) - before[node.node_id] for node in (master, slave)}
+        follower = httpx.get(f"http://127.0.0.1:{slave.port}/status", timeout=5).json()
+        if not master.is_master():
+            print("the master changed during the burst (a loaded machine?): figures void")
+        print(f"{burst_size} messages sent and acknowledged in {took:.1f} s")
+        for role, node in (("master", master), ("slave", slave)):
+            memory = _memory_kib(node.pid)
+            print(
+                f"{role:6} CPU {cpu[node.node_id]:6.2f} s   peak RSS {memory['VmHWM'] / 1024:6.1f} "
+                f"MiB   RSS {memory['VmRSS'] / 1024:6.1f} MiB"
+            )
+        print(
+            f"slave / master: CPU {cpu[slave.node_id] / cpu[master.node_id]:.2f}, peak RSS "
+            f"{_memory_kib(slave.pid)['VmHWM'] / _memory_kib(master.pid)['VmHWM']:.2f}; the "
+            f"slave's follower: {follower['follower']}"
+        )
+    finally:
+        group.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--burst", type=int, default=20_000)
     parser.add_argument("--leave-pending", action="store_true", help="nobody reads the bursts")
+    parser.add_argument("--cost", action="store_true", help="what following costs, no kills")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="primacy-bench-hot-"))
+    if args.cost:
+        try:
+            measure_cost(args.burst, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return
     results = {}
     try:
         for name in SCENARIOS:
