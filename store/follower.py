@@ -323,6 +323,10 @@ class JournalFollower:
                     records = fmt.record_keys(view)
                 except fmt.FormatError as exc:
                     raise FollowerFellBack(f"{name} byte {batch.offset}: {exc}") from None
+                if batch.header.epoch not in self._fences.fence_epochs and any(
+                    kind is fmt.RecordType.FENCE for kind, _, _, _ in records
+                ):  # a new epoch's fence, seen after its segment's header: see _follow
+                    raise FollowerFellBack(f"a fence of epoch {batch.header.epoch} ({name})")
                 for record_type, sequence, destination, message_id in records:
                     self._state.apply(
                         record_type, sequence, destination, message_id, name, batch.offset

@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 
 from primacy.store import format as fmt
+from primacy.store import payloads
 from primacy.store.checkpoint import list_checkpoints
 from primacy.store.config import StoreConfig
 from primacy.store.follower import Handover, JournalFollower
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
-from primacy.store.segments import list_segments
+from primacy.store.segments import list_segments, segment_name
 
 from .conftest import no_fencing_check
 
@@ -294,3 +295,25 @@ def test_a_stale_masters_writes_past_a_fence_are_no_lag_and_never_applied(share:
         assert taken_over_state(third) == records_only(share)
     finally:
         third.close()
+
+
+def test_a_fence_read_after_its_segments_header_still_drops_the_state(share: Path) -> None:
+    """A new master creates its segment (header) before it writes its fence: a follower that
+    lists the segment in between must not take the fence for an ordinary batch later."""
+    first = JournalStore.open(config(share), epoch=1, fencing_check=no_fencing_check)
+    write(first, 0, 20)
+    first.close()
+    follower = follower_for(share)
+    follower.poll()
+    last_sequence = follower.status.last_sequence
+    segment = share / "journal" / segment_name(2, last_sequence + 1)
+    segment.write_bytes(
+        fmt.encode_segment_header(fmt.SegmentHeader(2, last_sequence + 1, "node-b", 0))
+    )
+    assert follower.poll().mode == "following"  # a header alone: nothing to judge yet
+    fence = [payloads.FenceEntry(1, 1, list_segments(share / "journal")[0].path.stat().st_size)]
+    record = fmt.EncodedRecord(fmt.RecordType.FENCE, 0, payload=payloads.encode_fence(fence))
+    with segment.open("ab") as handle:
+        handle.write(fmt.encode_batch(2, last_sequence + 1, 0, [record]))
+    status = follower.poll()
+    assert status.mode == "fallen_back" and "a fence of epoch 2" in (status.last_fallback or "")
