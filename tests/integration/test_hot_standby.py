@@ -52,7 +52,7 @@ def wait_caught_up(slave: NodeProcess, share: Path) -> None:
     """Until the slave's follower has applied every byte the journal holds."""
     wait_until(
         lambda: follower(slave).get("position_bytes") == journal_bytes(share),
-        30,
+        60,
         "the slave's follower to reach the journal's end",
     )
 
@@ -133,7 +133,7 @@ def test_a_follower_whose_journal_changed_falls_back_and_serves_everything_recei
         old.signal(signal.SIGKILL)
         consumer.close()
         change(share)
-    new = group.wait_for_master(timeout_s=30, exclude={old.node_id})
+    new = group.wait_for_master(timeout_s=60, exclude={old.node_id})
     dropped = status(new)["follower"]
     journal = status(new)["journal"]
     # Seen after the claim (the takeover runs the full recovery) or by a poll just before it
