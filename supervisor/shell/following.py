@@ -36,7 +36,7 @@ class JournalFollowing:
         )
         self._stop = threading.Event()
         self._thread = (
-            owned_thread(deaths, self._run, "journal-follower") if self.follower else None
+            owned_thread(deaths, self._run, "primacy-journal-follower") if self.follower else None
         )
 
     @property
