@@ -215,6 +215,40 @@ FAMILIES: tuple[Family, ...] = (
         {(): figure("journal.damaged_batches")},
     ),
     FromSnapshot(
+        "primacy_journal_follow_lag_bytes",
+        "gauge",
+        "A slave's journal follower: bytes the segments held at its last read past what it applied",
+        {(): figure("follower.lag_bytes")},
+    ),
+    FromSnapshot(
+        "primacy_journal_follow_lag_seconds",
+        "gauge",
+        "A slave's journal follower: seconds since it was last at the journal's end (0: it is)",
+        {(): figure("follower.lag_s")},
+    ),
+    FromSnapshot(
+        "primacy_journal_follower_without_state",
+        "gauge",
+        "1 while a slave's journal follower holds no state a takeover could start from "
+        "(starting, or dropped); 0 when following, on a master, or with following off",
+        {
+            (): Reading(
+                "follower.mode",
+                lambda snapshot: float(
+                    snapshot.follower is not None
+                    and snapshot.follower.mode in ("starting", "fallen_back")
+                ),
+            )
+        },
+    ),
+    FromSnapshot(
+        "primacy_journal_follower_fallbacks",
+        "counter",
+        "Times a slave's journal follower dropped its state (damage, a segment changed, a new "
+        "epoch's fence, a newer checkpoint)",
+        {(): figure("follower.fallbacks")},
+    ),
+    FromSnapshot(
         "primacy_messages_in",
         "counter",
         "Messages stored (SENDs acknowledged)",

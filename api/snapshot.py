@@ -67,6 +67,24 @@ class JournalFigures:
     torn_tails: int
     failure: str | None  # why the journal stopped taking writes
     settings: JournalSettings
+    # How the journal was opened: "followed" (this node's follower state, only the tail read
+    # after the claim) or "full_recovery"; why not followed; the bytes read to open it.
+    opened_from: str = "full_recovery"
+    open_fallback: str | None = None
+    bytes_read_at_open: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFigures:
+    """A slave's journal follower (docs/safety.md, "A hot standby"): how far it has read."""
+
+    mode: str  # starting, following, fallen_back, handed_over
+    last_sequence: int
+    position_bytes: int
+    lag_bytes: int
+    lag_s: float
+    fallbacks: int
+    last_fallback: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +180,9 @@ class StatusSnapshot:
     # mode), with the node's code, the path and the fix; None once a lock attempt
     # finds the share usable (docs/runbook.md, "PrimacyShareUnusable").
     share_unusable: str | None = None
+    # The journal follower of this node (None if it follows none: journal_follow_interval_ms 0,
+    # priority never).
+    follower: FollowerFigures | None = None
 
     def is_serving_master(self, now_monotonic: float | None = None) -> bool:
         """A master claims the role only while its last lease check is under one keepalive old."""

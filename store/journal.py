@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +26,15 @@ from primacy.store.checkpoint import (
     prune_checkpoints,
     write_checkpoint,
 )
-from primacy.store.config import StoreConfig, SyncPolicy
+from primacy.store.config import StoreConfig
 from primacy.store.errors import (
     JournalError,
     JournalWriteFailed,
     MessageTooLarge,
     StaleEpoch,
 )
-from primacy.store.recovery import RecoveryResult, recover
+from primacy.store.follower import JournalFollower
+from primacy.store.recovery import RecoveryResult
 from primacy.store.retention import retire_segments
 from primacy.store.segments import (
     check_batch_at,
@@ -43,6 +43,8 @@ from primacy.store.segments import (
     open_segment,
 )
 from primacy.store.state import PendingMessage
+from primacy.store.stats import StoreStats
+from primacy.store.takeover_read import takeover_recovery
 from primacy.store.unclaimed import EpochClaimed, set_aside_unclaimed
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 
@@ -50,24 +52,6 @@ from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
 # Zero: every takeover over an existing journal checkpoints, so each fence is kept
 # twice (its batch, and the checkpoint's fence table) and takeover cost stays flat.
 CHECKPOINT_AFTER_SEGMENTS_READ = 0
-
-
-@dataclass(frozen=True)
-class StoreStats:
-    """Figures for the status endpoint and metrics."""
-
-    epoch: int
-    sync_policy: SyncPolicy
-    last_sequence: int
-    pending_messages: int
-    batches_written: int
-    records_written: int
-    bytes_written: int
-    current_segment: str
-    fenced_records_at_open: int
-    damaged_batches_at_open: int
-    torn_tails_at_open: int
-    failure: str | None
 
 
 class JournalStore:
@@ -106,6 +90,9 @@ class JournalStore:
         # Called on the writer thread after each batch: (records, bytes, seconds to write,
         # sync and check). Must be quick and must not raise.
         self.commit_observer: Callable[[int, int, float], None] | None = None
+        self.opened_from = "full_recovery"
+        self.open_fallback: str | None = None
+        self.bytes_read_at_open = recovery.report.bytes_read
 
     @classmethod
     def open(
@@ -115,6 +102,7 @@ class JournalStore:
         epoch: int,
         fencing_check: Callable[[], None],
         epoch_claimed: EpochClaimed | None = None,
+        follower: JournalFollower | None = None,
     ) -> JournalStore:
         """Recover, fence every earlier epoch, start the writer. Call after claiming ``epoch``.
 
@@ -139,15 +127,15 @@ class JournalStore:
                 f"the journal already has segments of epoch {epoch} or later ({newer[0]}); "
                 "claim a new epoch before opening the journal"
             )
-        recovery = recover(
-            journal_dir, dedupe_window_messages=config.dedupe_window_messages, quarantine=True
-        )
+        recovery, fallback, bytes_read = takeover_recovery(config, epoch, follower)
         fence = [
             payloads.FenceEntry(s.epoch, s.first_sequence, recovery.valid_ends.get(s.name, 0))
             for s in recovery.segments
         ]
         recovery.fences.add(epoch, fence)
         store = cls(config, epoch, recovery)
+        store.opened_from = "full_recovery" if fallback else "followed"
+        store.open_fallback, store.bytes_read_at_open = fallback, bytes_read
         store._writer = GroupCommitWriter(
             store._segment,
             config.sync_policy,
@@ -350,6 +338,9 @@ class JournalStore:
             damaged_batches_at_open=len(report.damaged),
             torn_tails_at_open=len(report.torn_tails),
             failure=str(writer.failure) if writer and writer.failure else None,
+            opened_from=self.opened_from,
+            open_fallback=self.open_fallback,
+            bytes_read_at_open=self.bytes_read_at_open,
         )
 
     def add_completion_listener(self, listener: Callable[[], None]) -> None:

@@ -28,6 +28,10 @@ FENCE_WRITTEN = "PRIMACY-1409"
 CHECKPOINT_WRITTEN = "PRIMACY-1410"
 UNSUPPORTED_SEGMENT = "PRIMACY-1411"
 UNCLAIMED_EPOCH_SEGMENT = "PRIMACY-1412"
+FOLLOWER_STARTED = "PRIMACY-1413"
+FOLLOWER_FELL_BACK = "PRIMACY-1414"
+OPENED_FROM_FOLLOWED = "PRIMACY-1415"
+OPENED_BY_FULL_RECOVERY = "PRIMACY-1416"
 
 TITLES = {
     TRANSACTION_LOSS_AVERTED: "transaction loss averted",
@@ -43,6 +47,10 @@ TITLES = {
     CHECKPOINT_WRITTEN: "checkpoint written",
     UNSUPPORTED_SEGMENT: "journal segment of an unknown format version, recovery refused",
     UNCLAIMED_EPOCH_SEGMENT: "segment of an epoch nobody claimed, set aside",
+    FOLLOWER_STARTED: "journal follower started from a full read-only recovery",
+    FOLLOWER_FELL_BACK: "journal follower dropped its state",
+    OPENED_FROM_FOLLOWED: "journal opened from the followed state, only the tail read",
+    OPENED_BY_FULL_RECOVERY: "journal opened by a full recovery, no followed state used",
 }
 
 

@@ -99,17 +99,22 @@ def recover(
     quarantine: bool = False,
     visit: BatchVisitor | None = None,
     log: bool = True,
+    start: Checkpoint | None = None,
 ) -> RecoveryResult:
     """Recover the state of the journal in ``journal_dir`` (read-only unless ``quarantine``).
 
     ``quarantine`` copies damaged batches into ``journal/quarantine/``;
     ``visit`` is called for every valid, unfenced batch read (tools use it).
+    ``start``: a checkpoint held in memory to start from instead of the newest on the share
+    (a follower's state, ``store/follower.py``); it becomes the state returned.
     """
     started = time.perf_counter()
     segments = list_segments(journal_dir)
     skipped: list[str] = []
     checkpoint = (
-        newest_usable_checkpoint(journal_dir, segments, dedupe_window_messages, skipped)
+        start
+        if start is not None
+        else newest_usable_checkpoint(journal_dir, segments, dedupe_window_messages, skipped)
         if use_checkpoint
         else None
     )
@@ -187,7 +192,7 @@ def recover(
         torn_tails=tuple(torn),
         damaged=tuple(damaged),
         fenced=tuple(fenced),
-        checkpoint=_describe(checkpoint),
+        checkpoint=_describe(checkpoint, followed=start is not None),
         skipped_checkpoints=tuple(skipped),
         duration_s=time.perf_counter() - started,
     )
@@ -227,9 +232,11 @@ def _refuse_unknown_versions(scan: SegmentScan) -> None:
             raise UnsupportedJournal(messages.text(messages.UNSUPPORTED_SEGMENT, detail))
 
 
-def _describe(checkpoint: Checkpoint | None) -> str | None:
+def _describe(checkpoint: Checkpoint | None, followed: bool = False) -> str | None:
     if checkpoint is None:
         return None
+    if followed:
+        return f"followed state at sequence {checkpoint.state.last_sequence}"
     return f"checkpoint at sequence {checkpoint.state.last_sequence} (epoch {checkpoint.epoch})"
 
 

@@ -40,6 +40,7 @@ STALLED_LOCK_REPLACED = "PRIMACY-1025"
 COORDINATOR_BEHIND_SHARE = "PRIMACY-1026"
 PLANTED_EPOCH_REPLACED = "PRIMACY-1027"
 SHARE_UNUSABLE_BY_NODE = "PRIMACY-1030"
+JOURNAL_FOLLOWER_FAILED = "PRIMACY-1031"
 LB_TOLD = "PRIMACY-1040"
 LB_UNREACHABLE = "PRIMACY-1041"
 LB_REFUSED = "PRIMACY-1042"
@@ -104,6 +105,10 @@ TITLES = {
     SHARE_UNUSABLE_BY_NODE: (
         "this node cannot use a file or directory on the share (its owner or mode: another "
         "user wrote it): it claims no epoch until the path is fixed"
+    ),
+    JOURNAL_FOLLOWER_FAILED: (
+        "reading the journal as a slave failed unexpectedly: the follower dropped its state and "
+        "starts again; a takeover meanwhile reads the whole journal"
     ),
     LB_TOLD: (
         "this node told an HAProxy (its runtime API) that it serves (its server up, the "

@@ -189,6 +189,14 @@ class NodeKeys(BaseModel):
         ge=100,
         le=60_000,
     )
+    journal_follow_interval_ms: Int = key(
+        100,
+        "a slave reads what the master appended to the journal this often, so a takeover reads "
+        "only the tail past it (a hot standby); 0: no following, a takeover reads the journal",
+        metavar="MS",
+        ge=0,
+        le=60_000,
+    )
     stall_takeover_ms: Int = key(
         0,
         "a slave refused the lock replaces the lock file once the holder's registry entry has "

@@ -328,6 +328,7 @@ class Node:
             self._snapshot = self._build_snapshot()
         if change.new is Role.SLAVE:  # a warm standby, if configured, from now on
             self._serving.stand_by()
+            self._parts.following.restart()  # a hot journal from now on
         if change.old is Role.MASTER:  # journaled by the release, before the journal closes
             self._leaving = change
         self._role_changed = True
@@ -383,7 +384,14 @@ class Node:
         state, now = self._state, self._clock()
         waiting_for = self._serving.waiting_for
         return build_snapshot(
-            self.config, self.machine, state, now, self._version, self._share_check, waiting_for
+            self.config,
+            self.machine,
+            state,
+            now,
+            self._version,
+            self._share_check,
+            waiting_for,
+            self._parts.following.status,
         )
 
     def _shutdown(self) -> None:

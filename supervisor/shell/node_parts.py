@@ -27,6 +27,7 @@ from primacy.supervisor.shell import sdnotify
 from primacy.supervisor.shell.admin import NodeAdmin, status_endpoint
 from primacy.supervisor.shell.config_watch import ConfigWatcher
 from primacy.supervisor.shell.coordination import open_share_port
+from primacy.supervisor.shell.following import JournalFollowing
 from primacy.supervisor.shell.lb_push import LoadBalancerPush
 from primacy.supervisor.shell.lock_io import LockIoWorker
 from primacy.supervisor.shell.node_events import ConfigEdited, NodeEvent, SessionChanged
@@ -61,6 +62,7 @@ class NodeParts:
     registry: RegistryLoop
     watcher: ChangeWatch
     lb: LoadBalancerPush
+    following: JournalFollowing
 
 
 def wire(
@@ -86,7 +88,8 @@ def wire(
         ),
     )
     port = share_port or open_share_port(config, lambda state: post(SessionChanged(state)))
-    jobs = ShareJobs(config, port, clock, metrics.observe_commit)
+    following = JournalFollowing(config, deaths)
+    jobs = ShareJobs(config, port, clock, metrics.observe_commit, following.follower)
     admin = NodeAdmin(config.node_id, port, snapshot, post, admin_io.call)
     api = status_endpoint(
         config, create_app(snapshot, metrics, admin, admin_token), on_thread_death=deaths.died
@@ -126,6 +129,7 @@ def wire(
         registry,
         watcher,
         lb,
+        following,
     )
 
 
@@ -143,6 +147,7 @@ def start(parts: NodeParts, config: NodeConfig) -> None:
         )
     parts.serving.start_threads()
     parts.lb.start()
+    parts.following.start()
     if parts.config_watcher is not None:
         parts.config_watcher.start()
     log.info(
@@ -159,6 +164,7 @@ def close_after_release(parts: NodeParts, timeout_s: float, released: bool) -> N
     """After the lock is let go and the last snapshot published: the rest, in order."""
     if parts.config_watcher is not None:
         parts.config_watcher.stop()
+    parts.following.close(timeout_s)
     parts.registry.close(timeout_s, final=released)  # its last entry wakes the slaves
     parts.lb.close(timeout_s)  # after the stop's "down" was sent (or failed)
     parts.watcher.stop()  # last: joining the observer takes a while and wakes no one

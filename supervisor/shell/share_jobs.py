@@ -25,6 +25,7 @@ from primacy.share.layout import ShareLayout
 from primacy.share.port import EpochCounterWentBack, SharePort
 from primacy.share.records import HolderInfo, Role, RoleChange
 from primacy.store.errors import JournalError, JournalFenced
+from primacy.store.follower import JournalFollower
 from primacy.store.journal import JournalStore
 from primacy.store.segments import highest_served_epoch
 from primacy.supervisor import codes
@@ -46,6 +47,7 @@ class ShareJobs:
         port: SharePort,
         clock: Clock,
         observe_commit: CommitObserver | None = None,
+        follower: JournalFollower | None = None,
     ) -> None:
         self.node_id = config.node_id
         self.port = port
@@ -63,6 +65,7 @@ class ShareJobs:
             StallWatch(config.stall_takeover_ms / 1000, clock) if config.stall_takeover_ms else None
         )
         self._observe_commit = observe_commit
+        self._follower = follower  # this slave's followed journal state, handed over at opening
         self._layout = ShareLayout(config.share)
         # Why the last claim was refused for a path this node cannot use; while set, every
         # lock attempt checks the share again first (on this worker, like the claims).
@@ -259,6 +262,7 @@ class ShareJobs:
                 # epochs/E beside it); a coordinator's "E was never claimed" may be a counter
                 # that went backwards, so there such a segment stops the opening instead.
                 epoch_claimed=self.port.epoch_exists if self._coordinator_is_the_share else None,
+                follower=self._follower,
             )
         except (JournalError, OSError, ValueError) as exc:
             denied = _permission_error(exc)

@@ -8,12 +8,14 @@ from typing import Any
 from primacy.api.snapshot import (
     BrokerFigures,
     ClusterMember,
+    FollowerFigures,
     JournalFigures,
     JournalSettings,
     ShareCheck,
     StatusSnapshot,
 )
 from primacy.share.records import HolderInfo
+from primacy.store.follower import FollowerStatus
 from primacy.store.journal import JournalStore
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.machine.roles import RoleMachine
@@ -58,6 +60,7 @@ def build_snapshot(
     version: str,
     share_check: ShareCheck | None,
     waiting_for: str | None = None,
+    follower: FollowerStatus | None = None,
 ) -> StatusSnapshot:
     """The immutable view the role loop publishes; ``now`` is the loop's clock."""
     keepalive = state.last_keepalive
@@ -91,6 +94,7 @@ def build_snapshot(
         coordination_session=state.coordination_session,
         coordinator_behind_share=state.behind_share_floor is not None,
         share_unusable=state.share_unusable,
+        follower=follower_figures(follower),
     )
 
 
@@ -123,6 +127,9 @@ def journal_figures(store: JournalStore | None) -> JournalFigures | None:
         damaged_batches=stats.damaged_batches_at_open,
         torn_tails=stats.torn_tails_at_open,
         failure=stats.failure,
+        opened_from=stats.opened_from,
+        open_fallback=stats.open_fallback,
+        bytes_read_at_open=stats.bytes_read_at_open,
         settings=JournalSettings(
             segment_max_bytes=config.segment_max_bytes,
             max_message_size=config.max_message_size,
@@ -130,6 +137,21 @@ def journal_figures(store: JournalStore | None) -> JournalFigures | None:
             retention_max_bytes=config.retention_max_bytes,
             dedupe_window_messages=config.dedupe_window_messages,
         ),
+    )
+
+
+def follower_figures(status: FollowerStatus | None) -> FollowerFigures | None:
+    """The follower part of ``/status`` (None if this node follows no journal)."""
+    if status is None:
+        return None
+    return FollowerFigures(
+        mode=status.mode,
+        last_sequence=status.last_sequence,
+        position_bytes=status.position_bytes,
+        lag_bytes=status.lag_bytes,
+        lag_s=status.lag_s,
+        fallbacks=status.fallbacks,
+        last_fallback=status.last_fallback,
     )
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import collections
 import ipaddress
+import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -23,6 +25,8 @@ from typing import Protocol, TypeVar
 from primacy.cli.localgroup import NodeProcess
 from primacy.share.port import latest_epoch
 from primacy.share.posix import PosixShare
+from primacy.store import format as fmt
+from primacy.store.segments import list_segments
 from tests.harness.checker import Verdict, check
 from tests.harness.crafted_files import plant_random
 from tests.harness.emulated_group import (
@@ -102,6 +106,52 @@ def _crafted_files_then_takeover(group: EmulatedGroup, rng: random.Random) -> No
     _partition("eio", (LEASE_S * 1.2, LEASE_S * 2.5))(group, rng)
 
 
+def _followed_tail_changed_then_takeover(group: EmulatedGroup, rng: random.Random) -> None:
+    """Issue 44: what the slaves' followers read changes under them. The slaves are frozen,
+    the master cut off past its lease, and on the server the newest segment is replaced by a
+    copy of itself (another file: the same bytes), sometimes with a torn half batch of junk
+    after it; then the slaves resume and one takes over: its follower must drop its state
+    (the full recovery runs) and nothing acknowledged may be lost."""
+    master = group.wait_for_master()
+    slaves = [node for node in group.nodes.values() if node is not master]
+    for slave in slaves:
+        slave.signal(signal.SIGSTOP)
+    host = group.host_of(master)
+    host.partition("eio")
+    try:
+        time.sleep(LEASE_S * rng.uniform(1.2, 2.0))  # past the lease: the lock is free
+        segments = list_segments(group.backing / "journal")
+        if segments:
+            newest = segments[-1].path
+            copy = newest.with_name(".chaos-copy")
+            shutil.copyfile(newest, copy)
+            if rng.random() < 0.5:
+                with copy.open("ab") as handle:
+                    handle.write(fmt.BATCH_MAGIC + rng.randbytes(rng.randint(8, 200)))
+            os.replace(copy, newest)
+    finally:
+        for slave in slaves:
+            slave.signal(signal.SIGCONT)
+        time.sleep(rng.uniform(0.5, 1.5))  # a slave takes over meanwhile
+        host.heal()
+
+
+def _follower_falls_behind_then_takeover(group: EmulatedGroup, rng: random.Random) -> None:
+    """Issue 44: the slaves stop reading for a while (frozen) under traffic, resume, and the
+    master is cut off at once: a slave takes over with its follower behind, so its recovery
+    reads a long tail (or, past a checkpoint, the whole journal)."""
+    master = group.wait_for_master()
+    slaves = [node for node in group.nodes.values() if node is not master]
+    for slave in slaves:
+        slave.signal(signal.SIGSTOP)
+    try:
+        time.sleep(rng.uniform(0.5, 3.0))
+    finally:
+        for slave in slaves:
+            slave.signal(signal.SIGCONT)
+    _partition("eio", (LEASE_S * 1.2, LEASE_S * 2.5))(group, rng)
+
+
 FAULTS: dict[str, Callable[[EmulatedGroup, random.Random], None]] = {
     "partition-eio past the lease": _partition("eio", (LEASE_S * 1.2, LEASE_S * 2.5)),
     "partition-hang past the lease": _partition("hang", (LEASE_S * 1.2, LEASE_S * 2.5)),
@@ -112,6 +162,8 @@ FAULTS: dict[str, Callable[[EmulatedGroup, random.Random], None]] = {
     "slow fsync": _slow_fsync,
     "EIO on the journal only": _journal_eio,
     "crafted files planted, then a takeover": _crafted_files_then_takeover,
+    "followed tail replaced, then a takeover": _followed_tail_changed_then_takeover,
+    "follower behind, then a takeover": _follower_falls_behind_then_takeover,
 }
 
 

@@ -1,0 +1,77 @@
+"""The follower's reads of the share: one followed segment, its tail, sealed segments, checkpoints.
+
+Helpers of ``store/follower.py``, which says what following means and when a state is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from primacy.share.layout import CHECKPOINTS_DIR_NAME
+from primacy.store.checkpoint import list_checkpoints
+from primacy.store.segments import FileSource, SegmentRef
+
+
+class FollowerFellBack(Exception):
+    """The followed state can no longer be trusted; the message says why."""
+
+
+@dataclass
+class Followed:
+    """One segment as far as it was applied."""
+
+    ref: SegmentRef
+    identity: tuple[int, int]  # (st_dev, st_ino): another file under the name is not ours
+    header: bytes  # its segment header, so a poll does not read the segment's start again
+    position: int  # end of the last batch applied (or of the header)
+    last_batch: tuple[int, int] | None  # (offset, CRC32C) of the last batch applied
+    size: int  # at the last poll
+    sealed: bool = False  # read to its end after a later segment of its epoch was listed
+
+
+class TailSource:
+    """A segment read from a position on: the header comes from what was read when the
+    segment was first seen, so a poll reads only new bytes (``FileSource`` would read a
+    window from byte 0 for it)."""
+
+    def __init__(self, handle: BinaryIO, header: bytes) -> None:
+        self._file = FileSource(handle)
+        self.size: int = self._file.size
+        self._header = header
+
+    def read(self, offset: int, length: int) -> bytes | memoryview:
+        if offset == 0 and length >= len(self._header):
+            return self._header
+        data: bytes | memoryview = self._file.read(offset, length)
+        return data
+
+
+def check_sealed(followed: Followed) -> None:
+    """A segment read whole is still the file it was, as long as it was."""
+    try:
+        info = followed.ref.path.stat()
+    except FileNotFoundError:
+        return  # retired: the listing's business
+    if (info.st_dev, info.st_ino) != followed.identity:
+        raise FollowerFellBack(f"segment {followed.ref.name} was replaced under the follower")
+    if info.st_size != followed.size:
+        raise FollowerFellBack(
+            f"segment {followed.ref.name}, read whole at {followed.size} bytes, is now "
+            f"{info.st_size}"
+        )
+
+
+def identity_of(ref: SegmentRef) -> tuple[int, int] | None:
+    try:
+        info = ref.path.stat()
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def newest_checkpoint_sequence(journal_dir: Path) -> int:
+    """The last sequence the newest checkpoint's name gives (0 if none)."""
+    found = list_checkpoints(journal_dir / CHECKPOINTS_DIR_NAME)
+    return int(found[0].name.split("-")[1]) if found else 0
