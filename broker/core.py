@@ -1,11 +1,10 @@
 """The broker on its event loop: journal every SEND and ACK, fill queues, dispatch, fail fast.
 
-Everything here runs on the service's one asyncio loop, so nothing needs a
-lock. A message becomes deliverable only once the journal completed its SEND
-(durable per the sync policy, fencing check passed): a consumer never sees a
-message a failover could lose. When the journal fails (fenced, write failed,
-closed under us) the broker stops at once: every connection is aborted without
-another receipt, the listener is closed and ``on_fatal`` is called.
+Everything here runs on the service's one asyncio loop, so nothing needs a lock. A message
+becomes deliverable only once the journal completed its SEND (durable per the sync policy,
+fencing check passed): a consumer never sees a message a failover could lose. When the journal
+fails (fenced, write failed, closed under us) the broker stops at once: every connection is
+aborted without another receipt, the listener is closed and ``on_fatal`` is called.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from primacy.broker.body_loader import BodyLoader
 from primacy.broker.config import BrokerConfig
 from primacy.broker.counters import Counters
 from primacy.broker.dead_letter import is_dead_letter_queue
-from primacy.broker.expiry import ExpiryWatch, expires_at_ms, now_ms
+from primacy.broker.expiry import ExpiryWatch, expires_at_ms, has_expired
 from primacy.broker.journal_waits import JournalWaits
 from primacy.broker.message_fates import BrokerFailed, MessageFates
 from primacy.broker.message_ids import generated_id
@@ -325,7 +324,7 @@ class Broker(MessageFates):
             deliveries = self.book.deliveries(destination, _owner_writable, has_body)
             for subscription, message, ack_id in deliveries:
                 loaded = self.bodies.take(message)
-                expired = loaded is not None and _has_expired(loaded)
+                expired = loaded is not None and has_expired(loaded.headers)
                 if loaded is None or expired:
                     if subscription.ack_mode is AckMode.AUTO:
                         subscription.auto_acks_in_flight -= 1
@@ -444,11 +443,6 @@ class Broker(MessageFates):
     def abort_all(self, code: str, detail: str) -> None:
         for peer in list(self.peers):
             peer.abort(code, detail)
-
-
-def _has_expired(message: QueuedMessage) -> bool:
-    expires_ms = expires_at_ms(message.headers)
-    return expires_ms is not None and expires_ms <= now_ms()
 
 
 def _owner_writable(subscription: Subscription) -> bool:

@@ -46,6 +46,12 @@ def expires_at_ms(headers: Iterable[tuple[str, str]]) -> int | None:
     return None
 
 
+def has_expired(headers: Iterable[tuple[str, str]]) -> bool:
+    """Whether a message with these headers is past its ``expires`` now."""
+    expires_ms = expires_at_ms(headers)
+    return expires_ms is not None and expires_ms <= now_ms()
+
+
 def parse_expires(value: str) -> int | None:
     """A SEND's ``expires`` value; Refused unless it is a whole number of ms (0: never)."""
     if not value.isascii() or not value.isdigit() or len(value) > 18:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from primacy.broker import codes
 from primacy.broker.admission import LOCAL, ByteBudget
+from primacy.broker.frame_rules import TOPIC_PREFIX
 from primacy.broker.frames import Frame
 from primacy.broker.refusals import Refused
-from primacy.broker.topics import LIVE_SUBSCRIPTION_MESSAGES, TOPIC_PREFIX
+from primacy.broker.topics import LIVE_SUBSCRIPTION_MESSAGES
 
 # The master's own bookkeeping for one subscription (its object, the books of its connection
 # and its destination, a destination queue of its own) and for one open transaction: Python's

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from primacy.broker import codes
+from primacy.broker.message_fates import BrokerFailed
 from primacy.broker.queues import DestinationQueue, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
 from primacy.store.errors import JournalError
@@ -247,8 +248,6 @@ def _journal_subscription(
     try:
         submitted = broker.store.append_subscription(topic, queue, ends=ends)
     except JournalError as error:
-        from primacy.broker.core import BrokerFailed  # core imports this module
-
         broker.fail(f"{type(error).__name__}: {error}")
         raise BrokerFailed(str(error)) from None
     return broker._watch(submitted, lambda ok: None)

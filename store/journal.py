@@ -43,7 +43,7 @@ from primacy.store.segments import (
     open_segment,
 )
 from primacy.store.state import PendingMessage
-from primacy.store.stats import StoreStats
+from primacy.store.stats import StoreStats, store_stats
 from primacy.store.takeover_read import takeover_recovery
 from primacy.store.unclaimed import EpochClaimed, set_aside_unclaimed
 from primacy.store.writer import GroupCommitWriter, QueuedRecord, SegmentFile
@@ -321,27 +321,7 @@ class JournalStore:
         raise JournalError(f"sequence {message.sequence} is not in its batch")
 
     def stats(self) -> StoreStats:
-        writer = self._writer
-        report = self.recovery.report
-        with self._state_lock:
-            last_sequence, pending = self._state.last_sequence, self._state.pending_count()
-        return StoreStats(
-            epoch=self.epoch,
-            sync_policy=self.config.sync_policy,
-            last_sequence=last_sequence,
-            pending_messages=pending,
-            batches_written=writer.batches_written if writer else 0,
-            records_written=writer.records_written if writer else 0,
-            bytes_written=writer.bytes_written if writer else 0,
-            current_segment=self._segment.name,
-            fenced_records_at_open=report.fenced_records,
-            damaged_batches_at_open=len(report.damaged),
-            torn_tails_at_open=len(report.torn_tails),
-            failure=str(writer.failure) if writer and writer.failure else None,
-            opened_from=self.opened_from,
-            open_fallback=self.open_fallback,
-            bytes_read_at_open=self.bytes_read_at_open,
-        )
+        return store_stats(self)
 
     def add_completion_listener(self, listener: Callable[[], None]) -> None:
         """``listener()`` runs on the writer thread after each batch's futures completed (or

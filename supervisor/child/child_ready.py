@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from primacy.supervisor.config import NodeConfig, parse_host_port
+from primacy.supervisor.config import NodeConfig
+from primacy.supervisor.config.listen_addresses import parse_host_port
 
 # How long one TCP connection attempt may take, and how often a command is run.
 _CONNECT_TIMEOUT_S = 0.2

@@ -25,7 +25,8 @@ from primacy.supervisor.child.child_control import ChildControl
 from primacy.supervisor.child.child_ready import ready_check, ready_wait
 from primacy.supervisor.child.children import ChildProcess
 from primacy.supervisor.child.pre_promote import run_pre_promote
-from primacy.supervisor.config import NodeConfig, parse_host_port
+from primacy.supervisor.config import NodeConfig
+from primacy.supervisor.config.listen_addresses import parse_host_port
 from primacy.supervisor.machine import roles
 from primacy.supervisor.machine.role_events import Priority
 from primacy.supervisor.shell.node_events import ChildReady

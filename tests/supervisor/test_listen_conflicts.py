@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from primacy.supervisor.config import _same_listener
+from primacy.supervisor.config.listen_addresses import same_listener
 
 
 @pytest.mark.parametrize(
@@ -21,7 +21,7 @@ from primacy.supervisor.config import _same_listener
     ],
 )
 def test_listeners_that_would_collide(first: str, second: str) -> None:
-    assert _same_listener(first, second) and _same_listener(second, first)
+    assert same_listener(first, second) and same_listener(second, first)
 
 
 @pytest.mark.parametrize(
@@ -33,4 +33,4 @@ def test_listeners_that_would_collide(first: str, second: str) -> None:
     ],
 )
 def test_listeners_that_do_not_collide(first: str, second: str) -> None:
-    assert not _same_listener(first, second) and not _same_listener(second, first)
+    assert not same_listener(first, second) and not same_listener(second, first)
