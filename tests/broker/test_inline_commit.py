@@ -36,7 +36,7 @@ def test_a_lone_send_is_committed_on_the_loop_and_receipted_after_its_sync_and_f
     monkeypatch.setattr(SegmentFile, "sync", sync)
     monkeypatch.setattr(Collector, "on_receipt", on_receipt)
     monkeypatch.setattr(masters.lease, "revalidate", fencing_check)
-    master = masters.start()
+    master = masters.start(inline_commit_quiet_s=0.5)  # off by default (store/config.py)
     producer = StompPy(master.address)
     events.clear()  # the open's fence record and CONNECT
     for n in range(5):
@@ -50,7 +50,7 @@ def test_a_lone_send_is_committed_on_the_loop_and_receipted_after_its_sync_and_f
 
 
 def test_a_fenced_inline_commit_sends_no_receipt(masters: Masters) -> None:
-    master = masters.start()
+    master = masters.start(inline_commit_quiet_s=0.5)  # off by default (store/config.py)
     producer = StompPy(master.address)
     assert producer.send("/queue/a", "before", **{"message-id": "m-0"})
     writer = master.store._writer

@@ -14,6 +14,9 @@ from primacy.store.errors import JournalFenced
 from primacy.store.journal import JournalStore
 from primacy.store.writer import SegmentFile
 
+# Inline commits are off by default (store/config.py: a hung share would hang the loop).
+INLINE_ON = 0.5
+
 Events = list[tuple[str, str, bool]]  # (what, thread name, the record's future done then)
 
 
@@ -54,7 +57,7 @@ def test_a_lone_record_completes_on_the_callers_thread_only_after_its_sync_and_f
     open_store: Callable[..., JournalStore], events: tuple[Events, list[Future[int]]]
 ) -> None:
     noted, watched = events
-    store = open_store(check=check(noted, watched, []))
+    store = open_store(check=check(noted, watched, []), inline_commit_quiet_s=INLINE_ON)
     noted.clear()  # the fence record of the open
     for n in range(3):
         watched.append(store.submit_send(record(n), "/queue/a", f"m-{n}", defer=True))
@@ -72,7 +75,7 @@ def test_a_failed_fencing_check_inline_fails_the_record_and_every_later_write(
 ) -> None:
     noted, watched = events
     fail = [False]
-    store = open_store(check=check(noted, watched, fail))
+    store = open_store(check=check(noted, watched, fail), inline_commit_quiet_s=INLINE_ON)
     fail[0] = True
     watched.append(store.submit_send(record(1), "/queue/a", "m-1", defer=True))
     assert store.commit_deferred() is True
@@ -117,7 +120,7 @@ def test_no_inline_commit_while_a_job_of_the_writer_reads_the_state(
     # A checkpoint is a job of the writer thread that reads the state as it writes: an
     # inline commit applying records meanwhile would change it under the checkpoint.
     noted, watched = events
-    store = open_store(check=check(noted, watched, []))
+    store = open_store(check=check(noted, watched, []), inline_commit_quiet_s=INLINE_ON)
     writer = store._writer
     assert writer is not None
     running, release = threading.Event(), threading.Event()
