@@ -5,13 +5,17 @@ Two nodes that lock the share differently never see each other's lock: on Linux 
 the other method takes "the lock" beside the master and claims an epoch (the fence saves
 the data, and the master stops; issue 45). Likewise a node coordinating on the share's
 files beside nodes on ZooKeeper, or on another ZooKeeper path. The first node to start
-records its settings in ``group.json`` by linking a written file to that name (two first
-nodes cannot both record, and no node reads a half-written record); every node compares
-its own with the record before it touches the lock.
+records its settings in ``group.json`` with an exclusive create (two first nodes cannot
+both record; a node that reads the file between its creation and its content waits for
+the content); every node compares its own with the record before it touches the lock.
+Not written aside and linked into place: a FUSE filesystem need not implement link() (the
+test harness's NFS client over FUSE does not).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -21,6 +25,8 @@ from primacy.share.layout import ShareLayout
 from primacy.share.posix_lock import LockMethod
 
 COORDINATIONS = ("share", "zookeeper")
+# How long a node waits for the record another node is writing at this instant.
+_RECORD_WAIT_S = 2.0
 
 
 class GroupSettingsUnreadable(OSError):
@@ -82,22 +88,40 @@ def read_group_settings(layout: ShareLayout) -> GroupSettings | None:
 def agree_group_settings(layout: ShareLayout, mine: GroupSettings) -> GroupSettings:
     """The group's settings: the record, or ``mine`` recorded now if there is none yet (a new
     group, or one older than the record). The caller compares them with its own."""
-    recorded = read_group_settings(layout)
+    try:
+        recorded = read_group_settings(layout)
+    except GroupSettingsUnreadable:  # perhaps created by another node that is writing it now
+        return _wait_for_record(layout)
     if recorded is not None:
         return recorded
     record = GroupSettings(
         mine.lock_method, mine.coordination, mine.zookeeper_path, mine.recorded_by, time.time()
     )
     try:
-        safe_io.write_json_exclusively(layout.group_settings, record.to_json(), share_root=True)
-    except FileExistsError:  # another node recorded its settings a moment ago: theirs hold
-        return _the_other_record(layout)
+        fd = safe_io.create_exclusive(layout.group_settings, share_root=True)
+    except FileExistsError:  # another node records its settings at this instant: theirs hold
+        return _wait_for_record(layout)
+    try:
+        os.write(fd, (json.dumps(record.to_json(), sort_keys=True) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    safe_io.fsync_directory(layout.root, share_root=True)
     return record
 
 
-def _the_other_record(layout: ShareLayout) -> GroupSettings:
-    """The record another node linked into place a moment ago: whole, by construction."""
-    recorded = read_group_settings(layout)
-    if recorded is None:
-        raise GroupSettingsUnreadable(f"{layout.group_settings} came and went")
-    return recorded
+def _wait_for_record(layout: ShareLayout) -> GroupSettings:
+    """The record another node created a moment ago, once its content is there."""
+    deadline = time.monotonic() + _RECORD_WAIT_S
+    while True:
+        try:
+            recorded = read_group_settings(layout)
+        except GroupSettingsUnreadable:
+            if time.monotonic() >= deadline:
+                raise
+            recorded = None
+        if recorded is not None:
+            return recorded
+        if time.monotonic() >= deadline:
+            raise GroupSettingsUnreadable(f"{layout.group_settings} came and went")
+        time.sleep(0.02)

@@ -191,48 +191,22 @@ def write_json_atomically(
 ) -> None:
     """Replace ``path`` with ``content``; readers see the old or the new file, never a part.
 
-    ``durable`` also fsyncs the file and the directory, for state that must survive a
-    crash (not for entries rewritten every second anyway). ``share_root``: ``path`` is
-    directly in the share, whose directory may be reached by a symlink.
+    The temp name is per process and thread, since two threads may write the same
+    file. ``durable`` also fsyncs the file and the directory, for state that must
+    survive a crash (not for entries rewritten every second anyway). ``share_root``:
+    ``path`` is directly in the share, whose directory may be reached by a symlink.
     """
-    temporary = _written_aside(path, content, durable, share_root)
-    replace_within(temporary, path, share_root)
-    if durable:
-        fsync_directory(path.parent, share_root)
-
-
-def write_json_exclusively(path: Path, content: dict[str, Any], share_root: bool = False) -> None:
-    """Create ``path`` holding ``content``, durably; FileExistsError if the name is taken.
-
-    The file is written under a temporary name and linked to ``path``: a reader sees no
-    file or the whole record, never an empty one (an exclusive create followed by a write
-    lets another node read the file between the two)."""
-    temporary = _written_aside(path, content, True, share_root)
-    try:
-        with directory_fd(path.parent, share_root) as directory:
-            os.link(
-                temporary.name,
-                path.name,
-                src_dir_fd=directory,
-                dst_dir_fd=directory,
-                follow_symlinks=False,
-            )
-    finally:
-        remove(temporary, share_root)
-    fsync_directory(path.parent, share_root)
-
-
-def _written_aside(path: Path, content: dict[str, Any], durable: bool, share_root: bool) -> Path:
-    """A temporary file beside ``path`` holding ``content``. The name is per process and
-    thread, since two threads may write the same file; whatever is planted there goes."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    # A predictable name: whatever is planted there goes.
     fd = create_new_file(temporary, share_root=share_root)
     with open(fd, "w") as handle:
         handle.write(json.dumps(content, sort_keys=True) + "\n")
         if durable:
             handle.flush()
             os.fsync(handle.fileno())
-    return temporary
+    replace_within(temporary, path, share_root)
+    if durable:
+        fsync_directory(path.parent, share_root)
 
 
 def read_json(path: Path, share_root: bool = False, limit: int = MAX_JSON_BYTES) -> dict[str, Any]:
