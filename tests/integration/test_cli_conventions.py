@@ -29,7 +29,8 @@ from tests.harness.group import Group, free_port, wait_until
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     [subparsers] = [a for a in parser._actions if a.choices and a.dest == "command"]
-    return dict(subparsers.choices)
+    assert isinstance(subparsers.choices, dict)
+    return subparsers.choices
 
 
 def _commands() -> list[str]:
