@@ -267,7 +267,7 @@ def build_parser(*, run_flags: bool = True, only: str | None = None) -> argparse
 def main(argv: Sequence[str] | None = None) -> int:
     own, exec_command = split_exec(list(sys.argv[1:] if argv is None else argv))
     # No option comes before the command's name but --help and --version, which need no flags.
-    args = build_parser(run_flags=own[:1] == ["run"], only=(own or [None])[0]).parse_args(own)
+    args = build_parser(run_flags=own[:1] == ["run"], only=own[0] if own else None).parse_args(own)
     args.exec_command = exec_command
     if args.command == "run":  # a node: any exception is its bug, with its traceback
         ran: int = args.func(args)
