@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import ssl
@@ -16,9 +17,6 @@ from typing import Any
 
 from primacy.cli import codes
 from primacy.cli.admin import PAUSED_NOTE, epoch_shown, role_shown
-from primacy.cli.admin import register as register_admin_commands
-from primacy.cli.doctor import register as register_doctor_commands
-from primacy.cli.epochs import register as register_epochs_commands
 from primacy.cli.exits import (
     EXIT_FAILURE,
     EXIT_NO_MASTER,
@@ -28,20 +26,15 @@ from primacy.cli.exits import (
     CommandLineParser,
     fail,
 )
-from primacy.cli.forget import register as register_forget_command
 from primacy.cli.group_records import (
     GroupRecords,
     RecordsUnreadable,
     add_zookeeper_arguments,
     group_records,
 )
-from primacy.cli.journal import register as register_journal_commands
-from primacy.cli.messaging import register as register_messaging_commands
-from primacy.cli.replay import register as register_replay_commands
 from primacy.cli.run import add_parser as add_run_parser
 from primacy.cli.run import share_check_for_status, split_exec
 from primacy.cli.terminal import printable
-from primacy.cli.users import register as register_users_commands
 from primacy.share.port import latest_epoch
 from primacy.share.records import HOLDING_ROLES
 
@@ -227,10 +220,33 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser(*, run_flags: bool = True) -> argparse.ArgumentParser:
+# The module that registers each command beyond this module's own: ``primacy CMD`` imports
+# CMD's module only, not every command's libraries (the STOMP client, the journal tools,
+# the mount doctor: a third of a short command's start; the suite runs hundreds).
+REGISTERED_BY = {
+    "cluster": "primacy.cli.admin",
+    "switchover": "primacy.cli.admin",
+    "pause": "primacy.cli.admin",
+    "resume": "primacy.cli.admin",
+    "forget": "primacy.cli.forget",
+    "doctor": "primacy.cli.doctor",
+    "systemd": "primacy.cli.doctor",
+    "journal": "primacy.cli.journal",
+    "epochs": "primacy.cli.epochs",
+    "send": "primacy.cli.messaging",
+    "consume": "primacy.cli.messaging",
+    "replay": "primacy.cli.replay",
+    "users": "primacy.cli.users",
+}
+_OWN_COMMANDS = ("run", "status", "demo")
+
+
+def build_parser(*, run_flags: bool = True, only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line. ``run_flags=False`` leaves out ``run``'s flags, which are built
     from the configuration's declaration (pydantic): a command that does not run a node need
-    not import it."""
+    not import it. ``only``: the command about to run, whose parser is then the only one
+    built beside this module's own (a name no module registers builds them all, so its
+    error lists every command)."""
     parser = CommandLineParser(
         prog="primacy",
         description="High availability for message brokers on shared storage: the node holding the "
@@ -241,21 +257,17 @@ def build_parser(*, run_flags: bool = True) -> argparse.ArgumentParser:
     add_run_parser(subparsers, with_flags=run_flags)
     _status_parser(subparsers)
     _demo_parser(subparsers)
-    register_admin_commands(subparsers)
-    register_forget_command(subparsers)
-    register_doctor_commands(subparsers)
-    register_journal_commands(subparsers)
-    register_epochs_commands(subparsers)
-    register_messaging_commands(subparsers)
-    register_replay_commands(subparsers)
-    register_users_commands(subparsers)
+    wanted = REGISTERED_BY.get(only or "")
+    for module in dict.fromkeys(REGISTERED_BY.values()):  # in the order --help lists them
+        if only is None or (only not in _OWN_COMMANDS and wanted in (None, module)):
+            importlib.import_module(module).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     own, exec_command = split_exec(list(sys.argv[1:] if argv is None else argv))
     # No option comes before the command's name but --help and --version, which need no flags.
-    args = build_parser(run_flags=own[:1] == ["run"]).parse_args(own)
+    args = build_parser(run_flags=own[:1] == ["run"], only=own[0] if own else None).parse_args(own)
     args.exec_command = exec_command
     if args.command == "run":  # a node: any exception is its bug, with its traceback
         ran: int = args.func(args)

@@ -148,9 +148,7 @@ def split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from primacy.api.server import ApiServerError
     from primacy.supervisor.config import CONFIG_KEYS, ConfigError, load_config
-    from primacy.supervisor.shell.node import Node
 
     overrides = {name: getattr(args, name, None) for name in CONFIG_KEYS}
     overrides["exec"] = args.exec_command
@@ -188,6 +186,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             token = load_token(config.admin_token_file)
         except TokenFileError as exc:
             return fail(EXIT_USAGE, f"{codes.TOKEN_FILE_REFUSED} {exc}")
+    # The node (FastAPI, uvicorn, the broker: over half of a start's CPU) only now: a
+    # configuration or share refused above is told without paying for it.
+    from primacy.api.server import ApiServerError
+    from primacy.supervisor.shell.node import Node
+
     node = Node(
         config,
         admin_token=token,

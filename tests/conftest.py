@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import compileall
+import json
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,25 +19,76 @@ from tests.harness.ganesha.server import GaneshaServer, real_nfs_unavailable_rea
 from tests.harness.group import Group
 from tests.harness.zookeeper import Ensemble, running_ensemble
 from tests.harness.zookeeper import unavailable_reason as zookeeper_unavailable_reason
+from tests.packages import PACKAGES, ROOT
 from tests.share.ports import KINDS, Handles, handles_for, kind_params, zookeeper_handles
+
+# What each unit of work took in a whole run (``--durations=0``, summed per unit; taken
+# 2026-11-28 on the shared 2-core machine, loaded). Only the order is read from it: a unit not
+# in it (a new file) is placed by its markers. Refresh it when the order looks stale.
+UNIT_DURATIONS = Path(__file__).with_name("unit_durations.json")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Byte-compile the sources once, in the run's first process (not on each xdist worker).
+
+    Where ``PYTHONDONTWRITEBYTECODE`` is set (this machine sets it for everyone) no process
+    writes ``__pycache__``, and each of the suite's hundreds of ``primacy`` processes
+    compiled the same 130 modules from source again: a tenth of a start's CPU. Python reads
+    caches it was told not to write, and checks each against its source, so an edited file
+    is never run stale."""
+    if hasattr(session.config, "workerinput"):
+        return
+    for folder in (*PACKAGES, "tests"):
+        compileall.compile_dir(ROOT / folder, quiet=2)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest keeps each test module it rewrote (assertions) in ``__pycache__`` only where
+    bytecode may be written: under ``PYTHONDONTWRITEBYTECODE`` every xdist worker rewrote
+    and compiled every test module again, at each run (collecting the suite: 9 s of CPU,
+    4 s with the cache, per worker). Writing them changes what runs in no way: each is
+    checked against its source, and written whole or not at all."""
+    sys.dont_write_bytecode = False
+
+
+def _unit(item: pytest.Item, zookeeper_files: set[Path]) -> str:
+    if item.get_closest_marker("spark"):
+        return "spark"
+    if item.path in zookeeper_files:
+        return "zookeeper"
+    return item.nodeid.split("::")[0]
+
+
+def _uses_the_session_ensemble(item: pytest.Item) -> bool:
+    names = getattr(item, "fixturenames", ())
+    return "zookeeper_ensemble" in names or (
+        "handles" in names and item.get_closest_marker("zookeeper") is not None
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each file one unit of work, and every Spark test in one: with ``--dist loadgroup``
-    (pyproject.toml) a unit runs on one worker, so a module's nodes start once and one
-    worker, not both, pays for a Spark session (a JVM) and the shared CLI replay.
+    """Each file one unit of work, every Spark test in one, and every file that uses the
+    session's ZooKeeper ensemble in one: with ``--dist loadgroup`` (pyproject.toml) a unit
+    runs on one worker, so a module's nodes start once, one worker pays for a Spark session
+    (a JVM) and the shared CLI replay, and one, not each, starts three ZooKeeper servers.
 
-    The longest units first: the workers take them in this order, and a long one taken
-    last is the tail of the whole run. The Spark unit comes first, then every file with a
-    real-process (``slow``) test, then the rest, which fill in the end."""
+    The longest units first (UNIT_DURATIONS): the workers take them in this order, and a
+    long one taken last is the tail of the whole run. A unit it does not know goes by its
+    markers: Spark, then files with a real-process (``slow``) test, then the rest."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(
-        key=lambda item: (item.get_closest_marker("spark") is None, item.path not in slow_files)
-    )
+    zookeeper_files = {item.path for item in items if _uses_the_session_ensemble(item)}
+    known: dict[str, float] = json.loads(UNIT_DURATIONS.read_text())
+    guessed = {"spark": 300.0}  # a new Spark file joins the longest unit
+    units = {item.nodeid: _unit(item, zookeeper_files) for item in items}
+
+    def seconds(item: pytest.Item) -> float:
+        unit = units[item.nodeid]
+        return known.get(unit, guessed.get(unit, 5.0 if item.path in slow_files else 0.5))
+
+    items.sort(key=lambda item: (-seconds(item), units[item.nodeid]))  # stable within a unit
     for item in items:
-        unit = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(unit))
+        item.add_marker(pytest.mark.xdist_group(units[item.nodeid]))
 
 
 @pytest.fixture

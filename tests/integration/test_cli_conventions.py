@@ -9,8 +9,10 @@ count of `consume` after a failover is in tests/client/test_ack_latency.py.)
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,10 +27,39 @@ from tests.harness.cli import PRIMACY, primacy
 from tests.harness.group import Group, free_port, wait_until
 
 
-def _commands() -> list[str]:
-    parser = build_parser(run_flags=False)
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     [subparsers] = [a for a in parser._actions if a.choices and a.dest == "command"]
-    return sorted(subparsers.choices)
+    assert isinstance(subparsers.choices, dict)
+    return subparsers.choices
+
+
+def _commands() -> list[str]:
+    return sorted(_subparsers(build_parser(run_flags=False)))
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_a_command_parsed_alone_is_the_whole_command_lines(command: str) -> None:
+    """``primacy CMD`` builds CMD's parser and no other command's (cli/main.py
+    REGISTERED_BY): it must be the one the whole command line has, or a command left out
+    of the map would not parse at all."""
+    alone = _subparsers(build_parser(run_flags=False, only=command))
+    whole = _subparsers(build_parser(run_flags=False))
+    assert alone[command].format_help() == whole[command].format_help()
+
+
+def test_a_short_command_loads_no_other_commands_libraries() -> None:
+    """``primacy status`` does not import the STOMP client, the journal tools or the
+    replay's: every command once paid for all of them at start."""
+    loaded = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from primacy.cli.main import build_parser; "
+         "build_parser(run_flags=False, only='status').parse_args(['status', '--share', '/']); "
+         "print(*sorted(sys.modules))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert "primacy.cli.main" in loaded
+    others = {"primacy.cli.messaging", "primacy.cli.journal", "primacy.cli.replay"}
+    assert others.isdisjoint(loaded), sorted(others & set(loaded))
 
 
 @pytest.mark.parametrize("command", _commands())
