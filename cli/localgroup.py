@@ -85,9 +85,11 @@ def _reserve(port: int) -> bool:
         return True
 
 
-def http_status(port: int, path: str, timeout_s: float = 1.0) -> int | None:
-    """The status code of GET path on 127.0.0.1:port, or None if nothing answers."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+def http_status(
+    port: int, path: str, timeout_s: float = 1.0, host: str = "127.0.0.1"
+) -> int | None:
+    """The status code of GET path on host:port, or None if nothing answers."""
+    connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
         connection.request("GET", path)
         return connection.getresponse().status

@@ -7,7 +7,6 @@ Skipped, with the reason, only where the host has no IPv6 loopback to bind."""
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import socket
@@ -22,7 +21,7 @@ from primacy.broker.config import BrokerConfig
 from primacy.client.producer import Producer
 from tests.broker.nodes import Masters, stored_state
 from tests.broker.stomppy import StompPy
-from tests.harness.group import free_port, wait_until
+from tests.harness.group import free_port, http_status, wait_until
 from tests.harness.tls_certs import issue, make_pki
 
 
@@ -80,17 +79,6 @@ def test_stomp_over_tls_listens_on_the_ipv6_loopback(masters: Masters, tmp_path:
     assert master.service.stats()["tls"] is True
 
 
-def _http_status_v6(port: int, path: str) -> int | None:
-    connection = http.client.HTTPConnection("::1", port, timeout=1.0)
-    try:
-        connection.request("GET", path)
-        return connection.getresponse().status
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        connection.close()
-
-
 @pytest.fixture
 def ipv6_node(tmp_path: Path) -> Iterator[tuple[int, int, subprocess.Popen[bytes]]]:
     """A real node whose HTTP endpoint and STOMP listener are on ``[::1]`` only."""
@@ -131,7 +119,7 @@ def test_a_node_serves_http_and_stomp_on_ipv6_only(
     ipv6_node: tuple[int, int, subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
     http_port, stomp_port, process = ipv6_node
-    wait_until(lambda: _http_status_v6(http_port, "/master") == 200, 30, "master on [::1]")
+    wait_until(lambda: http_status(http_port, "/master", host="::1") == 200, 30, "master on [::1]")
     assert _round_trip(("::1", stomp_port), "/queue/node6") == "over ::1"
     # One epoch: the node bound at its first try, it did not step down and claim again.
     assert sorted(p.name for p in (tmp_path / "share" / "epochs").iterdir()) == ["1"]

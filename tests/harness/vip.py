@@ -8,7 +8,6 @@ by veth pairs. Needs root, ``ip`` and Debian's ``keepalived``; everything is rem
 from __future__ import annotations
 
 import concurrent.futures
-import http.client
 import os
 import shutil
 import signal
@@ -17,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from primacy.cli.localgroup import wait_until
+from primacy.cli.localgroup import http_status, wait_until
 from tests.harness.guide_examples import guide_example, substitute
 
 KEEPALIVED = shutil.which("keepalived")
@@ -37,17 +36,6 @@ def unavailable_reason() -> str | None:
 
 def sh(*args: str) -> str:
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout
-
-
-def http_status(host: str, path: str) -> int | None:
-    connection = http.client.HTTPConnection(host, 8008, timeout=1.0)
-    try:
-        connection.request("GET", path)
-        return connection.getresponse().status
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        connection.close()
 
 
 class VipGroup:
@@ -162,7 +150,7 @@ class VipGroup:
             )
 
     def status(self, node_id: str, path: str) -> int | None:
-        return self._client.submit(http_status, ADDRESSES[node_id], path).result(10)
+        return self._client.submit(http_status, 8008, path, 1.0, ADDRESSES[node_id]).result(10)
 
     def master(self) -> str:
         found: list[str] = []
