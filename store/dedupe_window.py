@@ -10,8 +10,9 @@ rebuilt:
 - the order is a ring of keys and one of sequences, appended to while the window fills
   and then overwritten in place (no table behind them, only pointer arrays that grow
   by appending while filling);
-- membership is one small dict per hash partition (``hash(key) & mask``), a few thousand
-  keys each, so that when one of them is rebuilt, that takes microseconds.
+- membership (and each key's slot in the rings) is one small dict per hash partition
+  (``hash(key) & mask``), a few thousand keys each, so that when one of them is rebuilt,
+  that takes microseconds.
 
 Same contents, same order, same answers as the ``OrderedDict`` (tests/store/
 test_dedupe_window.py runs both side by side), so checkpoints are byte for byte what
@@ -38,6 +39,7 @@ class DedupeWindow:
         while partitions * KEYS_PER_PARTITION < capacity:
             partitions *= 2
         self._mask = partitions - 1
+        # Each key's slot in the rings, in the dict of its partition.
         self._parts: list[dict[Key, int]] = [{} for _ in range(partitions)]
         self._keys: list[Key] = []  # the ring: slot ``_head`` holds the oldest once full
         self._sequences: list[int] = []
@@ -52,17 +54,25 @@ class DedupeWindow:
         return len(self._keys)
 
     def add(self, key: Key, sequence: int) -> None:
-        """Add a key not in the window as the newest; the oldest leaves if it is full."""
+        """Add ``key`` as the newest; the oldest leaves if the window is full. A key already in
+        the window keeps its place and takes the new sequence, as an ``OrderedDict`` does (a
+        checkpoint of versions 2 and 3 may list an id twice)."""
         if self.capacity <= 0:
             return
-        self._parts[hash(key) & self._mask][key] = sequence
+        part = self._parts[hash(key) & self._mask]
+        slot = part.get(key)
+        if slot is not None:
+            self._sequences[slot] = sequence
+            return
         if len(self._keys) < self.capacity:
+            part[key] = len(self._keys)
             self._keys.append(key)
             self._sequences.append(sequence)
             return
         head = self._head
         oldest = self._keys[head]
         del self._parts[hash(oldest) & self._mask][oldest]
+        part[key] = head
         self._keys[head] = key
         self._sequences[head] = sequence
         self._head = head + 1 if head + 1 < self.capacity else 0
