@@ -22,6 +22,7 @@ from primacy.client.consumer import Consumer
 from primacy.client.producer import Producer
 from tests.harness.group import Group, wait_until
 from tests.harness.guide_examples import guide_example, haproxy_config, substitute
+from tests.harness.haproxy import stop_process
 
 pytestmark = pytest.mark.slow
 HAPROXY = shutil.which("haproxy")
@@ -75,12 +76,7 @@ def test_a_client_through_haproxy_keeps_working_across_a_master_kill(
         consumer.close()
         assert set(sent) <= seen
     finally:
-        proxy.send_signal(signal.SIGTERM)
-        try:
-            proxy.wait(10)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
-            proxy.wait(10)
+        stop_process(proxy)
 
 
 def test_the_guides_haproxy_example_passes_haproxy_check(tmp_path: Path) -> None:

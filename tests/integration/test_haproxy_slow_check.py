@@ -15,7 +15,6 @@ the session on the first slow answer: what shows the test can fail.
 from __future__ import annotations
 
 import shutil
-import signal
 import socket
 import socketserver
 import subprocess
@@ -34,6 +33,7 @@ from tests.harness.guide_examples import (
     warm_haproxy_config,
     warm_haproxy_lines,
 )
+from tests.harness.haproxy import stop_process
 
 pytestmark = pytest.mark.slow
 HAPROXY = shutil.which("haproxy")
@@ -172,9 +172,4 @@ def test_one_slow_master_check_does_not_cut_the_masters_sessions(
         assert _echoes(session[0]), "one failed /master check cut the master's session"
         session[0].close()
     finally:
-        proxy.send_signal(signal.SIGTERM)
-        try:
-            proxy.wait(10)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
-            proxy.wait(10)
+        stop_process(proxy)
