@@ -157,6 +157,19 @@ def drain(
     lock = threading.Lock()
     last = [time.monotonic()]
     dropped = threading.Event()
+    to_ack: list[tuple[Any, str]] = []
+
+    def acknowledge(current: Any) -> None:
+        with lock:
+            pending = to_ack[:]
+            to_ack.clear()
+        for connection_of, ack_id in pending:
+            if connection_of is not current:
+                continue  # its connection is gone: the broker delivers it again
+            try:
+                current.ack(ack_id)
+            except (OSError, stomp.exception.StompException):
+                return  # the connection is gone: the broker delivers the rest again
 
     class Listener(stomp.ConnectionListener):  # type: ignore[misc]
         def __init__(self, connection: stomp.Connection12) -> None:
@@ -166,10 +179,12 @@ def drain(
             with lock:
                 delivered[frame.headers.get(ID_HEADER, "?")] += 1
                 last[0] = time.monotonic()
-            try:  # counted first: a message acknowledged is a message counted
-                self.connection.ack(frame.headers["ack"])
-            except (OSError, stomp.exception.StompException):
-                pass  # the connection is gone: the broker delivers it again
+                # Counted first: a message acknowledged is a message counted. The ACK is
+                # sent from the drain's own thread, never from here: stomp.py's TLS
+                # transport hands frames to this very I/O thread through a socket pair,
+                # and an ACK put from it blocks once that pair is full (a deadlock seen
+                # in the TLS drain).
+                to_ack.append((self.connection, frame.headers["ack"]))
 
         def on_disconnected(self) -> None:
             dropped.set()
@@ -197,7 +212,9 @@ def drain(
                 except (OSError, stomp.exception.StompException):
                     dropped.set()  # not serving yet: try again
                 last[0] = time.monotonic()
-            time.sleep(0.1)
+            acknowledge(connection)
+            time.sleep(0.01)
+        acknowledge(connection)
     finally:
         connection.disconnect()
     return delivered
