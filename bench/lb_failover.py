@@ -69,19 +69,6 @@ RECEIPTS_BEFORE_KILL = 10
 RECEIPTS_AFTER = 3
 
 
-class StockClient(StockStompClient):
-    """``StockStompClient``, also reconnecting when stomp.py's socket is gone under a send
-    (it raises AttributeError on None: seen once with ActiveMQ under a loaded host)."""
-
-    def send(self, queue: str, bench_id: str) -> None:
-        while True:
-            try:
-                super().send(queue, bench_id)
-                return
-            except AttributeError:
-                self._connection = None
-
-
 def busy() -> None:
     while True:
         pass
@@ -242,7 +229,7 @@ def run_setup(name: str, root: Path, kills: int) -> dict[str, object]:
     thirds: list[float] = []
     try:
         setup.settled()
-        sender = FailoverSender(StockClient(setup.addresses()), QUEUE, name)
+        sender = FailoverSender(StockStompClient(setup.addresses()), QUEUE, name)
         ready = setup.ready()
         if ready is not None:
             sampler = TwoReadySampler(ready)

@@ -5,11 +5,15 @@ STOMP) and, where Debian's ActiveMQ 5.17 is installed, an ActiveMQ
 shared-file pair, one after the other on this machine. Against each: producer
 processes (stomp.py, a RECEIPT awaited per 1 KiB persistent message, every
 message id new, so every one passes through the dedupe window) send
-``--messages`` in all, while one consumer process (auto acknowledgement) counts
-at most ``--consumer-rate`` per second of what it receives. stomp.py reads each
-MESSAGE as it arrives, so the count lags behind but no backlog builds in the
-broker: primacy's master holds a handful of messages unacknowledged (its lines
-say how many), and what its memory carries is the per-id state of the window.
+``--messages`` in all, while one consumer process counts at most
+``--consumer-rate`` per second of what it receives and acknowledges each message
+after counting it (``ack:client-individual``, prefetch 100: nothing acknowledged
+is left unread by a failover, which ``ack:auto`` did not promise). While the
+producers send slower than that rate no backlog builds in the broker: primacy's
+master holds at most the prefetch unacknowledged (its lines say how many), and
+what its memory carries is the per-id state of the window. Faster, the backlog
+waits in the broker (before, with ``ack:auto``, it waited in the consumer's
+process): its lines show it.
 The master's RSS (its whole process tree, psutil) is printed every
 ``--every`` messages, with its ratio to the figure after 200 000 (the issue's
 "flat": at most 1.1) and primacy's ratio to ActiveMQ's at the same count.
@@ -33,10 +37,10 @@ import json
 import multiprocessing
 import os
 import platform
+import queue
 import signal
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -48,7 +52,13 @@ import stomp
 
 from bench.activemq.brokers import ActiveMQPair, HaGroup, PrimacyGroup, tree_rss_bytes
 from bench.activemq.config import TUNED, missing_activemq
-from bench.activemq.workload import Address, connection_to, producer_loop
+from bench.activemq.workload import (
+    Address,
+    acknowledge,
+    connection_to,
+    producer_loop,
+    subscribe_acknowledging,
+)
 
 QUEUE = "/queue/soak"
 FLAT_FROM = 200_000  # the issue's reference point: RSS after this many messages
@@ -57,24 +67,29 @@ PROBE = Path(__file__).resolve().parent / "memory_probe"
 
 
 def counting_consumer(address: Address, rate: float, stop: Any, consumed: Any) -> None:
-    """One consumer process: auto acknowledgement, counting at most ``rate`` messages a second."""
-    received = threading.Semaphore(0)
+    """One consumer process: counts at most ``rate`` messages a second, acknowledging each
+    after counting it (``subscribe_acknowledging``: at-least-once across a failover, where
+    ``ack:auto`` lost what the cut connection carried)."""
+    received: queue.SimpleQueue[str] = queue.SimpleQueue()  # ack ids, in arrival order
 
     class Listener(stomp.ConnectionListener):  # type: ignore[misc]
         def on_message(self, frame: Any) -> None:
-            received.release()
+            received.put(frame.headers["ack"])
 
     connection = connection_to(address)
     connection.set_listener("soak", Listener())
     connection.connect(wait=True)
-    # ActiveMQ's prefetch header (primacy has none for auto acknowledgement). Either way
-    # stomp.py's receiver thread takes every MESSAGE at once: the lag is in this process.
-    connection.subscribe(QUEUE, id="soak", ack="auto", headers={"activemq.prefetchSize": "100"})
+    # Up to ``prefetch`` messages unacknowledged: the lag is in this process, as before,
+    # and the broker holds at most that many for it.
+    subscribe_acknowledging(connection, QUEUE, "soak", prefetch=100)
     started = time.monotonic()
     while not stop.is_set():
-        if not received.acquire(timeout=0.5):
+        try:
+            ack_id = received.get(timeout=0.5)
+        except queue.Empty:
             continue
         consumed.value += 1
+        acknowledge(connection, ack_id)
         ahead = consumed.value / rate - (time.monotonic() - started)
         if ahead > 0:
             time.sleep(ahead)
@@ -204,7 +219,7 @@ def main() -> None:
         "--consumer-rate",
         type=float,
         default=1000.0,
-        help="messages per second the consumer counts (stomp.py reads ahead of it)",
+        help="messages per second the consumer counts and acknowledges (100 read ahead)",
     )
     parser.add_argument("--no-activemq", action="store_true", help="primacy only")
     parser.add_argument(

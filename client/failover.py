@@ -85,10 +85,14 @@ class Failover:
         # CONNECT's client-id, for durable topic subscriptions; only passed to the opener if set.
         self._extra = {"client_id": client_id} if client_id is not None else {}
         # For ssl:// addresses: the CA to trust (the system's without one), and the client
-        # certificate a broker with mutual TLS asks for.
-        self._tls = ssl.create_default_context(cafile=str(tls_ca_file) if tls_ca_file else None)
-        if tls_cert_file is not None:
-            self._tls.load_cert_chain(tls_cert_file, tls_key_file)
+        # certificate a broker with mutual TLS asks for. Built only when the URL lists one:
+        # loading the system's CA store costs every tcp:// client (each `primacy send`) time
+        # for nothing.
+        self._tls: ssl.SSLContext | None = None
+        if any(address.tls for address in self.url.addresses):
+            self._tls = ssl.create_default_context(cafile=str(tls_ca_file) if tls_ca_file else None)
+            if tls_cert_file is not None:
+                self._tls.load_cert_chain(tls_cert_file, tls_key_file)
         self.connection: StompSocket | None = None
         self.address: BrokerAddress | None = None
         self.generation = 0  # increases with every successful (re)connect

@@ -28,6 +28,29 @@ ID_HEADER = "bench_id"
 DRAIN_ACK = "client-individual"
 
 
+def subscribe_acknowledging(
+    connection: stomp.Connection12, queue: str, subscription: str, prefetch: int
+) -> None:
+    """Subscribe so that each message is acknowledged on its own, once the caller has
+    counted it (``acknowledge``): ``ack:client-individual``. With ``ack:auto`` a broker
+    acknowledges a message as it sends it, so the messages a failover caught in a
+    consumer's socket are acknowledged and never read (issue 47); unacknowledged ones
+    come back (redelivered) instead. ``prefetch`` is ActiveMQ's header; primacy reads it too."""
+    connection.subscribe(
+        queue, id=subscription, ack=DRAIN_ACK, headers={"activemq.prefetchSize": str(prefetch)}
+    )
+
+
+def acknowledge(connection: stomp.Connection12, ack_id: str) -> None:
+    """Acknowledge a message already counted; a connection already gone is no error (the
+    broker delivers the message again). Not from stomp.py's listener thread on a TLS
+    connection: its I/O thread would block putting the ACK to itself (see ``drain``)."""
+    try:
+        connection.ack(ack_id)
+    except (OSError, stomp.exception.StompException):
+        pass
+
+
 def connection_to(address: Address, tls_ca: str | None = None) -> stomp.Connection12:
     """A stock stomp.py 1.2 connection; over TLS, trusting ``tls_ca``, when given one."""
     connection = stomp.Connection12([address])
@@ -146,11 +169,9 @@ def drain(
     drops (a failover during the drain) is then opened again there, and the messages the
     failover interrupted are drained, not counted lost.
 
-    Each message is acknowledged after it is counted (``ack:client-individual``). With
-    ``ack:auto`` a broker acknowledges a message as it sends it, so when a failover cut a
-    drain's connection the messages already in its socket were acknowledged and never
-    read: issue 47 traced the 1 250 and 1 652 "lost" messages of two heavy-traffic runs to
-    that, none lost by a broker. Unacknowledged ones come back (redelivered) instead.
+    Each message is acknowledged after it is counted (``subscribe_acknowledging``): issue
+    47 traced the 1 250 and 1 652 "lost" messages of two heavy-traffic runs to an
+    ``ack:auto`` drain whose connection a failover cut, none lost by a broker.
     """
     resolve = address if callable(address) else (lambda: address)
     delivered: Counter[str] = Counter()
@@ -159,17 +180,13 @@ def drain(
     dropped = threading.Event()
     to_ack: list[tuple[Any, str]] = []
 
-    def acknowledge(current: Any) -> None:
+    def send_acks(current: Any) -> None:
         with lock:
             pending = to_ack[:]
             to_ack.clear()
         for connection_of, ack_id in pending:
-            if connection_of is not current:
-                continue  # its connection is gone: the broker delivers it again
-            try:
-                current.ack(ack_id)
-            except (OSError, stomp.exception.StompException):
-                return  # the connection is gone: the broker delivers the rest again
+            if connection_of is current:  # else gone: the broker delivers it again
+                acknowledge(current, ack_id)
 
     class Listener(stomp.ConnectionListener):  # type: ignore[misc]
         def __init__(self, connection: stomp.Connection12) -> None:
@@ -193,9 +210,7 @@ def drain(
         connection = connection_to(to, tls_ca)
         connection.set_listener("drain", Listener(connection))
         connection.connect(wait=True)
-        connection.subscribe(
-            queue, id="drain", ack=DRAIN_ACK, headers={"activemq.prefetchSize": "1000"}
-        )
+        subscribe_acknowledging(connection, queue, "drain", prefetch=1000)
         return connection
 
     connection = subscribed(resolve())
@@ -212,9 +227,9 @@ def drain(
                 except (OSError, stomp.exception.StompException):
                     dropped.set()  # not serving yet: try again
                 last[0] = time.monotonic()
-            acknowledge(connection)
+            send_acks(connection)
             time.sleep(0.01)
-        acknowledge(connection)
+        send_acks(connection)
     finally:
         connection.disconnect()
     return delivered
@@ -241,6 +256,14 @@ class OurClient:
 
     def close(self) -> None:
         self.producer.close()
+
+
+def _socket_gone(connection: stomp.Connection12) -> bool:
+    """stomp.py 8-9's transport checks ``self.socket is not None`` and then calls
+    ``self.socket.sendall``; its receiver thread may set the socket to None in between (the
+    broker went away), and the send raises AttributeError on None instead of
+    NotConnectedException. Seen with ActiveMQ under a loaded host (bench/lb_failover.py)."""
+    return getattr(connection.transport, "socket", None) is None
 
 
 class StockStompClient:
@@ -294,6 +317,11 @@ class StockStompClient:
                 # Not connected, or the socket broke under the send (stomp.py re-raises
                 # BrokenPipeError): connect again and send the same message again.
                 self._connection = None
+                continue
+            except AttributeError:
+                if not _socket_gone(connection):
+                    raise  # a bug, not a lost connection
+                self._connection = None  # as above: the connection is lost
                 continue
             if self._receipted(connection, bench_id):
                 return

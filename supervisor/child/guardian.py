@@ -66,6 +66,7 @@ _POLL_S = 0.05
 _SETPRIV = shutil.which("setpriv")
 _DIES_WITH_PARENT = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
 _NICE = shutil.which("nice")  # coreutils
+_LAPSED = "the claim lapsed unconfirmed"
 
 
 def _at_default_priority() -> list[str]:
@@ -165,7 +166,8 @@ class Guardian:
         while True:
             why = self._why_the_tree_must_die()
             if why is not None:
-                _log(codes.CHILD_CLAIM_LAPSED, f"{why}: killing the tree")
+                note = self._deadline_note() if why == _LAPSED else ""
+                _log(codes.CHILD_CLAIM_LAPSED, f"{why}: killing the tree{note}")
                 return self._killed(child, CLAIM_LAPSED)
             now = time.monotonic()
             if self._stop_by is not None and now >= self._stop_by:
@@ -189,8 +191,17 @@ class Guardian:
         if self._readable(0.0) and not self._read_commands():
             return "the supervisor is gone"
         if self._opened and time.monotonic() >= self.claim_until:
-            return "the claim lapsed unconfirmed"
+            return _LAPSED
         return None
+
+    def _deadline_note(self) -> str:
+        """The deadline a lapsed claim's kill answers to, on CLOCK_MONOTONIC (which every
+        process of the machine shares), and how late the guardian acted on it: an operator
+        (and a test) can check the claim against the lease check that confirmed it, and
+        bench/claim_lapse_load.py reads the lateness."""
+        late_ms = (time.monotonic() - self.claim_until) * 1000
+        ended = f"the claim ended at monotonic {self.claim_until:.6f} s"
+        return f" ({ended}; acted {late_ms:.0f} ms after)"
 
     def _readable(self, timeout_s: float) -> bool:
         readable, _, _ = select.select([self.control_fd], [], [], timeout_s)

@@ -108,9 +108,15 @@ class RegistryLoop:
             self._wake.clear()
 
     def _gather_stats(self) -> None:
+        asked = False
         while not self._stop.is_set():
             self._last_stats = self._broker_stats()
-            self._gather.wait(self._refresh_s)
+            if asked:
+                # A role change asked for these; its own publication went out with the
+                # figures gathered before it (the broker's call takes a while): publish again
+                # now, or /status shows a new master's figures one refresh late.
+                self._wake.set()
+            asked = self._gather.wait(self._refresh_s)
             self._gather.clear()
 
     def _refresh(self) -> None:

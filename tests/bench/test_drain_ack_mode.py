@@ -14,11 +14,14 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
 from bench.activemq.workload import ID_HEADER, drain
+from bench.soak import counting_consumer
 from primacy.broker.frames import Frame, FrameParser, encode
+from tests.harness.group import wait_until
 
 pytestmark = pytest.mark.slow
 QUEUE = "/queue/drained"
@@ -102,3 +105,23 @@ def test_the_drain_acknowledges_each_message_after_counting_it(peer: StompPeer) 
     assert len(peer.subscriptions) == 2  # the cut connection was opened again
     assert delivered == {f"m{n}": 1 for n in range(6)}
     assert sorted(peer.acks) == sorted(delivered)  # each one acknowledged, once
+
+
+def test_the_soak_consumer_acknowledges_each_message_after_counting_it() -> None:
+    """bench/soak.py's consumer subscribed with ``ack:auto`` too: it shares the drain's
+    subscription now, and acknowledges what it counted, each message on its own."""
+    stomp_peer = StompPeer([f"m{n}" for n in range(6)], per_connection=6)  # no cut
+    stop, consumed = threading.Event(), SimpleNamespace(value=0)
+    consumer = threading.Thread(
+        target=counting_consumer, args=(stomp_peer.address, 1000.0, stop, consumed)
+    )
+    consumer.start()
+    try:
+        wait_until(lambda: len(stomp_peer.acks) == 6, 10, "every message acknowledged")
+    finally:
+        stop.set()
+        consumer.join(10)
+        stomp_peer.close()
+    assert [s.get("ack") for s in stomp_peer.subscriptions] == ["client-individual"]
+    assert consumed.value == 6
+    assert sorted(stomp_peer.acks) == [f"m{n}" for n in range(6)]

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from primacy.cli.localgroup import NodeProcess, free_port
+from tests.harness.claims import lapsed_claim_ends, latest_claim_end
 from tests.harness.group import Group, wait_until
 
 pytestmark = pytest.mark.slow
@@ -184,14 +185,22 @@ def test_a_stopped_supervisor_s_tree_dies_within_its_claim(group: Group) -> None
             "three keepalive periods of lease checks",
         )
         assert len(_alive(tree)) == len(tree), "the guardian killed a child whose claim holds"
+        assert lapsed_claim_ends(node.log()) == []
         node.signal(signal.SIGSTOP)
         stopped_at = time.monotonic()
-        # (The guardian stays a zombie: its parent is stopped. A zombie runs nothing.)
+        # (The guardian stays a zombie: its parent is stopped. A zombie runs nothing.) A
+        # stopped supervisor neither closes the guardian's pipe nor tells it to stop: only
+        # the claim's deadline can end the tree, and the guardian says it did.
         wait_until(lambda: not _alive(tree), 10, "the tree to die")
-        died_after = time.monotonic() - stopped_at
-        # The last lease check started before SIGSTOP; the claim ended one keepalive after
-        # it, and another node's takeover wait is a tenth longer than that.
-        assert died_after < KEEP_ALIVE_MS / 1000 * 1.1, f"died {died_after:.2f} s after SIGSTOP"
+        wait_until(lambda: lapsed_claim_ends(node.log()), 10, "the guardian's claim-lapse line")
+        # The deadline it killed on is the claim of the last lease check before SIGSTOP,
+        # which ends before another node's takeover wait does; how late the guardian acts
+        # on it is bench/claim_lapse_load.py's figure, not this test's.
+        [claim_end] = lapsed_claim_ends(node.log())
+        latest = latest_claim_end(stopped_at, KEEP_ALIVE_MS / 1000)
+        assert claim_end <= latest, (
+            f"the claim ran {claim_end - latest:.3f} s past the last check's"
+        )
     finally:
         node.signal(signal.SIGCONT)
         _kill(tree)

@@ -28,10 +28,16 @@ pytestmark = pytest.mark.slow
 TAKEOVER_DELAY_MS = 3000  # long, so skipping it or not is plain to see
 ARGS = ("--takeover-delay-ms", str(TAKEOVER_DELAY_MS))
 NO_WAIT = "process has ended: no takeover wait"
+HANDED_OVER = "the previous master handed over: no takeover wait"
 
 
 def _takeover_after(group: Group, old: NodeProcess, new: NodeProcess, sig: int) -> float:
-    """Seconds from ``sig`` to the old master until the new one serves."""
+    """Seconds from ``sig`` to the old master until the new one serves.
+
+    Only ever compared from below, with the takeover delay: a wait that was kept cannot
+    look shorter on a loaded machine. Whether the wait was skipped is read from what the
+    new master says when it claims its epoch, not from how fast it came (a busy two-core
+    host once took longer than half the delay to hand over without waiting)."""
     sent_at = time.monotonic()
     old.signal(sig)
     if sig == signal.SIGSTOP:  # a stopped master keeps its lock: take it from behind its back
@@ -51,16 +57,16 @@ def test_sigterm_hands_over_without_the_wait_and_sigkill_of_an_exec_master_keeps
     b = group.start("b", *ARGS, exec_command=child)
     wait_until(lambda: b.status("/slave") == 200, 20, "b to be a slave")
     with MasterPoller([a, b]) as poller:
-        handover_s = _takeover_after(group, a, b, signal.SIGTERM)
+        _takeover_after(group, a, b, signal.SIGTERM)
         a.process.wait(15)
         a = group.start("a", *ARGS, exec_command=child)
         poller.add(a)
         wait_until(lambda: a.status("/slave") == 200, 20, "a to be a slave again")
         takeover_s = _takeover_after(group, b, a, signal.SIGKILL)
     assert poller.two_masters() == []
-    assert handover_s < TAKEOVER_DELAY_MS / 1000 / 2, handover_s
+    assert HANDED_OVER in b.log()
     assert takeover_s >= TAKEOVER_DELAY_MS / 1000, takeover_s
-    assert NO_WAIT not in a.log()
+    assert NO_WAIT not in a.log() and HANDED_OVER not in a.log()
     records = PosixShare(group.share)
     first, second = records.read_epoch(1), records.read_epoch(2)
     assert first is not None and first.released is True  # a's graceful stop
@@ -74,7 +80,7 @@ def test_a_killed_master_leaves_no_claim_and_a_stopped_one_is_waited_out(group: 
     b = group.start("b", *ARGS)
     wait_until(lambda: b.status("/slave") == 200, 20, "b to be a slave")
     with MasterPoller([a, b]) as poller:
-        killed_s = _takeover_after(group, a, b, signal.SIGKILL)
+        _takeover_after(group, a, b, signal.SIGKILL)
         assert NO_WAIT in b.log()
         a.process.wait(15)
         a = group.start("a", *ARGS)
@@ -86,9 +92,8 @@ def test_a_killed_master_leaves_no_claim_and_a_stopped_one_is_waited_out(group: 
             b.signal(signal.SIGCONT)
         wait_until(lambda: b.status("/master") == 503, 20, "b to notice its lost lock")
     assert poller.two_masters() == []
-    assert killed_s < TAKEOVER_DELAY_MS / 1000 / 2, killed_s
     assert stopped_s >= TAKEOVER_DELAY_MS / 1000, stopped_s
-    assert NO_WAIT not in a.log()
+    assert NO_WAIT not in a.log() and HANDED_OVER not in a.log()
     record = PosixShare(group.share).read_epoch(1)
     assert record is not None and record.exec_child is False
     assert record.process is not None and record.process.pid > 0

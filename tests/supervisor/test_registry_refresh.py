@@ -141,3 +141,48 @@ def test_a_master_whose_broker_loop_is_busy_keeps_its_entry_fresh(
         assert took_s < BROKER_STATS_WAIT_S, f"4 refreshes of 100 ms took {took_s:.1f} s"
     finally:
         done.set()
+
+
+class _PromotedBroker:
+    """No figures until the node serves; then its figures, once released (a stats call
+    that takes longer than the publication the promotion triggers)."""
+
+    def __init__(self) -> None:
+        self.serving = False
+        self.release = threading.Event()
+
+    def stats(self) -> dict[str, Any] | None:
+        if not self.serving:
+            return None
+        self.release.wait(WAIT_S)
+        return dict(_BlockedBroker.FIGURES)
+
+
+def test_a_promotion_s_figures_are_published_without_waiting_a_refresh() -> None:
+    """/status showed a new master's broker figures one refresh late (registry_refresh_ms,
+    a second by default): the role change's publication carried the figures gathered
+    before it. The gathering a role change asks for is now published when it is done."""
+    port, broker, reads = _CountingPort(MemoryShare()), _PromotedBroker(), []
+    loop = RegistryLoop(
+        port,
+        "a",
+        "127.0.0.1:1",
+        3600.0,  # no periodic refresh within the test: only what the promotion triggers
+        _Snapshot,
+        broker.stats,
+        reads.append,  # type: ignore[arg-type]
+    )
+    loop.start()
+    try:
+        wait_until(lambda: len(reads) == 1, WAIT_S, "the first publication")
+        broker.serving = True
+        loop.wake()  # what the role loop does after starting the broker
+        wait_until(lambda: len(reads) == 2, WAIT_S, "the role change's publication")
+        assert reads[-1].broker_stats is None  # gathered before the broker served
+        broker.release.set()
+        wait_until(
+            lambda: reads[-1].broker_stats == _BlockedBroker.FIGURES, WAIT_S, "the new figures"
+        )
+    finally:
+        broker.release.set()
+        loop.close(WAIT_S, final=False)
