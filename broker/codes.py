@@ -70,6 +70,9 @@ DURABLE_NEEDS_CLIENT_ID = "PRIMACY-1560"
 DURABLE_IN_USE = "PRIMACY-1561"
 TOPIC_MESSAGES_DROPPED = "PRIMACY-1562"
 
+# The message path (issue 49): 1580-1584.
+LOOP_IN_JOURNAL_COMMIT = "PRIMACY-1580"
+
 # A retired code keeps its number out of use for ever.
 RETIRED = {"PRIMACY-1513": "message ids are per destination, never reused"}
 
@@ -152,6 +155,9 @@ TITLES = {
     DURABLE_IN_USE: "the durable topic subscription has a subscriber already",
     TOPIC_MESSAGES_DROPPED: (
         "a non-durable topic subscriber fell too far behind and loses its oldest messages"
+    ),
+    LOOP_IN_JOURNAL_COMMIT: (
+        "the broker stopped while its loop was in a journal commit (the share does not answer)"
     ),
 }
 

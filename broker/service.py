@@ -34,7 +34,7 @@ from typing import Any
 from primacy.broker import codes
 from primacy.broker.admission import accept_backlog
 from primacy.broker.config import BrokerConfig
-from primacy.broker.connection import Admission, StompConnection
+from primacy.broker.connection import Admission, StompConnection, shut_down
 from primacy.broker.core import Broker
 from primacy.broker.event_loop import loop_kind, new_event_loop, shutdown_socket
 from primacy.broker.heap_trim import HeapTrim
@@ -183,10 +183,18 @@ class BrokerService:
         return loop_kind(self._loop)
 
     def stop(self) -> None:
-        """Close the listener and every connection at once; stop and join the loop thread."""
+        """Close the listener and every connection at once; stop and join the loop thread.
+
+        The loop commits a lone record itself (store/writer.py, ``commit_inline``), and on a
+        hung share it hangs there, in the write, the sync or the fencing check, and would run
+        no ``_shutdown``. So the journal is told first that the loop commits no more; if it is
+        inside a commit, the listeners and every connection are shut down from this thread,
+        while the journal holds the loop in it (so the loop closes no descriptor meanwhile),
+        and the thread is not waited for: it ends once the share answers."""
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
+        stuck = self.store.end_inline_commits(self._shut_from_outside)
         if not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(self._shutdown)
@@ -194,6 +202,13 @@ class BrokerService:
                 pass  # the loop already stopped
         if thread is threading.current_thread():
             return  # called from on_fatal: the loop stops once this callback returns
+        if stuck:
+            log.warning(
+                "%s: its connections were shut down from the stopping thread; the loop's "
+                "thread ends once the share answers",
+                codes.title(codes.LOOP_IN_JOURNAL_COMMIT),
+            )
+            return
         thread.join(_STOP_TIMEOUT_S)
         if thread.is_alive():
             log.error("the broker thread did not stop within %.0f s", _STOP_TIMEOUT_S)
@@ -390,11 +405,28 @@ class BrokerService:
             callback(reason)
 
     def _close_listener(self) -> None:
+        self._shut_listeners()
+        for server in (self._server, self._websocket_server):
+            if server is not None:
+                server.close()
+
+    def _shut_listeners(self) -> None:
         for server in (self._server, self._websocket_server):
             if server is not None:
                 for listener in server.sockets:  # see connection.shut_down
                     shutdown_socket(listener)
-                server.close()
+
+    def _shut_from_outside(self) -> None:
+        """On a thread other than the loop's, while the loop is held inside a journal commit:
+        end the listeners and every connection for their peers. A shutdown is safe from any
+        thread and closes no descriptor; the loop closes them once it runs again."""
+        self._shut_listeners()
+        broker = self._broker
+        if broker is not None:
+            for peer in list(broker.peers):  # the held loop changes no set
+                transport = getattr(peer, "transport", None)  # None once it has closed
+                if transport is not None:
+                    shut_down(transport)
 
     def _shutdown(self) -> None:
         assert self._loop is not None

@@ -110,12 +110,11 @@ class StoreConfig(JournalKeys):
     checkpoints_kept: int = Field(default=2, ge=1)
     # A lone record may be committed on the submitting thread (the broker's loop) when the
     # writer is idle and no batch of two or more was committed for this long: no hand-off
-    # either way for one producer (store/writer.py, ``commit_inline``). None: never, the
-    # default: on a hung share the loop thread would hang in the write with the record, and
-    # a demotion could no longer close the broker's connections within a keepalive
-    # (tests/fault/test_hung_share_connections.py fails with 0.5 s here). docs/benchmarks.md,
-    # "The message path (issue 49)", measures what it gives one producer.
-    inline_commit_quiet_s: float | None = None
+    # either way for one producer (store/writer.py, ``commit_inline``). None: never. On a hung
+    # share the loop then hangs in the commit; a demotion shuts its connections down from
+    # the stopping thread (broker/service.py, ``stop``). docs/benchmarks.md, "The message
+    # path (issue 49)", measures what it gives one producer.
+    inline_commit_quiet_s: float | None = 0.5
 
     @model_validator(mode="after")
     def _a_batch_holds_one_message(self) -> StoreConfig:

@@ -265,6 +265,12 @@ class JournalStore:
         """Commit the ``defer`` submits (writer.py, ``commit_inline``); True if on this thread."""
         return self._require_writer().commit_inline()
 
+    def end_inline_commits(self, while_one_runs: Callable[[], None]) -> bool:
+        """No more ``commit_deferred`` commits on the caller's thread (writer.py,
+        ``end_inline_commits``); True if one was under way, ``while_one_runs`` called."""
+        writer = self._writer
+        return writer is not None and writer.end_inline_commits(while_one_runs)
+
     def append_delivery(self, destination: str, message_id: str) -> Future[int]:
         """Journal that a message was handed to a consumer, for the replay's delivery figures.
 

@@ -14,7 +14,7 @@ from primacy.store.errors import JournalFenced
 from primacy.store.journal import JournalStore
 from primacy.store.writer import SegmentFile
 
-# Inline commits are off by default (store/config.py: a hung share would hang the loop).
+# Inline commits as the default has them (store/config.py), set here so the tests say so.
 INLINE_ON = 0.5
 
 Events = list[tuple[str, str, bool]]  # (what, thread name, the record's future done then)
@@ -133,3 +133,43 @@ def test_no_inline_commit_while_a_job_of_the_writer_reads_the_state(
     job.result(timeout=10)
     assert watched[-1].result(timeout=10) == 2
     assert writer.inline_commits == 0
+
+
+def test_ending_inline_commits_holds_one_under_way_until_the_caller_is_done(
+    open_store: Callable[..., JournalStore],
+) -> None:
+    # What a broker's stop relies on while its loop hangs in a commit on a hung share (a
+    # fencing check the test holds stands in for it): the committing thread cannot leave
+    # the commit while ``while_one_runs`` runs, and no commit runs inline afterwards.
+    entered, release = threading.Event(), threading.Event()
+
+    def held_check() -> None:
+        if threading.current_thread().name == "committer":
+            entered.set()
+            release.wait(10)
+
+    store = open_store(check=held_check, inline_commit_quiet_s=INLINE_ON)
+    first = store.submit_send(record(1), "/queue/a", "m-1", defer=True)
+    inline: list[bool] = []
+    committer = threading.Thread(
+        target=lambda: inline.append(store.commit_deferred()), name="committer"
+    )
+    committer.start()
+    assert entered.wait(10)
+    seen: list[tuple[int, bool]] = []
+
+    def while_one_runs() -> None:
+        release.set()  # the commit completes its record, then waits to leave
+        sequence = first.result(timeout=10)
+        committer.join(0.1)
+        seen.append((sequence, committer.is_alive()))
+
+    assert store.end_inline_commits(while_one_runs) is True
+    assert seen == [(2, True)]
+    committer.join(10)
+    assert inline == [True]
+    second = store.submit_send(record(2), "/queue/a", "m-2", defer=True)
+    assert store.commit_deferred() is False  # to the writer thread from now on
+    assert second.result(timeout=10) == 3
+    assert store.end_inline_commits(while_one_runs) is False
+    assert len(seen) == 1
