@@ -35,7 +35,9 @@ MODES: dict[str, dict[str, str]] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=3, help="of each mode")
     parser.add_argument("--seconds", type=float, default=8.0, help="per measurement")
     args = parser.parse_args()

@@ -149,7 +149,9 @@ def failover_figures(kills: int, root: Path) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dir", type=Path, help="where to make the temporary share")
     parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
     parser.add_argument("--policy", choices=[p.value for p in SyncPolicy], default="sync")

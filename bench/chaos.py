@@ -155,7 +155,9 @@ def _run_trials(args: argparse.Namespace, workdir: Path, totals: Totals, started
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1, help="trial n uses seed + n")
     parser.add_argument(

@@ -97,7 +97,9 @@ def run(minutes: float, hogs: int, keepalive_ms: int | None, node_nice: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--hogs", type=int, default=2 * (os.cpu_count() or 1))
     parser.add_argument("--keepalive-ms", type=int, default=None, help="default: the node's")

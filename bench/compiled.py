@@ -91,7 +91,9 @@ def broker_cpu(mode: str, producers: int, messages: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=3, help="of each figure in each mode")
     parser.add_argument("--messages", type=int, default=5000, help="per bench/hot_path.py run")
     parser.add_argument("--seconds", type=float, default=6.0, help="per real-node measurement")

@@ -88,7 +88,9 @@ def ack_round_trips_ms(url: str, count: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--turns", type=int, default=3, help="turns of each consumer")
     parser.add_argument("--round-trips", type=int, default=30)

@@ -85,7 +85,9 @@ def report(name: str, times: list[float], step: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--window", type=int, default=100_000)
     args = parser.parse_args()

@@ -126,7 +126,9 @@ async def producers(store: JournalStore, count: int, messages: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=5000, help="after the warm-up")
     parser.add_argument("--producers", type=int, default=1)
     parser.add_argument("--policy", choices=[p.value for p in SyncPolicy], default="write_no_sync")

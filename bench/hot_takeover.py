@@ -152,7 +152,9 @@ def measure_cost(burst_size: int, workdir: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--burst", type=int, default=20_000)
     parser.add_argument("--leave-pending", action="store_true", help="nobody reads the bursts")

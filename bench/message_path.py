@@ -324,7 +324,9 @@ def node_cpu(root: Path, seconds: float, limit: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dir", type=Path, help="where to make the temporary share")
     parser.add_argument("--seconds", type=float, default=8.0, help="per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="of the round trip, each way")

@@ -24,7 +24,9 @@ def _function(frame: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("raw", type=Path)
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()

@@ -94,7 +94,9 @@ def one_run(root: Path, lease_s: int, fault: str, stall_ms: int) -> dict[str, fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--leases", type=int, nargs="+", default=[4, 10])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--faults", nargs="+", choices=("crash", "cut"), default=["crash", "cut"])

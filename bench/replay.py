@@ -179,7 +179,9 @@ def best_of(runs: int, action: Callable[[], int]) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dir", type=Path, help="where to generate the journal (default: tmp)")
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--payload-bytes", type=int, default=256)

@@ -211,7 +211,9 @@ def report(figures: dict[str, dict[int, int]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--every", type=int, default=100_000, help="print RSS this often")
     parser.add_argument("--producers", type=int, default=8)

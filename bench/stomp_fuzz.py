@@ -19,7 +19,9 @@ from tests.harness.fuzz_frames import fuzz
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cases", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

@@ -61,7 +61,9 @@ def queue_add(messages: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--subscribers", type=int, default=10_000)
     parser.add_argument("--messages", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)

@@ -94,7 +94,9 @@ def over_websocket(address: tuple[str, int], count: int, window: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--policy", default="sync", choices=[p.value for p in SyncPolicy])
