@@ -51,6 +51,24 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.dont_write_bytecode = False
 
 
+def _folder_first(arg: str, invocation_dir: Path) -> tuple[str, ...]:
+    """A command-line argument's path as parts (``tests/api/test_x.py::test_y`` ->
+    ``(…, "tests", "api", "test_x.py")``): sorted, every folder's arguments come together."""
+    return (invocation_dir / arg.split("::", 1)[0]).resolve().parts
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    """The files given on the command line, one folder's together: pytest 9.1 loses a folder's
+    conftest fixtures for the files given after a file of another folder came between them
+    (``-n 0 tests/api/test_metrics.py tests/test_x.py tests/api/test_status_snapshot.py``:
+    "fixture 'master_snapshot' not found" for the last, which passes alone;
+    pytest-dev/pytest#14971, #14997). The order tests run in is pytest_collection_modifyitems'
+    (below), whatever the order of the arguments."""
+    where = session.config.invocation_params.dir
+    session.config.args.sort(key=lambda arg: _folder_first(arg, where))
+
+
 def _unit(item: pytest.Item, zookeeper_files: set[Path]) -> str:
     if item.get_closest_marker("spark"):
         return "spark"

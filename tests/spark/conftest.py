@@ -26,6 +26,10 @@ def spark_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # a quarter of its time, and no test here is about it; the real ``primacy replay`` runs
     # (local_run.py) keep Spark's planner as users have it.
     session.conf.set("spark.sql.adaptive.enabled", "false")
+    # Nor Java code generated and compiled for each query: on a few hundred records compiling
+    # costs more CPU than it saves; the interpreted operators compute the same rows.
+    session.conf.set("spark.sql.codegen.wholeStage", "false")
+    session.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     try:
         yield session
     finally:
