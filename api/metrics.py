@@ -11,18 +11,20 @@ against ``FAMILIES`` (tests/api/test_metrics.py).
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import types
-import typing
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from primacy.api.metric_families import (
+    Family,
+    FromCertificates,
+    FromSnapshot,
+    Observed,
+    Reading,
+    figure,
+)
 from primacy.api.snapshot import StatusSnapshot
 from primacy.share.records import Role
 
@@ -31,103 +33,12 @@ _FAST_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 
 
-@dataclass(frozen=True)
-class Reading:
-    """One sample's value: the ``/status`` field it shows, and how to read it from a snapshot."""
-
-    status_field: str
-    read: Callable[[StatusSnapshot], float]
-
-
-def figure(path: str) -> Reading:
-    """The number at ``path`` in the snapshot (``"broker.messages_in"``), 0 while a record on
-    the way is absent (no journal open, no broker serving). Raises here, at import, when
-    ``path`` names no field or a field that is not a number."""
-    names = path.split(".")
-    kind: Any = StatusSnapshot
-    for name in names:
-        hints = _fields_of(kind)
-        if name not in hints:
-            raise AttributeError(f"metric reading {path!r}: {kind!r} has no field {name!r}")
-        kind = _without_none(hints[name])
-    if kind not in (int, float, bool):
-        raise TypeError(f"metric reading {path!r}: the field is {kind!r}, not a number")
-
-    def read(snapshot: StatusSnapshot) -> float:
-        value: Any = snapshot
-        for name in names:
-            value = getattr(value, name)
-            if value is None:
-                return 0.0
-        return float(value)
-
-    return Reading(path, read)
-
-
-@functools.cache
-def _fields_of(kind: Any) -> dict[str, Any]:
-    """A record's fields and their types; none for anything else (a number, a tuple)."""
-    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        return typing.get_type_hints(kind)
-    return {}
-
-
-def _without_none(hint: Any) -> Any:
-    """``X | None`` -> ``X``; any other type as it is."""
-    if typing.get_origin(hint) in (types.UnionType, typing.Union):
-        rest = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        if len(rest) == 1:
-            return rest[0]
-    return hint
-
-
 def _role_is(role: str) -> Reading:
     return Reading("role", lambda snapshot: 1.0 if snapshot.role == role else 0.0)
 
 
 _SERVING = Reading("serving", lambda snapshot: 1.0 if snapshot.is_serving_master() else 0.0)
 
-
-@dataclass(frozen=True)
-class Observed:
-    """A family the supervisor feeds as things happen (``NodeMetrics``'s attributes)."""
-
-    name: str
-    kind: Literal["counter", "histogram"]
-    help: str
-    labels: tuple[str, ...] = ()
-    buckets: tuple[float, ...] = ()
-
-
-@dataclass(frozen=True)
-class FromSnapshot:
-    """A family read from the latest snapshot at scrape time: a reading per label values
-    (the empty tuple for a family without labels)."""
-
-    name: str
-    kind: Literal["counter", "gauge"]
-    help: str
-    samples: Mapping[tuple[str, ...], Reading]
-    labels: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if any(len(values) != len(self.labels) for values in self.samples):
-            raise ValueError(f"{self.name}: every sample needs one value per label {self.labels}")
-
-
-@dataclass(frozen=True)
-class FromCertificates:
-    """A family read at scrape time from the node's TLS certificate files, through the callable
-    ``NodeMetrics`` is handed (the supervisor's: api/ decodes no certificate): a sample per
-    listener that serves TLS, none for a listener without."""
-
-    name: str
-    kind: Literal["gauge"]
-    help: str
-    labels: tuple[str, ...] = ("listener",)
-
-
-Family = Observed | FromSnapshot | FromCertificates
 
 # Every family /metrics exports, in the order it exports them. Prometheus adds ``_total`` to
 # a counter's name. Names, types and help texts are what dashboards and alerts match: change
@@ -302,6 +213,31 @@ FAMILIES: tuple[Family, ...] = (
         "counter",
         "SENDs to a temporary queue whose connection was gone: receipted, not stored",
         {(): figure("broker.temp_queue_sends_dropped")},
+    ),
+    FromSnapshot(
+        "primacy_durable_subscriptions",
+        "gauge",
+        "Durable topic subscriptions, their subscriber attached or away",
+        {(): figure("broker.durable_subscriptions")},
+    ),
+    FromSnapshot(
+        "primacy_durable_messages_held",
+        "gauge",
+        "Topic messages held for durable subscriptions whose subscriber is away",
+        {(): figure("broker.durable_messages_held")},
+    ),
+    FromSnapshot(
+        "primacy_durable_oldest_age_seconds",
+        "gauge",
+        "Age of the oldest topic message held for a durable subscription whose subscriber "
+        "is away (0: none held)",
+        {(): figure("broker.durable_oldest_age_s")},
+    ),
+    FromSnapshot(
+        "primacy_topic_messages_dropped",
+        "counter",
+        "Copies of topic messages dropped for non-durable subscribers too far behind",
+        {(): figure("broker.topic_messages_dropped")},
     ),
     FromSnapshot(
         "primacy_body_memory_bytes",

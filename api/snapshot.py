@@ -108,6 +108,10 @@ class BrokerFigures:
     messages_expired: int
     temp_queues: int
     temp_queue_sends_dropped: int
+    durable_subscriptions: int
+    durable_messages_held: int
+    durable_oldest_age_s: float
+    topic_messages_dropped: int
     stomp_auth: Literal["users-file", "none"]
     logins_ok: int
     logins_failed: int

@@ -194,7 +194,9 @@ class Broker(MessageFates):
             self.expiry.track(message.order, message.destination, expires_ms)
         self.keep(message)
 
-    def _published(self, message: QueuedMessage, durable: tuple[str, ...], ok: bool) -> None:
+    def _published(
+        self, message: QueuedMessage, durable: tuple[tuple[str, int], ...], ok: bool
+    ) -> None:
         self._in_flight_sends.pop((message.destination, message.message_id), None)
         if ok:
             self.counters.messages_in += 1
@@ -245,7 +247,7 @@ class Broker(MessageFates):
                 raise BrokerFailed(str(error)) from None
             if message.journal_location is None:  # its body was counted when it was stored
                 self.body_memory_bytes -= len(message.body or b"")
-            self.expiry.forget(message.order)
+            self.expiry.forget(message.order, message.destination)
             self.backlog.removed(message.destination)
             futures.append(self._watch(submitted, self._count_ack))
         for destination in {message.destination for message in messages}:

@@ -80,7 +80,8 @@ class ExpiryWatch:
     """When each stored message with an expiry passes it; ``on_due`` gets the orders of the
     messages that did, per destination, on the loop.
 
-    ``live`` maps a tracked message's order to (destination, expiry); a settled message is
+    ``live`` maps a tracked message's (order, destination) to its expiry (a topic message's
+    copies for its durable subscriptions share its order, one entry each); a settled message is
     forgotten at once and its heap entry dropped lazily, the heap rebuilt once more than half
     of it is stale, so it holds at most twice the messages still waiting with an expiry.
     """
@@ -94,20 +95,21 @@ class ExpiryWatch:
         self._loop = loop
         self._on_due = on_due
         self._clock = clock
-        self._heap: list[tuple[int, int]] = []  # (expires_ms, order)
-        self.live: dict[int, tuple[str, int]] = {}
+        self._heap: list[tuple[int, int, str]] = []  # (expires_ms, order, destination)
+        self.live: dict[tuple[int, str], int] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms: int | None = None
         self._last_sweep = float("-inf")
 
     def track(self, order: int, destination: str, expires_ms: int) -> None:
-        self.live[order] = (destination, expires_ms)
-        heapq.heappush(self._heap, (expires_ms, order))
+        self.live[(order, destination)] = expires_ms
+        heapq.heappush(self._heap, (expires_ms, order, destination))
         self._schedule()
 
-    def forget(self, order: int) -> None:
-        if self.live.pop(order, None) is not None and len(self._heap) > 2 * len(self.live) + 64:
-            self._heap = [(at, order) for order, (_, at) in self.live.items()]
+    def forget(self, order: int, destination: str) -> None:
+        forgotten = self.live.pop((order, destination), None) is not None
+        if forgotten and len(self._heap) > 2 * len(self.live) + 64:
+            self._heap = [(at, order, queue) for (order, queue), at in self.live.items()]
             heapq.heapify(self._heap)
 
     def close(self) -> None:
@@ -134,10 +136,9 @@ class ExpiryWatch:
         now = self._clock()
         due: dict[str, set[int]] = {}
         while self._heap and self._heap[0][0] <= now:
-            _, order = heapq.heappop(self._heap)
-            found = self.live.pop(order, None)
-            if found is not None:
-                due.setdefault(found[0], set()).add(order)
+            _, order, destination = heapq.heappop(self._heap)
+            if self.live.pop((order, destination), None) is not None:
+                due.setdefault(destination, set()).add(order)
         if due:
             self._on_due(due)
         self._schedule()

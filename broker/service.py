@@ -258,6 +258,7 @@ class BrokerService:
 
     def _stats(self, broker: Broker) -> dict[str, Any]:
         counters = broker.counters
+        durables, held, oldest_s = broker.topics.figures(broker)
         return {
             "running": self._server is not None and broker.failure is None,
             "failure": broker.failure,
@@ -276,6 +277,10 @@ class BrokerService:
             "messages_expired": counters.messages_expired,
             "temp_queues": len(broker.temp_queues.owners),
             "temp_queue_sends_dropped": broker.temp_queues.sends_dropped,
+            "durable_subscriptions": durables,
+            "durable_messages_held": held,
+            "durable_oldest_age_s": round(oldest_s, 3),
+            "topic_messages_dropped": broker.topics.dropped,
             "stomp_auth": "users-file" if broker.authenticator is not None else "none",
             "logins_ok": counters.logins_ok,
             "logins_failed": counters.logins_failed,

@@ -20,7 +20,12 @@ redelivery and flow control work per subscription exactly as on a queue:
   connection and failovers; while nobody is attached it keeps its messages.
 
 Which durable subscriptions get a SEND is decided when the SEND is submitted, the order the
-journal applies records in, so the broker's copies and what a new master recovers agree.
+journal applies records in, so the broker's copies and what a new master recovers agree: a
+subscription ended and begun again under its name between a SEND's submission and its
+journaling is another incarnation, which the journal does not hold that SEND for, and it does
+not get it either. A durable copy with an ``expires`` is swept once it passes (dropped and
+counted, as a queue's non-persistent message: a subscription has no dead-letter queue), its
+subscriber away or not (expiry.py).
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ import asyncio
 import heapq
 import itertools
 import logging
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from primacy.broker import codes
+from primacy.broker.expiry import expires_at_ms
 from primacy.broker.message_fates import BrokerFailed
 from primacy.broker.queues import DestinationQueue, QueuedMessage, Subscription
 from primacy.broker.refusals import Refused
@@ -107,18 +114,27 @@ class Topics:
         }
         self.topic_of: dict[str, str] = {q: t for t, qs in recovered.items() for q in qs}
         self.attached: set[str] = set()  # durable queues a connection consumes from now
+        # How often each durable queue name was begun on this master (recovered ones: 0).
+        self._incarnations: dict[str, int] = {}
         # topic -> the queues of its non-durable subscriptions (by name)
         self.live: dict[str, dict[str, DestinationQueue]] = {}
         # Topic messages not yet offered to every non-durable subscription: a slice at a time.
         self._fan_out: deque[tuple[QueuedMessage, Iterator[tuple[str, DestinationQueue]]]] = deque()
         self._numbers = itertools.count(1)
         self.dropped = 0  # non-durable copies dropped for a subscriber too far behind
+        # When each topic message held for a durable subscription was stored (wall clock s),
+        # by order; recovered ones are not here and count from when this master started.
+        self._stored_at: dict[int, float] = {}
+        self._started_s = time.time()
         self._warned: set[str] = set()
 
-    def durable_queues(self, topic: str) -> tuple[str, ...]:
-        """The durable subscriptions a SEND to ``topic`` submitted now is pending for."""
+    def durable_queues(self, topic: str) -> tuple[tuple[str, int], ...]:
+        """The durable subscriptions a SEND to ``topic`` submitted now is pending for, each
+        with its incarnation (``publish`` skips one ended, begun again or not, since)."""
         queues = self.durables.get(topic)
-        return tuple(queues) if queues else ()
+        if not queues:
+            return ()
+        return tuple((queue, self._incarnations.get(queue, 0)) for queue in queues)
 
     @staticmethod
     def settled_at_once(loop: asyncio.AbstractEventLoop) -> asyncio.Future[int]:
@@ -130,7 +146,11 @@ class Topics:
     # ---- subscribing ---------------------------------------------------------------
 
     def attach(
-        self, broker: Broker, subscription: Subscription, client_id: str | None, name: str | None
+        self,
+        broker: Broker,
+        subscription: Subscription,
+        client_id: str | None,
+        name: str | None,
     ) -> list[asyncio.Future[int]]:
         """Point a SUBSCRIBE to ``subscription.destination`` (a topic) at its own queue;
         returns the journal writes its RECEIPT waits for (a new durable subscription's)."""
@@ -153,6 +173,7 @@ class Topics:
             if queue in self.topic_of:  # ActiveMQ's rule: another topic replaces it
                 writes.append(self.end(broker, queue))
             writes.append(_journal_subscription(broker, topic, queue, ends=False))
+            self._incarnations[queue] = self._incarnations.get(queue, 0) + 1
             self.durables.setdefault(topic, {})[queue] = None
             self.topic_of[queue] = topic
         self.attached.add(queue)
@@ -183,20 +204,70 @@ class Topics:
         if not queues:
             del self.durables[topic]
         written = _journal_subscription(broker, topic, queue, ends=True)
+        self._incarnations[queue] = self._incarnations.get(queue, 0) + 1
         held = broker.book.queues.pop(queue, None)
         for message in held.ready if held is not None else ():
             _forget(broker, message)
+        broker.bodies.forget(queue)  # those of its messages still to be read from the journal
+        # Held back (message_fates.py) on this subscription: nobody will settle those either.
+        gone = [m for m in broker.held_back if m.destination == queue]
+        if gone:
+            broker.held_back[:] = [m for m in broker.held_back if m.destination != queue]
+            for message in gone:
+                _forget(broker, message)
         return written
+
+    def figures(self, broker: Broker) -> tuple[int, int, float]:
+        """/status: the durable subscriptions, the messages held for those whose subscriber
+        is away, and the age in seconds of the oldest of those (0 with none)."""
+        held = 0
+        oldest_away: int | None = None
+        oldest_any: int | None = None
+        for queue in self.topic_of:
+            waiting = broker.book.queues.get(queue)
+            if waiting is None:
+                continue
+            heads = [m.order for s in waiting.subscriptions for m in s.unacked.values()]
+            if waiting.ready:
+                heads.append(waiting.ready[0].order)  # the heap's least
+            if oldest_any is not None:
+                heads.append(oldest_any)
+            oldest_any = min(heads, default=None)
+            if queue not in self.attached and waiting.ready:
+                held += len(waiting.ready)
+                head = waiting.ready[0].order
+                oldest_away = head if oldest_away is None else min(oldest_away, head)
+        # Times of messages no durable subscription holds any more are not wanted again.
+        # (In order: publish comes in journal order.)
+        for order in list(
+            itertools.takewhile(lambda o: oldest_any is None or o < oldest_any, self._stored_at)
+        ):
+            del self._stored_at[order]
+        if oldest_away is None:
+            return len(self.topic_of), held, 0.0
+        stored_s = self._stored_at.get(oldest_away, self._started_s)
+        return len(self.topic_of), held, max(0.0, time.time() - stored_s)
 
     # ---- publishing -----------------------------------------------------------------
 
-    def publish(self, broker: Broker, message: QueuedMessage, durable: tuple[str, ...]) -> None:
+    def publish(
+        self,
+        broker: Broker,
+        message: QueuedMessage,
+        durable: tuple[tuple[str, int], ...],
+    ) -> None:
         """A topic SEND is journaled: queue a copy for each subscription. The non-durable ones
         get theirs ``FAN_OUT_SLICE`` at a time, one slice a turn of the loop, so a topic of
         10 000 subscribers does not hold the loop for the whole fan-out of a message (each
         subscription still gets its messages in order: the queues are ordered by ``order``)."""
-        for queue in durable:
-            if queue in self.topic_of:  # not ended since the SEND was submitted
+        expires_ms = expires_at_ms(message.headers) if durable else None
+        if durable:
+            self._stored_at[message.order] = time.time()
+        for queue, incarnation in durable:
+            # Not ended (and begun again) since the SEND was submitted: the journal holds it.
+            if queue in self.topic_of and self._incarnations.get(queue, 0) == incarnation:
+                if expires_ms is not None:
+                    broker.expiry.track(message.order, queue, expires_ms)
                 broker.keep(_copy(message, queue), counted=False)
         live = self.live.get(message.destination)
         if live:
@@ -257,6 +328,7 @@ def _forget(broker: Broker, message: QueuedMessage) -> None:
     """A ready copy of a durable subscription that ended: nobody will settle it."""
     if message.journal_location is None:
         broker.body_memory_bytes -= len(message.body or b"")
+    broker.expiry.forget(message.order, message.destination)
     broker.backlog.removed(message.destination)
 
 

@@ -128,6 +128,39 @@ def test_logins_and_tls_are_the_stomp_listeners(masters: Masters, tmp_path: Path
     assert master.service.stats()["logins_ok"] == 1
 
 
+def test_mutual_tls_over_websocket_lets_in_certificates_of_its_ca_only(
+    masters: Masters, tmp_path: Path
+) -> None:
+    """``wss://`` with ``stomp_tls_ca`` asks every client for a certificate of that CA, as the
+    TCP listener does: with one the WebSocket and STOMP handshakes follow; without one, or
+    with another CA's, the TLS handshake fails and is counted."""
+    pki = make_pki(tmp_path / "pki")
+    master = _start(
+        masters,
+        BrokerConfig(stomp_tls_cert=pki.cert, stomp_tls_key=pki.key, stomp_tls_ca=pki.ca),
+    )
+
+    def client(cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(pki.ca))
+        if cert is not None:
+            context.load_cert_chain(cert, key)
+        return context
+
+    with connect(
+        _url(master, "wss"), subprotocols=STOMP, ssl=client(pki.client_cert, pki.client_key)
+    ) as ws:
+        _connected(ws)
+    for refused in (client(), client(pki.stranger_cert, pki.stranger_key)):
+        with (
+            pytest.raises(NOT_OPENED),
+            connect(_url(master, "wss"), subprotocols=STOMP, ssl=refused, open_timeout=5) as ws,
+        ):
+            _connected(ws)
+    eventually(
+        lambda: master.service.stats()["tls_handshakes_failed"] == 2, "both refusals counted"
+    )
+
+
 def test_admission_limits_count_websocket_connections_too(masters: Masters) -> None:
     master = _start(masters, BrokerConfig(max_connections=1))
     with connect(_url(master), subprotocols=STOMP) as ws:

@@ -89,3 +89,28 @@ def test_two_nodes_claiming_one_epoch_are_flagged(tmp_path: Path) -> None:
         Answer("n2", 1.1, 1.11, 200, epoch=3, decided_at=1.105),
     ]
     assert len(check(_saw(set(), set()), tmp_path, poller).two_masters) == 1
+
+
+def test_a_stray_reply_and_a_request_never_answered_are_flagged(tmp_path: Path) -> None:
+    """The request/reply pair of the chaos traffic: a receipted request is a queue message
+    (lost if the replier never got it); besides, every reply must answer a request asked,
+    and every request be answered once the faults are over."""
+    store = _open(tmp_path, "a", 1)
+    for request in ("req-1.1", "req-2.1"):
+        store.append_send("/queue/requests", request, b"x").result()
+    store.close()
+    traffic = Traffic("failover:(tcp://127.0.0.1:9)", producers=0, request_reply=True)
+    traffic.acknowledged = {"req-1.1", "req-2.1"}
+    traffic.request_ids = set(traffic.acknowledged)
+    traffic.consumed.update({"req-1.1"})
+    assert traffic.requester is not None
+    traffic.requester.asked = {"req-1", "req-2"}
+    traffic.requester.answers["req-1"] += 1
+    traffic.requester.strays.append("reply b'?' for correlation-id 'req-9'")
+    verdict = check(traffic, tmp_path)
+    assert [v.split()[0] for v in verdict.lost] == ["req-2.1"]
+    assert verdict.request_reply == [
+        "stray reply b'?' for correlation-id 'req-9'",
+        "request req-2 unanswered after the faults",
+    ]
+    assert (verdict.requests_acknowledged, verdict.answered) == (2, 1) and not verdict.ok

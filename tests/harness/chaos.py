@@ -222,7 +222,7 @@ def run_trial(seed: int, workdir: Path, fault: str | None = None) -> TrialResult
         )
         with (
             MasterPoller(group.nodes.values()) as poller,
-            Traffic(group.url, 2, durable_topic=True) as traffic,
+            Traffic(group.url, 2, durable_topic=True, request_reply=True) as traffic,
         ):
             try:
                 run_faults(group, FAULTS, traffic, rng, result, fault)

@@ -10,6 +10,12 @@ Four promises, each a list of violations (empty when it held):
   epoch written after a later epoch fenced it (its timestamp is later than the
   fence's), or a receipt the producer noticed after such a fence for a record
   the fence does not cover;
+- **request/reply** (with ``Traffic(request_reply=True)``, tests/harness/request_reply.py):
+  receipted requests are judged as queue messages by the three above (owed to the replier,
+  stored once); besides, a reply the requester got that answers no request it made (or with
+  another request's body), and a request still unanswered once the faults are over (its
+  requester re-issues a request whose reply went to a temporary queue gone with its
+  connection, as docs/stomp.md promises);
 - **two masters**: a node deciding it was master (200 on ``/master``) after a
   node of a newer epoch had decided so, or two nodes under one epoch
   (``MasterPoller.two_masters()``, by each answer's decision time).
@@ -100,11 +106,23 @@ class Verdict:
     client_errors: list[str] = field(default_factory=list)
     # Of ``acknowledged``: sent to the durable topic subscription's topic (owed to it).
     topic_acknowledged: int = 0
+    # Of ``acknowledged``: requests (owed to the replier); requests answered; re-issued.
+    requests_acknowledged: int = 0
+    answered: int = 0
+    reissued: int = 0
+    request_reply: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> list[str]:
         found = []
-        for kind in ("lost", "duplicates", "fencing", "two_masters", "client_errors"):
+        for kind in (
+            "lost",
+            "duplicates",
+            "fencing",
+            "two_masters",
+            "client_errors",
+            "request_reply",
+        ):
             items: list[str] = getattr(self, kind)
             if items:
                 found.append(f"{kind}: {len(items)}: {items[:_SHOWN]}")
@@ -118,6 +136,12 @@ class Verdict:
         return (
             f"acknowledged {self.acknowledged}"
             + (f" (topic {self.topic_acknowledged})" if self.topic_acknowledged else "")
+            + (
+                f" (requests {self.requests_acknowledged}, answered {self.answered}, "
+                f"re-issued {self.reissued})"
+                if self.requests_acknowledged
+                else ""
+            )
             + f", consumed {self.consumed}, stored {self.stored}, "
             f"fenced records {self.fenced_records}, epochs {list(self.epochs)}, "
             f"lost {len(self.lost)}, duplicates {len(self.duplicates)}, "
@@ -158,6 +182,14 @@ def check(
             f"{a.node_id} (epoch {a.epoch}) decided 200 at monotonic {a.decided_at:.3f} s, "
             f"after {b.node_id} (epoch {b.epoch}) did at {b.decided_at:.3f} s"
             for a, b in poller.two_masters()
+        ]
+    if traffic.requester is not None:
+        requester = traffic.requester
+        verdict.requests_acknowledged = len(traffic.acknowledged & traffic.request_ids)
+        verdict.answered = len(requester.answers)
+        verdict.reissued = requester.reissued
+        verdict.request_reply = [f"stray {stray}" for stray in requester.strays] + [
+            f"request {c} unanswered after the faults" for c in sorted(requester.unanswered)
         ]
     verdict.client_errors = [
         repr(error) for error in traffic.errors if not isinstance(error, tolerate_errors)

@@ -11,6 +11,11 @@ With ``durable_topic`` a durable topic subscription (client-id and
 ``activemq.subscriptionName``) is begun before any traffic, a producer thread sends to
 the topic, and a failover consumer of that subscription counts what it gets with the
 queue's consumer: every receipted topic message is owed to it, through every fault.
+
+With ``request_reply`` a requester and a replier (tests/harness/request_reply.py) run
+alongside: every receipted request is owed to the replier like a queue message, and every
+request is answered once the faults are over (re-issued when its reply went to a temporary
+queue that failed over with its connection).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from primacy.client.consumer import Consumer
 from primacy.client.errors import BrokerRefused
 from primacy.client.failover import Failover
 from primacy.client.producer import Producer
+from tests.harness.request_reply import Requester, replier
 
 QUEUE = "/queue/orders"
 TOPIC = "/topic/ledger"
@@ -107,6 +113,7 @@ class Traffic:
         interval_s: float = 0.02,
         receipt_timeout_s: float = 3.0,
         durable_topic: bool = False,
+        request_reply: bool = False,
     ) -> None:
         self.url = url
         self.durable_topic = durable_topic
@@ -141,6 +148,10 @@ class Traffic:
                 threading.Thread(target=self._guard(self._consume_durable), name="durable")
             )
         self._producer_clients: list[Producer] = []
+        self.requester: Requester | None = None
+        self.request_ids: set[str] = set()  # the ids of ``sent`` that are requests
+        if request_reply:
+            self._add_request_reply()
 
     def __enter__(self) -> Traffic:
         logging.getLogger("primacy.client").addHandler(self._log_handler)
@@ -218,6 +229,41 @@ class Traffic:
             for message_id in set(sent) - waiting - self.acknowledged:
                 self.acknowledged.add(message_id)
                 self.receipt_times_ns[message_id] = now_ns
+
+    def _add_request_reply(self) -> None:
+        def sent(message_id: str) -> None:
+            with self._lock:
+                self.sent.add(message_id)
+                self.request_ids.add(message_id)
+
+        def receipted(message_id: str) -> None:
+            with self._lock:
+                self.acknowledged.add(message_id)
+                self.receipt_times_ns[message_id] = time.time_ns()
+
+        def delivered(message_id: str) -> None:
+            with self._lock:
+                self.consumed[message_id] += 1
+
+        self.requester = Requester(
+            self.url,
+            stop=self.stop_producing,
+            on_sent=sent,
+            on_receipted=receipted,
+            interval_s=self.interval_s,
+            receipt_timeout_s=self.receipt_timeout_s,
+        )
+        self._producers.append(
+            threading.Thread(target=self._guard(self.requester.run), name="requester")
+        )
+        answer = self._guard(
+            replier,
+            self.url,
+            self._stop_consuming,
+            delivered,
+            self.receipt_timeout_s,
+        )
+        self._consumers.append(threading.Thread(target=answer, name="replier"))
 
     def _begin_durable_subscription(self) -> None:
         """SUBSCRIBE durably and wait for its RECEIPT: from then on the subscription keeps
