@@ -33,6 +33,7 @@ ON_BOTH_PATHS = [
     "tests/store/test_checkpoint_columns.py",
     "tests/store/test_checkpoint_property.py",
     "tests/store/test_dedupe_window.py",
+    "tests/broker/test_event_loops.py",  # the broker core (broker/core.py) under real traffic
 ]
 
 
