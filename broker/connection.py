@@ -28,7 +28,7 @@ from primacy.broker.authentication import MAX_LOGINS_IN_PROGRESS, MAX_LOGINS_PER
 from primacy.broker.commands import StompCommands
 from primacy.broker.config import BrokerConfig
 from primacy.broker.core import Broker
-from primacy.broker.event_loop import shutdown_socket
+from primacy.broker.event_loop import PlainBytes, shutdown_socket, start_tls
 from primacy.broker.flow_control import HeldFrames
 from primacy.broker.frame_rules import error_frame
 from primacy.broker.frames import CONTROL_CHARACTERS, Frame, FrameParser, StompProtocolError, encode
@@ -115,6 +115,7 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self._reading_paused = False
         # Frames held behind a SEND that waits for room (flow_control.py), oldest first.
         self._early: list[bytes] | None = None  # see _secure
+        self._plain: PlainBytes | None = None  # bytes read before the TLS layer, see _secure
         self._held = HeldFrames(
             self, broker.backlog, broker.counters, self.config.flow_control_timeout_s
         )
@@ -158,6 +159,7 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self._timers.later("connect", self.config.connect_timeout_s, self._connect_deadline)
         if self.broker.tls is not None and self.handshakes_tls:
             self._early = []  # what arrives before start_tls returns
+            self._plain = PlainBytes()  # what arrives before start_tls begins
             self.loop.create_task(self._secure(self.transport))
 
     def _admit(self) -> tuple[str, str] | None:
@@ -204,12 +206,13 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         """The TLS handshake; within the CONNECT deadline, or the connection is dropped."""
         assert self.broker.tls is not None
         try:
-            secured = await self.loop.start_tls(
+            secured = await start_tls(
+                self.loop,
                 plain,
                 self,
                 self.broker.tls.context,
-                server_side=True,
-                ssl_handshake_timeout=self.config.connect_timeout_s,
+                self.config.connect_timeout_s,
+                self._plain or PlainBytes(),
             )
         except (TimeoutError, OSError) as error:  # ssl.SSLError is an OSError
             self.broker.counters.tls_handshakes_failed += 1
@@ -254,6 +257,8 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
             )
 
     def _received(self, data: bytes) -> None:
+        if self._plain is not None and self._plain.take(data, self.transport):
+            return  # the client's TLS bytes, for the handshake (event_loop.PlainBytes)
         if self._early is not None:
             self._early.append(data)
             return

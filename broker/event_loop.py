@@ -13,6 +13,7 @@ import asyncio
 import importlib
 import os
 import socket
+import ssl
 from typing import Literal
 
 EventLoopChoice = Literal["auto", "uvloop", "asyncio"]
@@ -26,16 +27,11 @@ def uvloop_installed() -> bool:
     return True
 
 
-def new_event_loop(choice: EventLoopChoice, *, tls: bool = False) -> asyncio.AbstractEventLoop:
+def new_event_loop(choice: EventLoopChoice) -> asyncio.AbstractEventLoop:
     """A new loop of the kind asked: ``auto`` is uvloop if installed, else asyncio's.
     ``uvloop`` where it is not installed raises ImportError (a setting not honoured
-    silently would measure the wrong loop).
-
-    A TLS listener (``tls``) always runs on asyncio's: under uvloop 0.23 a plaintext
-    client on the TLS port, or a refused client certificate, left the connection open
-    instead of dropping it (three tests of tests/broker/test_tls.py, 2026-11-28), which
-    is a way to hold the master's connections; not understood yet, so not risked."""
-    if tls or choice == "asyncio" or (choice == "auto" and not uvloop_installed()):
+    silently would measure the wrong loop). TLS listeners too: ``start_tls`` below."""
+    if choice == "asyncio" or (choice == "auto" and not uvloop_installed()):
         return asyncio.new_event_loop()
     uvloop = importlib.import_module("uvloop")
     loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
@@ -59,3 +55,70 @@ def shutdown_socket(sock: socket.socket) -> None:
                 copy.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+class PlainBytes:
+    """What a protocol read on the plain transport before ``start_tls`` put its TLS layer
+    under it: the client's first TLS bytes (its hello), or a plaintext client's frames.
+
+    uvloop starts reading an accepted socket right after ``connection_made`` whatever that
+    did (its ``_call_connection_made``), and reads before the task that calls ``start_tls``
+    first runs; asyncio reads only after that. Bytes taken by the protocol were lost to the
+    handshake, which waited for them until its timeout: under uvloop a plaintext client and
+    a refused certificate stayed connected that long, and a good client could time out."""
+
+    def __init__(self) -> None:
+        self.held: list[bytes] | None = []  # None once the TLS layer reads the socket
+
+    def take(self, data: bytes, transport: asyncio.Transport) -> bool:
+        """Keep ``data`` if it came before the TLS layer (and read no more until then)."""
+        if self.held is None:
+            return False
+        self.held.append(data)
+        transport.pause_reading()  # start_tls resumes reading once its layer is in place
+        return True
+
+
+async def start_tls(
+    loop: asyncio.AbstractEventLoop,
+    plain: asyncio.Transport,
+    protocol: asyncio.BaseProtocol,
+    context: ssl.SSLContext,
+    timeout_s: float,
+    early: PlainBytes,
+) -> asyncio.Transport | None:
+    """The server side of ``loop.start_tls``, ``early``'s bytes handed to the TLS layer
+    before anything read after them. ``start_tls``' first step puts the layer under the
+    plain transport and schedules its ``connection_made`` and the resumed reading; the call
+    scheduled here, which runs right after that step, schedules the hand-over behind those
+    two, so the three run in one pass of the loop, before its next read (callbacks run in
+    the order they were scheduled, on both loops)."""
+    handshake = loop.create_task(
+        loop.start_tls(plain, protocol, context, server_side=True, ssl_handshake_timeout=timeout_s)
+    )
+    loop.call_soon(_hand_over, loop, plain, protocol, early)
+    return await handshake
+
+
+def _hand_over(
+    loop: asyncio.AbstractEventLoop,
+    plain: asyncio.Transport,
+    protocol: asyncio.BaseProtocol,
+    early: PlainBytes,
+) -> None:
+    held, early.held = early.held or [], None
+    layer = plain.get_protocol()
+    if held and layer is not protocol and not plain.is_closing():
+        loop.call_soon(_feed, layer, b"".join(held))
+
+
+def _feed(layer: asyncio.BaseProtocol, data: bytes) -> None:
+    """``data`` to the TLS layer as its transport gives it: both loops' layers are buffered
+    protocols (``get_buffer``, then ``buffer_updated``; uvloop's without the base class)."""
+    view = memoryview(data)
+    while view:
+        buffer = memoryview(layer.get_buffer(len(view)))  # type: ignore[attr-defined]
+        size = min(len(buffer), len(view))
+        buffer[:size] = view[:size]
+        layer.buffer_updated(size)  # type: ignore[attr-defined]
+        view = view[size:]

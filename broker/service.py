@@ -144,9 +144,7 @@ class BrokerService:
                 listener.close()
                 raise
             self.websocket_address = websocket_listener.getsockname()[:2]
-        loop = new_event_loop(
-            self.config.stomp_event_loop, tls=self.config.stomp_tls_cert is not None
-        )
+        loop = new_event_loop(self.config.stomp_event_loop)
         ready: asyncio.Future[None] = loop.create_future()
         self._loop = loop
         self._thread = threading.Thread(

@@ -35,6 +35,7 @@ from websockets.typing import Subprotocol
 from primacy.broker import codes
 from primacy.broker.connection import Admission, StompConnection
 from primacy.broker.core import Broker
+from primacy.broker.event_loop import PlainBytes, start_tls
 from primacy.broker.tls import ServerTls
 
 log = logging.getLogger("primacy.broker")
@@ -87,6 +88,7 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         self.socket: asyncio.Transport | None = None
         self._waiting: list[bytes] = []  # STOMP bytes written before the handshake completed
         self._early: list[bytes] | None = None  # bytes received before TLS was in place
+        self._plain: PlainBytes | None = None  # the client's TLS bytes, see _secure
         self._closing = False
         self._lost = False
         self._close_deadline: asyncio.TimerHandle | None = None
@@ -102,6 +104,7 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         tls = self.broker.tls
         if tls is not None:
             self._early = []
+            self._plain = PlainBytes()
             self._handshake = self.broker.loop.create_task(self._secure(tls))
 
     async def _secure(self, tls: ServerTls) -> None:
@@ -109,12 +112,13 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
         plain = self.socket
         assert plain is not None
         try:
-            secured = await self.broker.loop.start_tls(
+            secured = await start_tls(
+                self.broker.loop,
                 plain,
                 self,
                 tls.context,
-                server_side=True,
-                ssl_handshake_timeout=self.broker.config.connect_timeout_s,
+                self.broker.config.connect_timeout_s,
+                self._plain or PlainBytes(),
             )
         except (TimeoutError, OSError) as error:  # ssl.SSLError is an OSError
             self.broker.counters.tls_handshakes_failed += 1
@@ -136,6 +140,12 @@ class WebSocketLink(asyncio.Protocol, asyncio.Transport):
             self.data_received(b"".join(early))
 
     def data_received(self, data: bytes) -> None:
+        if (
+            self._plain is not None
+            and self.socket is not None
+            and self._plain.take(data, self.socket)
+        ):
+            return  # before the TLS layer: for the handshake (event_loop.PlainBytes)
         if self._early is not None:
             self._early.append(data)
             return

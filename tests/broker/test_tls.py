@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from primacy.broker.config import BrokerConfig
+from primacy.broker.event_loop import EventLoopChoice
 from tests.broker.nodes import Masters, eventually
 from tests.broker.stomppy import StompPy
 from tests.harness.tls_certs import Pki, issue, make_pki
@@ -22,9 +23,17 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-def _tls_config(pki: Pki, mutual: bool = False) -> BrokerConfig:
+# Both loops: under uvloop the client's first bytes once reached the protocol before the
+# handshake (event_loop.PlainBytes), and plaintext clients and refused certificates stayed.
+LOOPS: list[EventLoopChoice] = ["asyncio", "uvloop"]
+
+
+def _tls_config(pki: Pki, mutual: bool = False, loop: EventLoopChoice = "auto") -> BrokerConfig:
     return BrokerConfig(
-        stomp_tls_cert=pki.cert, stomp_tls_key=pki.key, stomp_tls_ca=pki.ca if mutual else None
+        stomp_tls_cert=pki.cert,
+        stomp_tls_key=pki.key,
+        stomp_tls_ca=pki.ca if mutual else None,
+        stomp_event_loop=loop,
     )
 
 
@@ -65,10 +74,12 @@ def test_stomp_py_over_tls_sends_and_receives(masters: Masters, pki: Pki) -> Non
     assert master.service.stats()["tls"] is True
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 def test_a_plaintext_client_on_the_tls_port_is_dropped_and_counted(
-    masters: Masters, pki: Pki
+    masters: Masters, pki: Pki, loop: EventLoopChoice
 ) -> None:
-    master = masters.start(_tls_config(pki))
+    master = masters.start(_tls_config(pki, loop=loop))
+    assert master.service.loop_kind == loop
     with socket.create_connection(master.address, timeout=10) as plain:
         plain.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")
         assert b"CONNECTED" not in plain.recv(4096)  # closed (b"") or a TLS alert, no STOMP
@@ -79,8 +90,12 @@ def test_a_plaintext_client_on_the_tls_port_is_dropped_and_counted(
     client.close()
 
 
-def test_mutual_tls_lets_in_certificates_of_its_ca_only(masters: Masters, pki: Pki) -> None:
-    master = masters.start(_tls_config(pki, mutual=True))
+@pytest.mark.parametrize("loop", LOOPS)
+def test_mutual_tls_lets_in_certificates_of_its_ca_only(
+    masters: Masters, pki: Pki, loop: EventLoopChoice
+) -> None:
+    master = masters.start(_tls_config(pki, mutual=True, loop=loop))
+    assert master.service.loop_kind == loop
     known = {
         "ca_certs": str(pki.ca),
         "cert_file": str(pki.client_cert),
