@@ -95,7 +95,10 @@ def test_a_lock_through_one_mount_excludes_both_kinds_through_another(
         take(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert not can_flock(other)
         assert not can_lockf(other)
-    # Closing the descriptor drops either kind, on the server too.
+    # Closing the descriptor drops either kind, on the server too. The kernel hands a
+    # closed file's release to the FUSE client after close() returns: wait until a's
+    # client has none open (its RELEASE arrived) before asking through the other mount.
+    wait_until(lambda: a.status()["open_files"] == 0, 5, "a's release of the lock file")
     with opened(b.share / "lock") as other:
         assert can_flock(other) and can_lockf(other)
 
