@@ -83,7 +83,8 @@ class FollowerStatus:
     """What ``/status`` and the metrics show of a follower (immutable; replaced each poll).
 
     ``mode``: ``starting`` (nothing read yet), ``following``, ``fallen_back`` (no usable
-    state: a takeover now runs the full recovery), ``handed_over`` (a takeover took it).
+    state: a takeover now runs the full recovery), ``handed_over`` (this node took over,
+    from the followed state or, with none, by the full recovery; the follower is stopped).
     """
 
     mode: str
@@ -156,15 +157,19 @@ class JournalFollower:
     def hand_over(self) -> Handover | str:
         """After the claim: read the rest once more, check everything the state rests on, and
         give the state away (the follower then holds nothing until ``restart``). A string
-        says why there is nothing to hand over: the caller runs the full recovery."""
+        says why there is nothing to hand over: the caller runs the full recovery. Either
+        way this node is taking over and the follower stops: left running, it would follow
+        the journal this node now writes, and drop that at its own fence."""
         with self._lock:
             if self._mode == "handed_over":
                 return "the followed state was handed over already"
             if self._state is None:
                 why = self._last_fallback or "the follower has not read the journal yet"
+                self._stop_following()
                 return f"no followed state ({why})"
             self._poll(start_if_empty=False, full_check=True)
             if self._state is None:
+                self._stop_following()
                 return f"the followed state was dropped: {self._last_fallback}"
             state, fences, segments = self._state, self._fences, self._segments
             tails = epoch_tails([f.ref for f in segments.values()])
@@ -177,6 +182,10 @@ class JournalFollower:
             self._forget("handed_over")
             self.status = self._status()
             return Handover(Checkpoint(epoch, state, positions, fences), followed)
+
+    def _stop_following(self) -> None:
+        self._forget("handed_over")
+        self.status = self._status()
 
     def restart(self) -> None:
         """Follow again from scratch at the next poll (the node is a slave again; what it
