@@ -5,7 +5,9 @@ disk); ``share/memory.py`` in memory, for tests of the node's logic that need no
 filesystem. A lease on a coordination service (ZooKeeper, say) is a third
 implementation of the same methods (``share/zookeeper.py``): the lease policy in
 ``locker/`` and the node above it do not change (docs/architecture.md, "The share layer").
-Implementations are built in one place, ``share/factory.py``.
+Implementations are built in one place, ``share/factory.py``. What a slave's journal
+follower reads (a revalidating open of a segment another node appends, with the file's
+identity) is the port's part in ``share/followed_files.py``, on real files and in memory.
 
 The port says what it can do. ``ShareObserver`` is its read-only part: the group's epoch
 claims (who became master when: the role history every backend keeps), the holder record,

@@ -26,7 +26,8 @@ only, nothing quarantined), and keeps that only if it found no damage: a
 followed state is always a prefix of the journal without holes. docs/safety.md,
 "A hot standby", gives the argument.
 
-NFS: every poll opens each segment it reads afresh (close-to-open consistency:
+NFS: every poll opens each segment it reads afresh through the share port's
+``open_revalidated`` (``share/followed_files.py``; close-to-open consistency:
 the open revalidates the file's attributes with the server, so the size, and
 the bytes up to it, are those the writer's client had flushed when the open was
 sent) and lists the directory again (``lookupcache=none`` and the profiles'
@@ -44,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from primacy.share.safe_io import open_regular
+from primacy.share.followed_files import FollowedFiles, PosixFollowedFiles
 from primacy.store import format as fmt
 from primacy.store import messages
 from primacy.store.checkpoint import Checkpoint, SegmentPosition
@@ -82,7 +83,8 @@ class FollowerStatus:
     """What ``/status`` and the metrics show of a follower (immutable; replaced each poll).
 
     ``mode``: ``starting`` (nothing read yet), ``following``, ``fallen_back`` (no usable
-    state: a takeover now runs the full recovery), ``handed_over`` (a takeover took it).
+    state: a takeover now runs the full recovery), ``handed_over`` (this node took over,
+    from the followed state or, with none, by the full recovery; the follower is stopped).
     """
 
     mode: str
@@ -117,8 +119,11 @@ class JournalFollower:
         dedupe_window_messages: int,
         clock: Clock = time.monotonic,
         retry_after_s: float = 5.0,
+        files: FollowedFiles | None = None,
     ) -> None:
         self.journal_dir = Path(journal_dir)
+        # Every read of a followed segment goes through the share port's revalidating open.
+        self.files: FollowedFiles = files if files is not None else PosixFollowedFiles()
         self.dedupe_window_messages = dedupe_window_messages
         self._clock = clock
         self._retry_after_s = retry_after_s
@@ -152,15 +157,19 @@ class JournalFollower:
     def hand_over(self) -> Handover | str:
         """After the claim: read the rest once more, check everything the state rests on, and
         give the state away (the follower then holds nothing until ``restart``). A string
-        says why there is nothing to hand over: the caller runs the full recovery."""
+        says why there is nothing to hand over: the caller runs the full recovery. Either
+        way this node is taking over and the follower stops: left running, it would follow
+        the journal this node now writes, and drop that at its own fence."""
         with self._lock:
             if self._mode == "handed_over":
                 return "the followed state was handed over already"
             if self._state is None:
                 why = self._last_fallback or "the follower has not read the journal yet"
+                self._stop_following()
                 return f"no followed state ({why})"
             self._poll(start_if_empty=False, full_check=True)
             if self._state is None:
+                self._stop_following()
                 return f"the followed state was dropped: {self._last_fallback}"
             state, fences, segments = self._state, self._fences, self._segments
             tails = epoch_tails([f.ref for f in segments.values()])
@@ -173,6 +182,10 @@ class JournalFollower:
             self._forget("handed_over")
             self.status = self._status()
             return Handover(Checkpoint(epoch, state, positions, fences), followed)
+
+    def _stop_following(self) -> None:
+        self._forget("handed_over")
+        self.status = self._status()
 
     def restart(self) -> None:
         """Follow again from scratch at the next poll (the node is a slave again; what it
@@ -205,7 +218,7 @@ class JournalFollower:
 
     def _start(self) -> None:
         """A full recovery, read-only; kept only if it skipped nothing (no damage)."""
-        before = {s.name: identity_of(s) for s in list_segments(self.journal_dir)}
+        before = {s.name: identity_of(self.files, s) for s in list_segments(self.journal_dir)}
         result = recover(
             self.journal_dir,
             dedupe_window_messages=self.dedupe_window_messages,
@@ -262,7 +275,7 @@ class JournalFollower:
                 self._segments[ref.name] = followed
             if followed.sealed:
                 if full_check:
-                    check_sealed(followed)
+                    check_sealed(self.files, followed)
                 continue
             lag += self._read_tail(followed, ref.name in tails, full_check)
         for name in [name for name in self._segments if name not in names]:
@@ -280,21 +293,20 @@ class JournalFollower:
         """Apply what ``followed`` gained since the last poll; the bytes left unread."""
         assert self._state is not None
         name = followed.ref.name
-        fd = open_regular(followed.ref.path)  # a fresh open: NFS revalidates here
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(fd)
-            if (info.st_dev, info.st_ino) != followed.identity:
+        file = self.files.open_revalidated(followed.ref.path)  # NFS revalidates here
+        try:
+            if file.identity != followed.identity:
                 raise FollowerFellBack(f"segment {name} was replaced under the follower")
-            if info.st_size < followed.position:
+            if file.size < followed.position:
                 raise FollowerFellBack(
-                    f"segment {name} is {info.st_size} bytes, shorter than the "
+                    f"segment {name} is {file.size} bytes, shorter than the "
                     f"{followed.position} already applied (truncated)"
                 )
-            followed.size = info.st_size
-            if info.st_size == followed.position and not full_check:
+            followed.size = file.size
+            if file.size == followed.position and not full_check:
                 followed.sealed = not is_epoch_tail
                 return 0
-            source = TailSource(handle, followed.header)
+            source = TailSource(file, followed.header)
             if followed.last_batch is not None:
                 offset, crc = followed.last_batch
                 status, header = check_batch_at(source, offset)
@@ -340,21 +352,25 @@ class JournalFollower:
                 # bytes there (a stale master's) are no lag.
                 followed.sealed = True
                 return 0
-            left: int = info.st_size - followed.position
+            left: int = file.size - followed.position
             # Its writer closed it (flushing it to the server) before creating the segment
             # after it, listed before this open: nothing more will count in it.
             followed.sealed = not is_epoch_tail and left == 0
             return left
+        finally:
+            file.close()
 
     def _open_new(self, ref: SegmentRef) -> Followed | None:
         """A segment's identity and header, or None if it has no intact header of its epoch."""
         try:
-            fd = open_regular(ref.path)
+            file = self.files.open_revalidated(ref.path)
         except FileNotFoundError:
             return None
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(fd)
-            head = handle.read(min(info.st_size, SEGMENT_HEADER_MAX_BYTES))
+        try:
+            identity, size = file.identity, file.size
+            head = bytes(file.read(0, min(size, SEGMENT_HEADER_MAX_BYTES)))
+        finally:
+            file.close()
         try:
             header = fmt.decode_segment_header(head)
         except fmt.FormatError:
@@ -362,7 +378,7 @@ class JournalFollower:
         if header.epoch != ref.epoch:
             return None
         raw = bytes(head[: header.header_len])
-        return Followed(ref, (info.st_dev, info.st_ino), raw, header.header_len, None, info.st_size)
+        return Followed(ref, identity, raw, header.header_len, None, size)
 
     # ------------------------------------------------------------ helpers
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
+from primacy.share.followed_files import FileIdentity, FollowedFiles, RevalidatedFile
 from primacy.share.layout import CHECKPOINTS_DIR_NAME
 from primacy.store.checkpoint import list_checkpoints
-from primacy.store.segments import FileSource, SegmentRef
+from primacy.store.segments import SegmentRef
 
 
 class FollowerFellBack(Exception):
@@ -23,7 +23,7 @@ class Followed:
     """One segment as far as it was applied."""
 
     ref: SegmentRef
-    identity: tuple[int, int]  # (st_dev, st_ino): another file under the name is not ours
+    identity: FileIdentity  # another file under the name is not ours
     header: bytes  # its segment header, so a poll does not read the segment's start again
     position: int  # end of the last batch applied (or of the header)
     last_batch: tuple[int, int] | None  # (offset, CRC32C) of the last batch applied
@@ -32,13 +32,13 @@ class Followed:
 
 
 class TailSource:
-    """A segment read from a position on: the header comes from what was read when the
-    segment was first seen, so a poll reads only new bytes (``FileSource`` would read a
-    window from byte 0 for it)."""
+    """A segment read from a position on, through one revalidated open (the share port's,
+    ``share/followed_files.py``): the header comes from what was read when the segment was
+    first seen, so a poll reads only new bytes."""
 
-    def __init__(self, handle: BinaryIO, header: bytes) -> None:
-        self._file = FileSource(handle)
-        self.size: int = self._file.size
+    def __init__(self, file: RevalidatedFile, header: bytes) -> None:
+        self._file = file
+        self.size: int = file.size
         self._header = header
 
     def read(self, offset: int, length: int) -> bytes | memoryview:
@@ -48,27 +48,25 @@ class TailSource:
         return data
 
 
-def check_sealed(followed: Followed) -> None:
+def check_sealed(files: FollowedFiles, followed: Followed) -> None:
     """A segment read whole is still the file it was, as long as it was."""
-    try:
-        info = followed.ref.path.stat()
-    except FileNotFoundError:
+    info = files.stat(followed.ref.path)
+    if info is None:
         return  # retired: the listing's business
-    if (info.st_dev, info.st_ino) != followed.identity:
+    if info.identity != followed.identity:
         raise FollowerFellBack(f"segment {followed.ref.name} was replaced under the follower")
-    if info.st_size != followed.size:
+    if info.size != followed.size:
         raise FollowerFellBack(
-            f"segment {followed.ref.name}, read whole at {followed.size} bytes, is now "
-            f"{info.st_size}"
+            f"segment {followed.ref.name}, read whole at {followed.size} bytes, is now {info.size}"
         )
 
 
-def identity_of(ref: SegmentRef) -> tuple[int, int] | None:
+def identity_of(files: FollowedFiles, ref: SegmentRef) -> FileIdentity | None:
     try:
-        info = ref.path.stat()
+        info = files.stat(ref.path)
     except OSError:
         return None
-    return (info.st_dev, info.st_ino)
+    return info.identity if info is not None else None
 
 
 def newest_checkpoint_sequence(journal_dir: Path) -> int:

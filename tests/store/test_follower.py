@@ -319,3 +319,25 @@ def test_a_fence_read_after_its_segments_header_still_drops_the_state(share: Pat
         handle.write(fmt.encode_batch(2, last_sequence + 1, 0, [record]))
     status = follower.poll()
     assert status.mode == "fallen_back" and "a fence of epoch 2" in (status.last_fallback or "")
+
+
+def test_a_takeover_with_nothing_to_hand_over_stops_the_follower_all_the_same(
+    share: Path,
+) -> None:
+    """A follower that had dropped its state when its node took over must not start following
+    again: it would follow the journal its own node now writes and drop that at its fence."""
+    master = JournalStore.open(config(share), epoch=1, fencing_check=no_fencing_check)
+    write(master, 0, 10)
+    master.close()
+    follower = follower_for(share)
+    assert isinstance(follower.hand_over(), str)  # nothing read yet: the full recovery runs
+    new = take_over(share, 2, follower)
+    try:
+        write(new, 10, 10)
+        status = follower.poll()
+        assert status.mode == "handed_over" and status.last_sequence == 0
+        assert follower.poll().fallbacks == 0
+    finally:
+        new.close()
+    follower.restart()
+    assert follower.poll().mode == "following"
