@@ -45,8 +45,11 @@ class BodyLoader:
         self._loop = loop
         self._on_loaded = on_loaded
         self._unread: dict[str, deque[QueuedMessage]] = {}  # per destination, in order
-        # order -> the message with its body, or None if it could not be read.
-        self._bodies: dict[int, QueuedMessage | None] = {}
+        # (order, destination) -> the message with its body, or None if it could not be
+        # read. Not the order alone: the copies of one topic message kept for several durable
+        # subscriptions share its order, and one subscription's copy must never be taken
+        # for another's.
+        self._bodies: dict[tuple[int, str], QueuedMessage | None] = {}
         self._reading: set[str] = set()
         self._gone: set[str] = set()  # forgotten while a batch of theirs was being read
         self._jobs: queue.SimpleQueue[tuple[str, list[QueuedMessage]] | None] = queue.SimpleQueue()
@@ -65,13 +68,13 @@ class BodyLoader:
         self._unread.setdefault(message.destination, deque()).append(message)
 
     def has_body(self, message: QueuedMessage) -> bool:
-        return message.body is not None or message.order in self._bodies
+        return message.body is not None or _key(message) in self._bodies
 
     def take(self, message: QueuedMessage) -> QueuedMessage | None:
         """The message with its body (after ``has_body``); None if the journal could not give it."""
         if message.body is not None:
             return message
-        return self._bodies.pop(message.order)
+        return self._bodies.pop(_key(message))
 
     def forget(self, destination: str) -> None:
         """``destination`` is gone (a temporary queue): its bodies are not wanted any more;
@@ -95,7 +98,10 @@ class BodyLoader:
         self._jobs.put(None)
 
     def _done(
-        self, destination: str, bodies: dict[int, QueuedMessage | None], unread: list[QueuedMessage]
+        self,
+        destination: str,
+        bodies: dict[tuple[int, str], QueuedMessage | None],
+        unread: list[QueuedMessage],
     ) -> None:
         self._reading.discard(destination)
         if destination in self._gone:
@@ -111,16 +117,20 @@ class BodyLoader:
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             destination, batch = job
-            bodies: dict[int, QueuedMessage | None] = {}
+            bodies: dict[tuple[int, str], QueuedMessage | None] = {}
             size = 0
             while batch and size < BATCH_BYTES:
                 message = batch.pop(0)
-                loaded = bodies[message.order] = _load(self._store, message)
+                loaded = bodies[_key(message)] = _load(self._store, message)
                 size += len(loaded.body or b"") if loaded is not None else 0
             try:
                 self._loop.call_soon_threadsafe(self._done, destination, bodies, batch)
             except RuntimeError:
                 return  # the loop is closed: the broker is gone
+
+
+def _key(message: QueuedMessage) -> tuple[int, str]:
+    return (message.order, message.destination)
 
 
 def _load(store: JournalStore, message: QueuedMessage) -> QueuedMessage | None:

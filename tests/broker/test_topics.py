@@ -163,3 +163,41 @@ def test_durable_subscriptions_are_refused_without_a_client_id_or_twice(
     assert not second.subscribe()
     assert second.listener.errors[0].headers["message"].startswith(codes.DURABLE_IN_USE)
     first.close()
+
+
+def test_two_durable_subscriptions_each_get_every_message_read_back_after_a_takeover(
+    masters: Masters,
+) -> None:
+    """The copies kept for two durable subscriptions share their topic message's order; read
+    back from the journal after a takeover, one subscription's copy must not be taken for
+    the other's (the body reader once kept bodies by order alone: the second reader's batch
+    replaced the first's, and one subscriber waited for ever)."""
+    master = masters.start()
+    subscribers = {name: Durable(master, client_id=name) for name in ("a", "b")}
+    for subscriber in subscribers.values():
+        assert subscriber.subscribe()
+        subscriber.close()
+    producer = StompPy(master.address)
+    bodies = [f"news {number}" for number in range(12)]
+    for body in bodies:
+        assert producer.send(TOPIC, body)
+    producer.close()
+    master = masters.failover(master)
+    back = {name: Durable(master, client_id=name) for name in ("a", "b")}
+    last: dict[str, Any] = {}
+    for name, subscriber in back.items():  # one after the other: a's bodies read, then b's
+        headers = {**DURABLE, "activemq.prefetchSize": "1", "receipt": "sub"}
+        subscriber.connection.subscribe(TOPIC, "d1", ack="client-individual", headers=headers)
+        assert subscriber.listener.wait_receipt("sub")
+        last[name] = subscriber.messages(1)[0]
+    received: dict[str, list[str]] = {name: [last[name].body] for name in back}
+    for number in range(1, len(bodies)):
+        for name, subscriber in back.items():
+            subscriber.ack(last[name], f"ack-{name}-{number}")
+            last[name] = subscriber.messages(1)[0]
+            received[name].append(last[name].body)
+    assert received == {"a": bodies, "b": bodies}
+    for name, subscriber in back.items():
+        subscriber.ack(last[name], "last")
+        subscriber.close()
+    assert stored_state(masters.share).pending == {}
