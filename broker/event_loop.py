@@ -70,12 +70,13 @@ class PlainBytes:
     def __init__(self) -> None:
         self.held: list[bytes] | None = []  # None once the TLS layer reads the socket
 
-    def take(self, data: bytes, transport: asyncio.Transport) -> bool:
+    def take(self, data: bytes, transport: asyncio.Transport | None) -> bool:
         """Keep ``data`` if it came before the TLS layer (and read no more until then)."""
         if self.held is None:
             return False
         self.held.append(data)
-        transport.pause_reading()  # start_tls resumes reading once its layer is in place
+        if transport is not None:  # bytes come only through a transport: always one here
+            transport.pause_reading()  # start_tls resumes reading once its layer is in place
         return True
 
 
