@@ -81,8 +81,7 @@ class Broker(MessageFates):
         # when the first copy is. Which resends to drop is the journal's one window's call.
         self._in_flight_sends: dict[tuple[str, str], asyncio.Future[int]] = {}
         self._commit_due = False  # a call of _commit_deferred is scheduled on the loop
-        # Bytes of bodies held for stored messages until acknowledged (read-back ones aside:
-        # those are a batch per destination at most, see body_loader.py).
+        # Bodies held for stored messages until acked (body_loader.py's read-backs aside).
         self.body_memory_bytes = 0
         self._dispatch_due: set[str] = set()
         # Poison messages no longer delivered by this master (``_hold_back``); still pending.
@@ -210,8 +209,7 @@ class Broker(MessageFates):
         size = len(message.body or b"")
         location = None
         if self.body_memory_bytes + size > self.config.max_body_memory_bytes:
-            # Over the limit: keep where it lies in the journal, not its body. (None under
-            # no_sync, where the receipt may come before the commit: then it stays in memory.)
+            # Over the limit: keep its place in the journal, not its body (none yet under no_sync).
             location = self.store.location_of(message.destination, message.message_id)
         if location is None:
             self.body_memory_bytes += size

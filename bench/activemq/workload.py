@@ -196,11 +196,8 @@ def drain(
             with lock:
                 delivered[frame.headers.get(ID_HEADER, "?")] += 1
                 last[0] = time.monotonic()
-                # Counted first: a message acknowledged is a message counted. The ACK is
-                # sent from the drain's own thread, never from here: stomp.py's TLS
-                # transport hands frames to this very I/O thread through a socket pair,
-                # and an ACK put from it blocks once that pair is full (a deadlock seen
-                # in the TLS drain).
+                # Counted first; acknowledged from the drain's own thread (``acknowledge``
+                # says why not from here).
                 to_ack.append((self.connection, frame.headers["ack"]))
 
         def on_disconnected(self) -> None:
