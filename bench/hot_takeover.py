@@ -118,9 +118,10 @@ STEPS = (
 
 
 def takeover_steps(log_dir: Path) -> list[dict[str, float]]:
-    """Every acquisition the node logs under ``log_dir`` kept, each step's ms after it (a
-    step is taken only after the one before it, so a periodic checkpoint's PRIMACY-1410
-    before the fence is not the takeover checkpoint)."""
+    """Every acquisition of the lock the node logs under ``log_dir`` kept (PRIMACY-1001 into
+    ``acquired``; the code is logged at every role change), each step's ms after it: the
+    first line of its code after the acquisition (a takeover checkpoint only after the fence:
+    a fresh share has none)."""
     found = []
     for log in sorted(log_dir.rglob("*.log")):
         steps: dict[str, float] | None = None
@@ -130,13 +131,18 @@ def takeover_steps(log_dir: Path) -> list[dict[str, float]]:
                 at = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
             except ValueError:
                 continue
-            if "PRIMACY-1001" in line:
+            if "PRIMACY-1001" in line and "-> acquired" in line:
                 steps, acquired = {}, at
                 found.append(steps)
-            elif steps is not None and len(steps) < len(STEPS):
-                name, codes = STEPS[len(steps)]
-                if any(code in line for code in codes):
-                    steps[name] = (at - acquired) * 1000
+                continue
+            if steps is None:
+                continue
+            for name, codes in STEPS:
+                if name in steps or not any(code in line for code in codes):
+                    continue
+                if name == "takeover checkpoint" and "fence" not in steps:
+                    continue
+                steps[name] = (at - acquired) * 1000
     return found
 
 
