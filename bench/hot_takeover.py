@@ -26,6 +26,7 @@ messages sent and acknowledged at full rate (no kill), the CPU seconds (user + s
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import shutil
 import statistics
@@ -104,6 +105,57 @@ def run_scenario(
     return serving, receipt, openings
 
 
+# Where a takeover's time goes, from the nodes' own log lines: ms after the lock was acquired
+# (PRIMACY-1001) to the first of each code after it, in takeover order.
+STEPS = (
+    ("claimed", ("PRIMACY-1002",)),
+    ("journal opened", ("PRIMACY-1415", "PRIMACY-1416")),
+    ("fence", ("PRIMACY-1409",)),
+    ("takeover checkpoint", ("PRIMACY-1410",)),
+    ("serving", ("PRIMACY-1005",)),
+    ("listening", ("PRIMACY-1516",)),
+)
+
+
+def takeover_steps(log_dir: Path) -> list[dict[str, float]]:
+    """Every acquisition of the lock the node logs under ``log_dir`` kept (PRIMACY-1001 into
+    ``acquired``; the code is logged at every role change), each step's ms after it: the
+    first line of its code after the acquisition (a takeover checkpoint only after the fence:
+    a fresh share has none)."""
+    found = []
+    for log in sorted(log_dir.rglob("*.log")):
+        steps: dict[str, float] | None = None
+        acquired = 0.0
+        for line in log.read_text(errors="replace").splitlines():
+            try:
+                at = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                continue
+            if "PRIMACY-1001" in line and "-> acquired" in line:
+                steps, acquired = {}, at
+                found.append(steps)
+                continue
+            if steps is None:
+                continue
+            for name, codes in STEPS:
+                if name in steps or not any(code in line for code in codes):
+                    continue
+                if name == "takeover checkpoint" and "fence" not in steps:
+                    continue
+                steps[name] = (at - acquired) * 1000
+    return found
+
+
+def print_steps(name: str, log_dir: Path) -> None:
+    found = takeover_steps(log_dir)
+    cells = []
+    for step, _ in STEPS:
+        values = sorted(steps[step] for steps in found if step in steps)
+        middle = statistics.median(values) if values else 0
+        cells.append(f"{values[0]:.0f} / {middle:.0f} / {values[-1]:.0f}" if values else "-")
+    print(f"| {name} ({len(found)} logged) | " + " | ".join(cells) + " |")
+
+
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -171,6 +223,11 @@ def main() -> None:
     try:
         for name in SCENARIOS:
             results[name] = run_scenario(name, args.kills, args.burst, args.leave_pending, workdir)
+        print()
+        print("ms after the lock was acquired (min / median / max), every acquisition logged:")
+        print("| scenario (takeovers) | " + " | ".join(step for step, _ in STEPS) + " |")
+        for name in SCENARIOS:
+            print_steps(name, workdir / name.replace(", ", "-"))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print()

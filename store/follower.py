@@ -107,6 +107,9 @@ class Handover:
 
     checkpoint: Checkpoint
     bytes_followed: int
+    # Segments whose first batch (and any fence in it) the state holds: ``recover``'s
+    # ``fences_read``.
+    fences_read: frozenset[str] = frozenset()
 
 
 class JournalFollower:
@@ -179,9 +182,10 @@ class JournalFollower:
             }
             epoch = max((f.ref.epoch for f in segments.values()), default=0)
             followed = sum(f.position for f in segments.values())
+            fences_read = frozenset(name for name, f in segments.items() if f.fence_read)
             self._forget("handed_over")
             self.status = self._status()
-            return Handover(Checkpoint(epoch, state, positions, fences), followed)
+            return Handover(Checkpoint(epoch, state, positions, fences), followed, fences_read)
 
     def _stop_following(self) -> None:
         self._forget("handed_over")
@@ -239,6 +243,8 @@ class JournalFollower:
             if before.get(ref.name) not in (None, followed.identity):
                 raise FollowerFellBack(f"segment {ref.name} was replaced while it was read")
             followed.position = max(result.valid_ends.get(ref.name, 0), len(followed.header))
+            # Recovery read its first batch's fence into the table (fences_in_force).
+            followed.fence_read = followed.position > len(followed.header)
             segments[ref.name] = followed
         self._state, self._fences, self._segments = result.state, result.fences, segments
         self._mode = "following"
@@ -335,10 +341,12 @@ class JournalFollower:
                     records = fmt.record_keys(view)
                 except fmt.FormatError as exc:
                     raise FollowerFellBack(f"{name} byte {batch.offset}: {exc}") from None
-                if batch.header.epoch not in self._fences.fence_epochs and any(
-                    kind is fmt.RecordType.FENCE for kind, _, _, _ in records
-                ):  # a new epoch's fence, seen after its segment's header: see _follow
+                fence = any(kind is fmt.RecordType.FENCE for kind, _, _, _ in records)
+                if fence and batch.header.epoch not in self._fences.fence_epochs:
+                    # a new epoch's fence, seen after its segment's header: see _follow
                     raise FollowerFellBack(f"a fence of epoch {batch.header.epoch} ({name})")
+                if batch.offset == len(followed.header) and not fence:
+                    followed.fence_read = True  # a first batch without a fence
                 for record_type, sequence, destination, message_id in records:
                     self._state.apply(
                         record_type, sequence, destination, message_id, name, batch.offset

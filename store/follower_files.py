@@ -29,6 +29,10 @@ class Followed:
     last_batch: tuple[int, int] | None  # (offset, CRC32C) of the last batch applied
     size: int  # at the last poll
     sealed: bool = False  # read to its end after a later segment of its epoch was listed
+    # Its first batch was read, and any fence in it is in the follower's fence table (recovery
+    # at takeover need not read it again): set by a start past it, or a first batch read here
+    # with no fence record in it.
+    fence_read: bool = False
 
 
 class TailSource:
@@ -44,6 +48,8 @@ class TailSource:
     def read(self, offset: int, length: int) -> bytes | memoryview:
         if offset == 0 and length >= len(self._header):
             return self._header
+        if offset + length <= len(self._header):  # a piece of it (``read_segment_head``)
+            return memoryview(self._header)[offset : offset + length]
         data: bytes | memoryview = self._file.read(offset, length)
         return data
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +25,8 @@ from primacy.store.checkpoint import Checkpoint, SegmentPosition, newest_usable_
 from primacy.store.errors import UnsupportedJournal
 from primacy.store.fences import FenceTable
 from primacy.store.segments import (
+    NO_SCAN,
     SCAN_CHUNK_BYTES,
-    SEGMENT_HEADER_MAX_BYTES,
     BatchAt,
     Damage,
     DamageKind,
@@ -38,6 +38,7 @@ from primacy.store.segments import (
     iter_batches,
     list_segments,
     open_segment,
+    read_segment_head,
     scan_segment,
 )
 from primacy.store.state import JournalState
@@ -100,6 +101,7 @@ def recover(
     visit: BatchVisitor | None = None,
     log: bool = True,
     start: Checkpoint | None = None,
+    fences_read: Collection[str] = (),
 ) -> RecoveryResult:
     """Recover the state of the journal in ``journal_dir`` (read-only unless ``quarantine``).
 
@@ -107,6 +109,8 @@ def recover(
     ``visit`` is called for every valid, unfenced batch read (tools use it).
     ``start``: a checkpoint held in memory to start from instead of the newest on the share
     (a follower's state, ``store/follower.py``); it becomes the state returned.
+    ``fences_read``: segments of ``start`` whose first batch its fence table already holds
+    (a follower read past it), so their fence is not read a second time.
     """
     started = time.perf_counter()
     segments = list_segments(journal_dir)
@@ -118,7 +122,7 @@ def recover(
         if use_checkpoint
         else None
     )
-    fences = fences_in_force(segments, checkpoint)
+    fences = fences_in_force(segments, checkpoint, fences_read if start is not None else ())
     if checkpoint is None:
         state = JournalState(dedupe_window_messages)
         positions: dict[str, SegmentPosition] = {}
@@ -138,17 +142,17 @@ def recover(
         segment_name = segment.name  # a pathlib property: not once per record
         # A covered segment that grew since has bytes written after its epoch was
         # fenced (a stale master): scan them so they are reported, never applied.
-        with open_segment(segment.path) as source:
+        start_offset = position.offset if position else 0
+        with open_segment(segment.path, scan_from=start_offset) as source:
             scan = scan_segment(
                 segment,
                 source,
-                start_offset=position.offset if position else 0,
+                start_offset=start_offset,
                 fence_limit=fences.limit_for(segment.epoch, segment.first_sequence),
                 is_epoch_tail=segment.name in tails,
             )
             _refuse_unknown_versions(scan)
             counts["segments"] += 1
-            counts["bytes"] += source.size
             valid_ends[segment.name] = scan.valid_end if scan.header else 0
             for damage in scan.damage:
                 (torn if damage.kind is DamageKind.TORN_TAIL else damaged).append(damage)
@@ -183,6 +187,7 @@ def recover(
                     state.apply(
                         record_type, sequence, destination, message_id, segment_name, batch.offset
                     )
+            counts["bytes"] += source.bytes_read
     report = RecoveryReport(
         segments=len(segments),
         segments_read=counts["segments"],
@@ -201,9 +206,12 @@ def recover(
     return RecoveryResult(state, report, fences, segments, valid_ends)
 
 
-def fences_in_force(segments: list[SegmentRef], checkpoint: Checkpoint | None) -> FenceTable:
+def fences_in_force(
+    segments: list[SegmentRef], checkpoint: Checkpoint | None, fences_read: Collection[str] = ()
+) -> FenceTable:
     """Every fence that applies to ``segments``: the checkpoint's table (which becomes the
-    table returned), and the fence batch of each segment it does not cover whole.
+    table returned), and the fence batch of each segment it does not cover whole, unless
+    ``fences_read`` names it (its first batch was read into the table already).
 
     What recovery applies, and so what the replay applies (``spark/journal_plan.py``).
     """
@@ -211,7 +219,7 @@ def fences_in_force(segments: list[SegmentRef], checkpoint: Checkpoint | None) -
     covered = {} if checkpoint is None else checkpoint.positions
     for segment in segments:
         position = covered.get(segment.name)
-        if position is not None and position.complete:
+        if position is not None and (position.complete or segment.name in fences_read):
             continue  # its fence, if any, is in the checkpoint's fence table already
         fence = read_first_batch_fence(segment)
         if fence is not None:
@@ -283,8 +291,8 @@ def _grew(segment: SegmentRef, position: SegmentPosition) -> bool:
 def read_first_batch_fence(segment: SegmentRef) -> tuple[int, list[payloads.FenceEntry]] | None:
     """The fence an epoch's first segment opens with, if this segment has one."""
     try:
-        with open_segment(segment.path) as source:
-            header = fmt.decode_segment_header(source.read(0, SEGMENT_HEADER_MAX_BYTES))
+        with open_segment(segment.path, scan_from=NO_SCAN) as source:
+            header = fmt.decode_segment_header(read_segment_head(source))
             status, batch = check_batch_at(source, header.header_len)
             if status is not fmt.BatchStatus.OK or batch is None:
                 return None

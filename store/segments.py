@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -200,30 +201,50 @@ class BytesSource:
 class FileSource:
     """A segment on the share, read with ``pread`` a window at a time: never whole in memory,
     and no system call per small read. Its size is the file's when opened; what a live
-    writer appends after that is not seen."""
+    writer appends after that is not seen.
 
-    def __init__(self, handle: BinaryIO) -> None:
+    ``scan_from``: where the reader means to scan on from (a checkpoint's or a follower's
+    position). Reads before it (the segment header, a first batch's fence) are read as
+    asked, no window around them: a tail scanned from a position costs the header and the
+    bytes past the position, not the window of 4 MiB at offset 0 it cost each segment
+    before (issue 44: 110 to 310 ms of a takeover with 8 or 9 epoch tails).
+    ``bytes_read`` counts what was read, so recovery reports what it read, not the sizes.
+    """
+
+    def __init__(self, handle: BinaryIO, scan_from: int = 0) -> None:
         self._fd = handle.fileno()
         self.size = os.fstat(self._fd).st_size
+        self._scan_from = scan_from
         self._window = b""
         self._window_start = 0
+        self.bytes_read = 0
 
     def read(self, offset: int, length: int) -> bytes | memoryview:
         length = max(0, min(length, self.size - offset))
         start = offset - self._window_start
         if start >= 0 and start + length <= len(self._window):
             return memoryview(self._window)[start : start + length]
-        if length > SCAN_CHUNK_BYTES:
-            return os.pread(self._fd, length, offset)  # a big batch: read once, not kept
-        self._window = os.pread(self._fd, max(length, 4 * SCAN_CHUNK_BYTES), offset)
+        if length > SCAN_CHUNK_BYTES or offset < self._scan_from:
+            return self._pread(length, offset)  # a big batch, or before the scan: not kept
+        want = min(max(length, 4 * SCAN_CHUNK_BYTES), self.size - offset)
+        self._window = self._pread(want, offset)
         self._window_start = offset
         return memoryview(self._window)[:length]
 
+    def _pread(self, length: int, offset: int) -> bytes:
+        data = os.pread(self._fd, length, offset)
+        self.bytes_read += len(data)
+        return data
+
 
 @contextmanager
-def open_segment(path: Path) -> Iterator[FileSource]:
+def open_segment(path: Path, scan_from: int = 0) -> Iterator[FileSource]:
     with open_journal_file(path) as handle:
-        yield FileSource(handle)
+        yield FileSource(handle, scan_from)
+
+
+# ``open_segment``'s ``scan_from`` for a reader of a few pieces, no scan: nothing windowed.
+NO_SCAN = MAX_U64
 
 
 def check_batch_at(
@@ -264,7 +285,7 @@ def scan_segment(
     source = BytesSource(data) if isinstance(data, (bytes, memoryview)) else data
     size = source.size
     scan = SegmentScan(segment, None, size)
-    head = source.read(0, min(size, SEGMENT_HEADER_MAX_BYTES))
+    head = read_segment_head(source)
     try:
         scan.header = fmt.decode_segment_header(head)
     except fmt.UnsupportedFormatVersion as exc:
@@ -318,6 +339,24 @@ def scan_segment(
         scan.fenced_offset = offset
         _count_fenced(scan, source, offset)
     return scan
+
+
+_HEADER_LEN = struct.Struct("<H")
+_HEADER_LEN_AT = fmt.field_offset(fmt.SEGMENT_HEADER_FIELDS, "header_len")
+
+
+def read_segment_head(source: SegmentSource) -> bytes | memoryview:
+    """The bytes a segment header takes, as its ``header_len`` field says (up to
+    ``SEGMENT_HEADER_MAX_BYTES``), for ``fmt.decode_segment_header`` to judge: a scan from a
+    position reads the header's few bytes, not 64 KiB (its verdict is the same: a length
+    past the file or wrong fails as it did)."""
+    fixed = source.read(0, min(source.size, fmt.SEGMENT_HEADER_FIXED_LEN))
+    if len(fixed) < fmt.SEGMENT_HEADER_FIXED_LEN:
+        return fixed
+    (header_len,) = _HEADER_LEN.unpack_from(fixed, _HEADER_LEN_AT)
+    if header_len <= len(fixed):
+        return fixed
+    return source.read(0, min(source.size, header_len))
 
 
 def _looks_torn(head: bytes | memoryview) -> bool:

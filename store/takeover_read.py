@@ -29,6 +29,7 @@ def takeover_recovery(
         dedupe_window_messages=config.dedupe_window_messages,
         quarantine=True,
         start=handover.checkpoint if isinstance(handover, Handover) else None,
+        fences_read=handover.fences_read if isinstance(handover, Handover) else (),
     )
     report = recovery.report
     if isinstance(handover, Handover):
@@ -41,7 +42,8 @@ def takeover_recovery(
             logging.INFO,
             messages.OPENED_FROM_FOLLOWED,
             f"epoch {epoch}: {handover.bytes_followed} bytes followed before the claim; "
-            f"after it {tail} bytes past them in {report.segments_read} segment(s), read in "
+            f"after it {tail} bytes past them in {report.segments_read} segment(s) "
+            f"({report.bytes_read} bytes read with their headers), read in "
             f"{report.duration_s:.3f} s, to sequence {recovery.state.last_sequence}",
         )
         return recovery, None, tail

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from primacy.broker.event_loop import preload
 from primacy.broker.service import BrokerService
 from primacy.broker.users import UsersFileError
 from primacy.store.journal import JournalStore
@@ -52,6 +53,8 @@ class Serving:
         # Resolved once, at start: a path resolved at each takeover would stat a share
         # that may hang, on the role loop.
         self._share = str(Path(config.share).resolve())
+        if config.stomp is not None:  # loaded before a claim, not after it (issue 44)
+            preload(config.broker_config().stomp_event_loop)
         # What a master waits for before it serves: its child's readiness check, or None.
         self.waiting_for: str | None = None
         self._child = (

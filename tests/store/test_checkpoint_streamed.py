@@ -117,6 +117,18 @@ state = st.one_of(
 )
 
 
+def assert_same_checkpoint(actual: bytes, expected: bytes) -> None:
+    """The same checkpoint as ``expected`` (``json.dumps``'s): byte for byte where every
+    string is ASCII; with others, orjson (issue 44) writes them as UTF-8 where ``json.dumps``
+    wrote ``\\u`` escapes: the same JSON to every reader, under a CRC32C of its own bytes."""
+    magic, version, crc, length = HEADER.unpack_from(actual)
+    body = actual[HEADER.size :]
+    assert (magic, version, length, crc) == (CHECKPOINT_MAGIC, 4, len(body), crc32c.crc32c(body))
+    assert json.loads(body.decode()) == json.loads(expected[HEADER.size :])
+    if body.isascii():
+        assert actual == expected
+
+
 def write_in(directory: Path, checkpoint: Checkpoint) -> bytes:
     return write_checkpoint(directory, checkpoint).read_bytes()
 
@@ -132,7 +144,7 @@ def test_a_streamed_checkpoint_is_the_bytes_of_the_whole_body_encoded_at_once(
         tempfile.TemporaryDirectory() as directory,
         mock.patch.object(checkpoint_module, "_COLUMN_VALUES_PER_PIECE", values_per_piece),
     ):
-        assert write_in(Path(directory), checkpoint) == expected
+        assert_same_checkpoint(write_in(Path(directory), checkpoint), expected)
     assert state.to_json() == json.loads(expected[HEADER.size :])["state"]
 
 
