@@ -36,6 +36,7 @@ killed by pid on exit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import multiprocessing
@@ -310,6 +311,11 @@ def main() -> None:
     parser.add_argument(
         "--trace", action="store_true", help="with --probe: tracemalloc snapshots too (slow)"
     )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        help="run in DIR (a new directory, kept: the nodes' logs) not a temp one",
+    )
     args = parser.parse_args()
     if args.trace and not args.probe:
         parser.error("--trace needs --probe DIR")
@@ -328,7 +334,12 @@ def main() -> None:
         flush=True,
     )
     figures: dict[str, Figures] = {}
-    with tempfile.TemporaryDirectory(prefix="primacy-soak-") as root:
+    with contextlib.ExitStack() as kept:
+        root = (
+            str(args.dir)
+            if args.dir
+            else kept.enter_context(tempfile.TemporaryDirectory(prefix="primacy-soak-"))
+        )
         primacy = PrimacyGroup(Path(root) / "primacy", nodes=2, env=env)
         try:
             primacy.start()
