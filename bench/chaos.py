@@ -29,6 +29,13 @@ libnfs hosts behind links a trial cuts, and the real server's faults (link
 cuts, a frozen client, a host crash, a server restart, a slow server). It
 also needs network namespaces and `.ci/setup dev`'s Debian packages.
 
+``--event-loop`` is every node's STOMP loop (``stomp_event_loop``): ``auto`` (uvloop
+where installed), ``uvloop``, ``asyncio``, or ``alternate``: trial n on uvloop when n
+is even, asyncio when odd. The summary gives each loop's trials, lost, duplicated and
+violating trials (issue 49: the chaos run on both loops).
+
+    python bench/chaos.py --trials 500 --seed 1 --jobs 2 --event-loop alternate
+
 A trial spends most of its time waiting (for leases to expire, for a group to
 serve again), about half a core on average, so ``--jobs 2`` runs two trials at
 once in their own worker processes and halves the wall time on two cores. The
@@ -53,6 +60,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from primacy.broker.event_loop import EventLoopKind, resolve
 from tests.harness import zookeeper_chaos
 from tests.harness.chaos import FAULTS, Totals, TrialResult, run_trial
 from tests.harness.chaos_real_nfs import REAL_FAULTS, run_real_trial
@@ -73,16 +81,28 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, _interrupt)
 
 
+def trial_loop(choice: str, number: int) -> EventLoopKind:
+    """The STOMP loop of trial ``number`` under ``--event-loop choice``."""
+    if choice == "alternate":
+        return "uvloop" if number % 2 == 0 else "asyncio"
+    if choice == "uvloop" or choice == "asyncio":
+        return choice
+    return resolve("auto")
+
+
 def _trial_in_worker(
     seed: int,
     workdir: Path,
     keep_logs: Path | None = None,
     fault: str | None = None,
     server: str = "emulated",
+    event_loop: EventLoopKind | None = None,
 ) -> TrialResult:
     try:
-        trial = run_real_trial if server == "ganesha" else run_trial
-        result = trial(seed, workdir, fault)
+        if server == "ganesha":
+            result = run_real_trial(seed, workdir, fault)
+        else:
+            result = run_trial(seed, workdir, fault, event_loop)
         if result.violations and keep_logs is not None:
             # The nodes' and the emulated hosts' logs: a timing-dependent failure may not
             # come back when its seed is replayed.
@@ -100,7 +120,8 @@ def _trial_in_worker(
 def _report(number: int, result: TrialResult) -> None:
     verdict = result.verdict.summary() if result.verdict else "no verdict"
     print(
-        f"trial {number} seed {result.seed} nodes {result.nodes} faults {result.faults}: {verdict}",
+        f"trial {number} seed {result.seed} nodes {result.nodes} {result.event_loop} "
+        f"faults {result.faults}: {verdict}",
         flush=True,
     )
     for violation in result.violations:
@@ -133,6 +154,7 @@ def _run_trials(args: argparse.Namespace, workdir: Path, totals: Totals, started
                     args.keep_logs,
                     args.fault,
                     args.server,
+                    trial_loop(args.event_loop, number),
                 )
                 running[future] = number
             if not running:
@@ -191,7 +213,15 @@ def main(argv: list[str] | None = None) -> int:
         default="share",
         help="where the lock and epochs live: the emulated NFS share, or a ZooKeeper ensemble",
     )
+    parser.add_argument(
+        "--event-loop",
+        choices=("auto", "uvloop", "asyncio", "alternate"),
+        default="auto",
+        help="every node's STOMP loop; alternate: uvloop for even trials, asyncio for odd",
+    )
     args = parser.parse_args(argv)
+    if args.event_loop != "auto" and (args.server != "emulated" or args.coordination != "share"):
+        parser.error("--event-loop applies to the emulated share's trials only")
     if args.jobs < 1 or args.trials < 0:
         parser.error("--jobs must be at least 1 and --trials at least 0")
     if args.coordination == "zookeeper" and args.server != "emulated":
@@ -239,9 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     coordination = " --coordination zookeeper" if args.coordination == "zookeeper" else ""
     server = f" --server {args.server}" if args.server != "emulated" else ""
     only = f" --fault {args.fault!r}" if args.fault else ""
+    loop = f" --event-loop {args.event_loop}" if args.event_loop != "auto" else ""
     print(
         f"command: bench/chaos.py{coordination}{server} --trials {args.trials} --seed {args.seed}"
-        f"{budget}{jobs}{only}"
+        f"{budget}{jobs}{only}{loop}"
     )
     print(f"trials run: {totals.trials} in {elapsed_min:.1f} min")
     print(f"faults injected: {sum(totals.faults.values())}")
@@ -253,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trials with violations: {len(totals.violating_trials)}")
     for result in totals.violating_trials:
         print(f"  seed {result.seed}: {result.violations[0][:300]}")
+    print("per event loop:")
+    for name, share in sorted(totals.by_loop.items()):
+        print(
+            f"  {name}: {share.trials} trials, {share.lost} lost, {share.duplicates} "
+            f"duplicated, {share.violating_trials} with violations"
+        )
     return 1 if totals.violating_trials else 0
 
 
@@ -271,6 +308,7 @@ def _run_trials_here(
                 args.keep_logs,
                 args.fault,
                 args.server,
+                trial_loop(args.event_loop, number),
             )
         except KeyboardInterrupt:
             print("interrupted: the unfinished trial is not counted")

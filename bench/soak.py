@@ -16,7 +16,11 @@ waits in the broker (before, with ``ack:auto``, it waited in the consumer's
 process): its lines show it.
 The master's RSS (its whole process tree, psutil) is printed every
 ``--every`` messages, with its ratio to the figure after 200 000 (the issue's
-"flat": at most 1.1) and primacy's ratio to ActiveMQ's at the same count.
+"flat": at most 1.1) and primacy's ratio to ActiveMQ's at the same count, and the
+p99 and the max RECEIPT latency (SEND written to RECEIPT read, in each producer) of
+the messages receipted since the last mark: a rebuild in the commit path shows as a
+max far above its p99. Each producer writes its latencies into shared memory, read
+at the marks (the cost per message: a clock read and a store).
 primacy's lines also carry what its master says it holds (/status: messages
 unacknowledged, bodies in memory). ``--probe DIR`` loads bench/memory_probe into
 primacy's nodes and has the master write its memory's make-up at every mark
@@ -32,6 +36,7 @@ killed by pid on exit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import multiprocessing
@@ -41,6 +46,7 @@ import queue
 import signal
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -53,10 +59,11 @@ import stomp
 from bench.activemq.brokers import ActiveMQPair, HaGroup, PrimacyGroup, tree_rss_bytes
 from bench.activemq.config import TUNED, missing_activemq
 from bench.activemq.workload import (
+    BODY,
     Address,
     acknowledge,
     connection_to,
-    producer_loop,
+    receipted_headers,
     subscribe_acknowledging,
 )
 
@@ -64,6 +71,59 @@ QUEUE = "/queue/soak"
 FLAT_FROM = 200_000  # the issue's reference point: RSS after this many messages
 SETTLE_S = 5.0
 PROBE = Path(__file__).resolve().parent / "memory_probe"
+
+
+def timed_producer(
+    address: Address, tag: str, stop: Any, counts: Any, slot: int, latencies: Any
+) -> None:
+    """One producer process (``workload.producer_loop``'s, timed): send until stopped,
+    awaiting each RECEIPT; ``latencies[n]`` the n-th round trip in µs, written before
+    ``counts[slot]`` says it is there (beyond the array's end only counted)."""
+    receipts = threading.Semaphore(0)
+    errors: list[str] = []
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_receipt(self, frame: Any) -> None:
+            receipts.release()
+
+        def on_error(self, frame: Any) -> None:
+            errors.append(frame.headers.get("message", "") + " " + str(frame.body))
+            receipts.release()
+
+    connection = connection_to(address)
+    connection.set_listener("bench", Listener())
+    connection.connect(wait=True)
+    capacity = len(latencies)
+    number = 0
+    while not stop.is_set():
+        number += 1
+        bench_id = f"{tag}-{slot}-{number}"
+        sent_ns = time.perf_counter_ns()
+        connection.send(QUEUE, BODY, headers=receipted_headers(bench_id))
+        if not receipts.acquire(timeout=30):
+            raise RuntimeError(f"no receipt from {address} within 30 s")
+        elapsed_us = (time.perf_counter_ns() - sent_ns) // 1000
+        if errors:
+            raise RuntimeError(f"ERROR from {address}: {errors[0]}")
+        if number <= capacity:
+            latencies[number - 1] = min(elapsed_us, 2**32 - 1)
+        counts[slot] += 1
+    connection.disconnect()
+
+
+def latency_since(latencies: list[Any], read: list[int], counts: Any) -> tuple[float, float, int]:
+    """p99 and max (ms) of the round trips receipted since ``read`` (each producer's count
+    at the last mark), and how many; moves ``read`` on."""
+    taken: list[int] = []
+    for slot, array in enumerate(latencies):
+        upto = min(counts[slot], len(array))
+        taken.extend(array[read[slot] : upto])
+        read[slot] = upto
+    if not taken:
+        return 0.0, 0.0, 0
+    taken.sort()
+    p99 = taken[min(len(taken) - 1, int(len(taken) * 0.99))]
+    return p99 / 1000, taken[-1] / 1000, len(taken)
 
 
 def counting_consumer(address: Address, rate: float, stop: Any, consumed: Any) -> None:
@@ -123,8 +183,12 @@ def probe_memory(pid: int, directory: Path, mark: int) -> None:
     raise RuntimeError(f"the memory probe of {pid} wrote nothing in 300 s")
 
 
-def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]:
-    """RSS of the master's process tree after every ``args.every`` receipted messages."""
+Figures = dict[int, tuple[int, float, float]]  # mark: (RSS bytes, p99 ms, max ms)
+
+
+def soak(group: HaGroup, label: str, args: argparse.Namespace) -> Figures:
+    """RSS of the master's process tree after every ``args.every`` receipted messages, and
+    the RECEIPT latency's p99 and max of the messages since the mark before."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()  # the consumer's
     producers_stop = context.Event()
@@ -132,10 +196,13 @@ def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]
     consumed = context.Value("q", 0, lock=False)
     address = group.master_address()
     master = group.master_pid()
+    # Room for every message in each producer's array: their shares are not known ahead.
+    latencies = [context.RawArray("I", args.messages) for _ in range(args.producers)]
+    read = [0] * args.producers
     processes = [
         context.Process(
-            target=producer_loop,
-            args=(address, QUEUE, f"soak-{label}", producers_stop, counts, slot),
+            target=timed_producer,
+            args=(address, f"soak-{label}", producers_stop, counts, slot, latencies[slot]),
         )
         for slot in range(args.producers)
     ]
@@ -144,8 +211,8 @@ def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]
             target=counting_consumer, args=(address, args.consumer_rate, stop, consumed)
         )
     )
-    rss: dict[int, int] = {0: tree_rss_bytes(master)}
-    print(f"{label}: RSS at start {rss[0] / 2**20:.0f} MiB", flush=True)
+    figures: Figures = {0: (tree_rss_bytes(master), 0.0, 0.0)}
+    print(f"{label}: RSS at start {figures[0][0] / 2**20:.0f} MiB", flush=True)
     started = time.monotonic()
     try:
         for process in processes:
@@ -154,12 +221,15 @@ def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]
         while mark <= args.messages:
             sent = sum(counts)
             if sent >= mark:
-                rss[mark] = tree_rss_bytes(master)
+                rss = tree_rss_bytes(master)
+                p99, worst, timed = latency_since(latencies, read, counts)
+                figures[mark] = (rss, p99, worst)
                 elapsed = time.monotonic() - started
                 print(
                     f"{label}: {mark:>9,} sent, {consumed.value:>9,} consumed, "
-                    f"RSS {rss[mark] / 2**20:6.0f} MiB, {sent / elapsed:6.0f} msg/s"
-                    f"{held_by_master(group)}",
+                    f"RSS {rss / 2**20:6.0f} MiB, {sent / elapsed:6.0f} msg/s, "
+                    f"RECEIPT p99 {p99:6.2f} max {worst:7.2f} ms ({timed:,} since the last "
+                    f"mark), load {os.getloadavg()[0]:.1f}{held_by_master(group)}",
                     flush=True,
                 )
                 if args.probe and isinstance(group, PrimacyGroup):
@@ -187,26 +257,33 @@ def soak(group: HaGroup, label: str, args: argparse.Namespace) -> dict[int, int]
             if process.is_alive():
                 process.kill()
                 process.join(10)
-    return rss
+    return figures
 
 
-def report(figures: dict[str, dict[int, int]]) -> None:
+def report(figures: dict[str, Figures]) -> None:
     print()
     labels = list(figures)
-    print("| messages | " + " | ".join(f"{label} RSS (MiB)" for label in labels) + " | ratio |")
-    print("| --- |" + " --- |" * (len(labels) + 1))
+    print(
+        "| messages | "
+        + " | ".join(f"{label} RSS (MiB) | {label} RECEIPT p99 / max (ms)" for label in labels)
+        + " | RSS ratio |"
+    )
+    print("| --- |" + " --- | --- |" * len(labels) + " --- |")
     for mark in sorted(figures[labels[0]]):
-        cells = [f"{figures[label].get(mark, 0) / 2**20:.0f}" for label in labels]
+        cells = []
+        for label in labels:
+            rss, p99, worst = figures[label].get(mark, (0, 0.0, 0.0))
+            cells += [f"{rss / 2**20:.0f}", f"{p99:.2f} / {worst:.2f}" if mark else ""]
         ratio = ""
         if len(labels) == 2 and figures[labels[1]].get(mark):
-            ratio = f"{figures[labels[0]][mark] / figures[labels[1]][mark]:.2f}"
+            ratio = f"{figures[labels[0]][mark][0] / figures[labels[1]][mark][0]:.2f}"
         print(f"| {mark:,} | " + " | ".join(cells) + f" | {ratio} |")
-    for label, rss in figures.items():
-        last = max(rss)
-        if FLAT_FROM in rss and last > FLAT_FROM:
+    for label, marks in figures.items():
+        last = max(marks)
+        if FLAT_FROM in marks and last > FLAT_FROM:
             print(
                 f"{label}: RSS after {last:,} / after {FLAT_FROM:,}: "
-                f"{rss[last] / rss[FLAT_FROM]:.2f} (target <= 1.1)"
+                f"{marks[last][0] / marks[FLAT_FROM][0]:.2f} (target <= 1.1)"
             )
 
 
@@ -234,6 +311,11 @@ def main() -> None:
     parser.add_argument(
         "--trace", action="store_true", help="with --probe: tracemalloc snapshots too (slow)"
     )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        help="run in DIR (a new directory, kept: the nodes' logs) not a temp one",
+    )
     args = parser.parse_args()
     if args.trace and not args.probe:
         parser.error("--trace needs --probe DIR")
@@ -251,8 +333,13 @@ def main() -> None:
         f"{platform.node()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    figures: dict[str, dict[int, int]] = {}
-    with tempfile.TemporaryDirectory(prefix="primacy-soak-") as root:
+    figures: dict[str, Figures] = {}
+    with contextlib.ExitStack() as kept:
+        root = (
+            str(args.dir)
+            if args.dir
+            else kept.enter_context(tempfile.TemporaryDirectory(prefix="primacy-soak-"))
+        )
         primacy = PrimacyGroup(Path(root) / "primacy", nodes=2, env=env)
         try:
             primacy.start()

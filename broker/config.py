@@ -46,7 +46,8 @@ class BrokerKeys(BaseModel):
     )
     stomp_event_loop: EventLoopChoice = key(
         "auto",
-        "the STOMP broker's event loop: uvloop, asyncio, or auto (uvloop where it is installed)",
+        "the STOMP broker's event loop: uvloop, asyncio, or auto (the one PRIMACY_STOMP_EVENT_LOOP "
+        "names if set, else uvloop where it is installed)",
     )
     max_connections: Int = key(
         1_000,

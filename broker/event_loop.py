@@ -18,6 +18,10 @@ import ssl
 from typing import Literal
 
 EventLoopChoice = Literal["auto", "uvloop", "asyncio"]
+EventLoopKind = Literal["uvloop", "asyncio"]
+# What ``auto`` means when set: a whole test suite, or a node, on one loop without a config
+# edit (``PRIMACY_STOMP_EVENT_LOOP=asyncio``); an explicit ``stomp_event_loop`` wins.
+ENVIRONMENT_VARIABLE = "PRIMACY_STOMP_EVENT_LOOP"
 
 
 def uvloop_installed() -> bool:
@@ -28,21 +32,37 @@ def uvloop_installed() -> bool:
     return True
 
 
+def resolve(choice: EventLoopChoice) -> EventLoopKind:
+    """The loop ``choice`` stands for: ``auto`` is the one ``PRIMACY_STOMP_EVENT_LOOP``
+    names if it is set, else uvloop if installed, else asyncio's. Any other value of the
+    variable raises ValueError (a typo must not run the suite on the loop it meant to avoid)."""
+    if choice == "uvloop" or choice == "asyncio":
+        return choice
+    named = os.environ.get(ENVIRONMENT_VARIABLE, "")
+    if named == "uvloop":
+        return "uvloop"
+    if named == "asyncio":
+        return "asyncio"
+    if named:
+        raise ValueError(f"{ENVIRONMENT_VARIABLE}={named!r}: expected uvloop or asyncio")
+    return "uvloop" if uvloop_installed() else "asyncio"
+
+
 def preload(choice: EventLoopChoice) -> None:
     """Import now what a first listener on a loop of ``choice`` imports: uvloop's extension
     and the ``idna`` codec a listener's host name goes through. A slave calls this at its
     start, so its takeover does not (issue 44: a node's first ``BrokerService.start`` took
     175 to 421 ms on a loaded host, the next ones 2 to 17 ms; with these loaded, 2 to 10)."""
     codecs.lookup("idna")
-    if choice != "asyncio":
+    if resolve(choice) == "uvloop":
         uvloop_installed()
 
 
 def new_event_loop(choice: EventLoopChoice) -> asyncio.AbstractEventLoop:
-    """A new loop of the kind asked: ``auto`` is uvloop if installed, else asyncio's.
-    ``uvloop`` where it is not installed raises ImportError (a setting not honoured
-    silently would measure the wrong loop). TLS listeners too: ``start_tls`` below."""
-    if choice == "asyncio" or (choice == "auto" and not uvloop_installed()):
+    """A new loop of the kind asked (``resolve``). ``uvloop`` where it is not installed
+    raises ImportError (a setting not honoured silently would measure the wrong loop).
+    TLS listeners too: ``start_tls`` below."""
+    if resolve(choice) == "asyncio":
         return asyncio.new_event_loop()
     uvloop = importlib.import_module("uvloop")
     loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()

@@ -11,7 +11,13 @@ import threading
 import pytest
 
 from primacy.broker.config import BrokerConfig
-from primacy.broker.event_loop import EventLoopChoice, new_event_loop, uvloop_installed
+from primacy.broker.event_loop import (
+    ENVIRONMENT_VARIABLE,
+    EventLoopChoice,
+    loop_kind,
+    new_event_loop,
+    uvloop_installed,
+)
 from primacy.share.posix import PosixShare
 from primacy.share.records import EpochRecord
 from tests.broker.nodes import Masters, eventually, stored_state
@@ -26,8 +32,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-def test_auto_is_uvloop_where_installed() -> None:
+def test_auto_is_uvloop_where_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     # uvloop is a dependency (setup.cfg) wherever a wheel installs; auto takes it.
+    monkeypatch.delenv(ENVIRONMENT_VARIABLE, raising=False)  # a suite run on asyncio sets it
     assert uvloop_installed()
     loop = new_event_loop("auto")
     try:
@@ -35,6 +42,29 @@ def test_auto_is_uvloop_where_installed() -> None:
     finally:
         loop.close()
     assert BrokerConfig().stomp_event_loop == "auto"
+
+
+@pytest.mark.parametrize("named", LOOPS)
+def test_the_environment_variable_picks_what_auto_runs(
+    masters: Masters, monkeypatch: pytest.MonkeyPatch, named: EventLoopChoice
+) -> None:
+    """``PRIMACY_STOMP_EVENT_LOOP`` (how the whole suite runs on asyncio): the default
+    ``auto`` runs the loop it names; an explicit setting wins over it."""
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, named)
+    master = masters.start(BrokerConfig())
+    assert master.service.loop_kind == named
+    other: EventLoopChoice = "uvloop" if named == "asyncio" else "asyncio"
+    loop = new_event_loop(other)
+    try:
+        assert loop_kind(loop) == other
+    finally:
+        loop.close()
+
+
+def test_a_misspelt_environment_variable_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, "uv-loop")
+    with pytest.raises(ValueError, match="uv-loop"):
+        new_event_loop("auto")
 
 
 @pytest.mark.parametrize("choice", LOOPS)

@@ -9,7 +9,7 @@ import asyncio
 from primacy.broker.config import BrokerConfig
 from primacy.broker.queues import AckMode, Subscription
 from primacy.broker.topics import durable_queue_name
-from tests.broker.nodes import Masters, stored_state
+from tests.broker.nodes import Masters, eventually, stored_state
 from tests.broker.stomppy import StompPy
 from tests.broker.test_topics import TOPIC, Durable
 
@@ -29,6 +29,9 @@ def test_a_send_submitted_before_an_end_is_not_kept_for_the_subscription_begun_a
     first.close()
     broker, loop = master.service._broker, master.service._loop
     assert broker is not None and loop is not None
+    # The broker sees the first subscriber's DISCONNECT a moment after close() returns
+    # (under asyncio on a busy host, after the attach below had run: DURABLE_IN_USE).
+    eventually(lambda: QUEUE not in broker.topics.attached, "the first subscriber detached")
 
     async def race() -> list[str]:
         sent = broker.send(TOPIC, "between", {}, b"sent before the end")

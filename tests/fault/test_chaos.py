@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.harness.chaos import Totals, run_trial
-from tests.harness.emulated_hosts import fuse_unavailable_reason
+from primacy.broker import codes
+from primacy.broker.event_loop import EventLoopKind
+from primacy.cli.localgroup import NodeProcess, wait_until
+from tests.harness.chaos import SHARE_SIZE, Totals, run_trial, trial_group
+from tests.harness.emulated_group import mount_tmpfs
+from tests.harness.emulated_hosts import EmulatedHosts, fuse_unavailable_reason
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
@@ -39,3 +46,34 @@ def test_crafted_files_planted_before_takeovers_cost_no_master_and_no_message(
     assert result.violations == []
     assert result.faults and set(result.faults) == {"crafted files planted, then a takeover"}
     assert result.verdict is not None and result.verdict.acknowledged > 0
+
+
+def _loops_served(node: NodeProcess) -> list[str]:
+    """The loops named by a node's connector start lines, in order."""
+    pattern = re.escape(codes.SERVICE_STARTED) + r" .*, (\w+) loop\)"
+    return re.findall(pattern, node.log())
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_every_node_of_a_trial_serves_on_the_loop_asked(
+    tmp_path: Path, loop: EventLoopKind
+) -> None:
+    """bench/chaos.py --event-loop: a trial's group as run_trial builds it; the first master,
+    then the node that takes over from it, start their connector on the loop asked."""
+    reason = fuse_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    hosts = EmulatedHosts(tmp_path)
+    mount_tmpfs(hosts.backing, SHARE_SIZE)
+    try:
+        group = trial_group(hosts, 2, SEED, loop)
+        first = group.wait_for_master()
+        wait_until(lambda: _loops_served(first) != [], 30, "the first master's connector")
+        assert _loops_served(first) == [loop]
+        first.signal(signal.SIGKILL)
+        second = group.wait_for_master(exclude=[first.node_id])
+        wait_until(lambda: _loops_served(second) != [], 30, "the new master's connector")
+        assert _loops_served(second) == [loop]
+    finally:
+        hosts.close()
+        subprocess.run(["umount", "-l", str(hosts.backing)], check=False, capture_output=True)

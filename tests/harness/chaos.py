@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from primacy.broker.event_loop import EventLoopKind, resolve
 from primacy.cli.localgroup import NodeProcess
 from primacy.share.port import latest_epoch
 from primacy.share.posix import PosixShare
@@ -172,6 +173,8 @@ class TrialResult:
     seed: int
     nodes: int
     faults: list[str]
+    # Every node's STOMP loop: ``--stomp-event-loop`` when given one, else what auto runs.
+    event_loop: EventLoopKind = field(default_factory=lambda: resolve("auto"))
     verdict: Verdict | None = None
     error: str | None = None  # the trial could not finish (no master came back, ...)
 
@@ -182,6 +185,16 @@ class TrialResult:
 
 
 @dataclass
+class LoopTotals:
+    """One event loop's share of a run (bench/chaos.py ``--event-loop alternate``)."""
+
+    trials: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    violating_trials: int = 0
+
+
+@dataclass
 class Totals:
     trials: int = 0
     faults: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -189,16 +202,22 @@ class Totals:
     lost: int = 0
     duplicates: int = 0
     violating_trials: list[TrialResult] = field(default_factory=list)
+    by_loop: dict[str, LoopTotals] = field(default_factory=dict)
 
     def add(self, result: TrialResult) -> None:
         self.trials += 1
         self.faults.update(result.faults)
+        loop = self.by_loop.setdefault(result.event_loop, LoopTotals())
+        loop.trials += 1
         if result.verdict is not None:
             self.acknowledged += result.verdict.acknowledged
             self.lost += len(result.verdict.lost)
             self.duplicates += len(result.verdict.duplicates)
+            loop.lost += len(result.verdict.lost)
+            loop.duplicates += len(result.verdict.duplicates)
         if result.violations:
             self.violating_trials.append(result)
+            loop.violating_trials += 1
 
 
 def trial_loopback_address(seed: int) -> str:
@@ -209,17 +228,30 @@ def trial_loopback_address(seed: int) -> str:
     return str(ipaddress.IPv4Address(LOOPBACK_FIRST + seed % LOOPBACK_COUNT))
 
 
-def run_trial(seed: int, workdir: Path, fault: str | None = None) -> TrialResult:
+def trial_group(
+    hosts: EmulatedHosts, nodes: int, seed: int, event_loop: EventLoopKind | None
+) -> EmulatedGroup:
+    """A trial's group: ``nodes`` nodes on the trial's loopback address, every one serving
+    STOMP on ``event_loop`` when master (issue 49: chaos on both loops); None: the
+    default, ``auto`` (``PRIMACY_STOMP_EVENT_LOOP`` if set, else uvloop)."""
+    loop = ("--stomp-event-loop", event_loop) if event_loop is not None else ()
+    return EmulatedGroup(
+        hosts, nodes, lease_s=LEASE_S, extra=loop, stomp_host=trial_loopback_address(seed)
+    )
+
+
+def run_trial(
+    seed: int, workdir: Path, fault: str | None = None, event_loop: EventLoopKind | None = None
+) -> TrialResult:
     """One trial with everything drawn from ``seed``; never leaves a process or mount behind.
-    ``fault``: inject only this kind (a key of ``FAULTS``), still at random times."""
+    ``fault``: inject only this kind (a key of ``FAULTS``), still at random times;
+    ``event_loop``: every node's STOMP loop (drawn from nothing: a replay says it again)."""
     rng = random.Random(seed)
-    result = TrialResult(seed, rng.choice([2, 3]), [])
+    result = TrialResult(seed, rng.choice([2, 3]), [], event_loop or resolve("auto"))
     hosts = EmulatedHosts(workdir)
     mount_tmpfs(hosts.backing, SHARE_SIZE)
     try:
-        group = EmulatedGroup(
-            hosts, result.nodes, lease_s=LEASE_S, stomp_host=trial_loopback_address(seed)
-        )
+        group = trial_group(hosts, result.nodes, seed, event_loop)
         with (
             MasterPoller(group.nodes.values()) as poller,
             Traffic(group.url, 2, durable_topic=True, request_reply=True) as traffic,
