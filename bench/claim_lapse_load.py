@@ -33,7 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from primacy.cli.localgroup import Group
 from primacy.supervisor import codes
 
-HOG = "while True: pass"
+# A hog spins while its parent (this script) lives: a run stopped by a signal that skips the
+# ``finally`` below (SIGTERM, SIGKILL) once left four hogs loading the host for an hour.
+HOG = (
+    "import os\nparent = os.getppid()\n"
+    "while os.getppid() == parent:\n    for _ in range(200_000): pass"
+)
 LATE = re.compile(re.escape(codes.CLAIM_CONFIRMED_LATE) + r" .*?confirmed .*? (\d+) ms after")
 # Not "the supervisor is gone: killing the tree", which every guardian says when the run ends.
 # Each kill says how late after the claim's end the guardian acted (its part of the margin
