@@ -46,7 +46,6 @@ import queue
 import signal
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -58,6 +57,7 @@ import stomp
 
 from bench.activemq.brokers import ActiveMQPair, HaGroup, PrimacyGroup, tree_rss_bytes
 from bench.activemq.config import TUNED, missing_activemq
+from bench.activemq.receipts import ReceiptListener
 from bench.activemq.workload import (
     BODY,
     Address,
@@ -79,19 +79,9 @@ def timed_producer(
     """One producer process (``workload.producer_loop``'s, timed): send until stopped,
     awaiting each RECEIPT; ``latencies[n]`` the n-th round trip in µs, written before
     ``counts[slot]`` says it is there (beyond the array's end only counted)."""
-    receipts = threading.Semaphore(0)
-    errors: list[str] = []
-
-    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
-        def on_receipt(self, frame: Any) -> None:
-            receipts.release()
-
-        def on_error(self, frame: Any) -> None:
-            errors.append(frame.headers.get("message", "") + " " + str(frame.body))
-            receipts.release()
-
+    listener = ReceiptListener()
     connection = connection_to(address)
-    connection.set_listener("bench", Listener())
+    connection.set_listener("bench", listener)
     connection.connect(wait=True)
     capacity = len(latencies)
     number = 0
@@ -100,11 +90,11 @@ def timed_producer(
         bench_id = f"{tag}-{slot}-{number}"
         sent_ns = time.perf_counter_ns()
         connection.send(QUEUE, BODY, headers=receipted_headers(bench_id))
-        if not receipts.acquire(timeout=30):
+        if not listener.receipts.acquire(timeout=30):
             raise RuntimeError(f"no receipt from {address} within 30 s")
         elapsed_us = (time.perf_counter_ns() - sent_ns) // 1000
-        if errors:
-            raise RuntimeError(f"ERROR from {address}: {errors[0]}")
+        if listener.errors:
+            raise RuntimeError(f"ERROR from {address}: {listener.errors[0]}")
         if number <= capacity:
             latencies[number - 1] = min(elapsed_us, 2**32 - 1)
         counts[slot] += 1

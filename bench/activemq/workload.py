@@ -19,6 +19,7 @@ from typing import Any
 
 import stomp
 
+from bench.activemq.receipts import ReceiptListener
 from primacy.client.producer import Producer
 
 Address = tuple[str, int]
@@ -74,29 +75,19 @@ def producer_loop(
     tls_ca: str | None = None,
 ) -> None:
     """One producer process: send until stopped, awaiting each RECEIPT; counts[slot] = receipts."""
-    receipts = threading.Semaphore(0)
-    errors: list[str] = []
-
-    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
-        def on_receipt(self, frame: Any) -> None:
-            receipts.release()
-
-        def on_error(self, frame: Any) -> None:
-            errors.append(frame.headers.get("message", "") + " " + str(frame.body))
-            receipts.release()
-
+    listener = ReceiptListener()
     connection = connection_to(address, tls_ca)
-    connection.set_listener("bench", Listener())
+    connection.set_listener("bench", listener)
     connection.connect(wait=True)
     number = 0
     while not stop.is_set():
         number += 1
         bench_id = f"{tag}-{slot}-{number}"
         connection.send(queue, BODY, headers=receipted_headers(bench_id))
-        if not receipts.acquire(timeout=30):
+        if not listener.receipts.acquire(timeout=30):
             raise RuntimeError(f"no receipt from {address} within 30 s")
-        if errors:
-            raise RuntimeError(f"ERROR from {address}: {errors[0]}")
+        if listener.errors:
+            raise RuntimeError(f"ERROR from {address}: {listener.errors[0]}")
         counts[slot] += 1
     connection.disconnect()
 
