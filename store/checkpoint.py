@@ -25,7 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import crc32c
-import orjson
+
+try:
+    import orjson
+except ImportError:  # a Spark executor reads checkpoints, never writes one: its Python needs
+    orjson = None  # type: ignore[assignment]  # numpy, pyarrow, crc32c only (docs/replay.md)
 
 from primacy.share.layout import CHECKPOINTS_DIR_NAME
 from primacy.share.safe_io import (
@@ -155,10 +159,12 @@ def _dumps(value: Any) -> bytes:
     UTF-8 rather than a ``\\u`` escape: the same JSON text to every reader
     (``json.loads`` of the decoded body). What orjson refuses (a lone surrogate in a
     string, an integer past 64 bits) goes through ``json.dumps`` as before."""
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":")).encode()
+    if orjson is not None:
+        try:
+            return orjson.dumps(value)
+        except orjson.JSONEncodeError:
+            pass
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _refuse(text: str) -> float:

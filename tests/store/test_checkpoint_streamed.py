@@ -158,6 +158,17 @@ def test_columns_of_many_pieces_are_the_same_bytes(tmp_path: Path) -> None:
     assert write_in(tmp_path, checkpoint) == written_whole(checkpoint)
 
 
+def test_without_orjson_a_checkpoint_is_written_with_json_to_the_same_bytes(tmp_path: Path) -> None:
+    # A Spark executor's Python has no orjson (docs/replay.md): the store module must import
+    # there, and a writer without it writes what json.dumps writes (the same bytes for ASCII).
+    records = [("send", AWKWARD_NAMES[n % 7], f"m{n}", n // 50, n) for n in range(300)]
+    checkpoint = a_checkpoint(applied(records, window=200))
+    with mock.patch.object(checkpoint_module, "orjson", None):
+        without = write_in(tmp_path / "a", checkpoint)
+    assert_same_checkpoint(without, written_whole(checkpoint))
+    assert_same_checkpoint(write_in(tmp_path / "b", checkpoint), without)
+
+
 def test_an_empty_state_is_the_same_bytes(tmp_path: Path) -> None:
     checkpoint = Checkpoint(1, JournalState(10), {}, FenceTable())
     assert write_in(tmp_path, checkpoint) == written_whole(checkpoint)
