@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import functools
+import math
 import os
 import shutil
 import statistics
@@ -95,7 +96,7 @@ def mean_gap_us(starts: list[float], ends: list[float]) -> float:
         index = bisect.bisect_right(ends, start)
         if index < len(ends):
             gaps.append(ends[index] - start)
-    return statistics.fmean(gaps) * 1e6
+    return statistics.fmean(gaps) * 1e6 if gaps else math.nan  # nan: a mark inside compiled code
 
 
 STAGES = [
@@ -211,7 +212,8 @@ def round_trip(root: Path, seconds: float, *, inline: bool, loop: str) -> dict[s
 def stage_means(marks: Marks) -> dict[str, float]:
     figures = {label: mean_gap_us(marks[start], marks[end]) for label, start, end in STAGES}
     for label, mark in DURATIONS:
-        figures[label] = statistics.fmean(marks[mark][50:-50]) * 1e6
+        kept = marks[mark][50:-50]
+        figures[label] = statistics.fmean(kept) * 1e6 if kept else math.nan
     return figures
 
 

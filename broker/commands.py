@@ -1,17 +1,20 @@
 """What each STOMP client command does: the frame's checks, then its effect on the broker.
 
-Mixed into ``StompConnection`` (``connection.py``), which owns the socket, the
+A trait of ``StompConnection`` (``connection.py``), which owns the socket, the
 reply order, flow control and timers; here is only the meaning of the frames.
 A handler raises ``Refused`` for a frame the broker will not take, and returns
-the journal writes its reply must wait for.
+the journal writes its reply must wait for. Compiled by mypyc (pyproject.toml), which
+lets a class have one base with a layout of its own (the connection's is asyncio's
+``BufferedProtocol``) and any number of traits beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from abc import abstractmethod
 from collections import Counter
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+
+from mypy_extensions import trait
 
 from primacy.broker import codes
 from primacy.broker.ack_ids import LegacyAckIds
@@ -58,10 +61,28 @@ from primacy.broker.users import User
 _NOT_STORED = frozenset(
     {"destination", "message-id", "receipt", "transaction", "content-length", IF_FULL_HEADER}
 )
+# The client commands of STOMP 1.2 (NACK is refused from a 1.0 client).
+_COMMANDS = frozenset(
+    {
+        "CONNECT",
+        "STOMP",
+        "SEND",
+        "SUBSCRIBE",
+        "UNSUBSCRIBE",
+        "ACK",
+        "NACK",
+        "BEGIN",
+        "COMMIT",
+        "ABORT",
+        "DISCONNECT",
+    }
+)
 
 
+@trait
 class StompCommands:
-    """The client commands of one connection; the state they use is the connection's."""
+    """The client commands of one connection; the state they use is the connection's, which
+    sets every attribute below in its ``__init__``."""
 
     broker: Broker
     config: BrokerConfig
@@ -71,7 +92,7 @@ class StompCommands:
     connected: bool
     closing: bool
     user: User | None
-    client_id: str | None = None  # CONNECT's client-id: names durable topic subscriptions
+    client_id: str | None  # CONNECT's client-id: names durable topic subscriptions
     subscriptions: dict[str, Subscription]
     transactions: Transactions
     state: StateAccount  # what its subscriptions and transactions hold (state_limits.py)
@@ -82,11 +103,15 @@ class StompCommands:
     _replies: ReplyQueue
     _timers: ConnectionTimers
 
-    if TYPE_CHECKING:  # the connection's own, see connection.py
+    # ---- the connection's own (connection.py) -----------------------------------
 
-        def refuse(self, code: str, detail: str, receipt: str | None) -> None: ...
+    @abstractmethod
+    def refuse(self, code: str, detail: str, receipt: str | None) -> None:
+        """Send ERROR after the replies already queued, then close."""
 
-        def _track(self, write: asyncio.Future[int]) -> asyncio.Future[int]: ...
+    @abstractmethod
+    def _track(self, write: asyncio.Future[int]) -> asyncio.Future[int]:
+        """Count a journal write against the connection's flow control; ``write`` itself."""
 
     # ---- frames ----------------------------------------------------------------
 
@@ -94,18 +119,19 @@ class StompCommands:
         receipt = frame.get("receipt")
         if receipt is not None and utf8_len(receipt) > self.config.max_header_value_bytes:
             receipt = None  # refused below, and not echoed
-        handler = _HANDLERS.get(frame.command)
         try:
             check_header_values(
                 frame, self.config.max_header_value_bytes, self.config.max_destination_name_bytes
             )
-            if handler is None or (frame.command == "NACK" and self.version == "1.0"):
+            if frame.command not in _COMMANDS or (
+                frame.command == "NACK" and self.version == "1.0"
+            ):
                 raise Refused(
                     codes.UNKNOWN_COMMAND, f"{frame.command[:64]!r} is not a STOMP client command"
                 )
             if not self.connected and frame.command not in ("CONNECT", "STOMP"):
                 raise Refused(codes.NOT_CONNECTED, "send CONNECT (or STOMP) first")
-            writes = handler(self, frame)
+            writes = self._perform(frame)
         except Refused as refusal:
             self.refuse(refusal.code, str(refusal), receipt)
             return
@@ -127,6 +153,30 @@ class StompCommands:
             self._replies.after(writes, Frame("RECEIPT", (("receipt-id", receipt),)))
         elif writes:
             self._replies.after(writes, None)
+
+    def _perform(self, frame: Frame) -> Writes:
+        """What the frame's command does (one of ``_COMMANDS``); the most frequent first."""
+        match frame.command:
+            case "SEND":
+                return self._on_send(frame)
+            case "ACK":
+                return self._on_ack(frame)
+            case "NACK":
+                return self._on_nack(frame)
+            case "BEGIN":
+                return self._on_begin(frame)
+            case "COMMIT":
+                return self._on_commit(frame)
+            case "ABORT":
+                return self._on_abort(frame)
+            case "SUBSCRIBE":
+                return self._on_subscribe(frame)
+            case "UNSUBSCRIBE":
+                return self._on_unsubscribe(frame)
+            case "CONNECT" | "STOMP":
+                return self._on_connect(frame)
+            case _:  # DISCONNECT: its RECEIPT and the close are handle's
+                return []
 
     def _on_connect(self, frame: Frame) -> Writes:
         if self.connected:
@@ -382,21 +432,3 @@ class StompCommands:
     def _on_abort(self, frame: Frame) -> Writes:
         self.transactions.abort(frame)
         return []
-
-    def _on_disconnect(self, frame: Frame) -> Writes:
-        return []
-
-
-_HANDLERS: dict[str, Callable[[StompCommands, Frame], Writes]] = {
-    "CONNECT": StompCommands._on_connect,
-    "STOMP": StompCommands._on_connect,
-    "SEND": StompCommands._on_send,
-    "SUBSCRIBE": StompCommands._on_subscribe,
-    "UNSUBSCRIBE": StompCommands._on_unsubscribe,
-    "ACK": StompCommands._on_ack,
-    "NACK": StompCommands._on_nack,
-    "BEGIN": StompCommands._on_begin,
-    "COMMIT": StompCommands._on_commit,
-    "ABORT": StompCommands._on_abort,
-    "DISCONNECT": StompCommands._on_disconnect,
-}

@@ -74,9 +74,11 @@ class Admission:
         )
 
 
-class StompConnection(StompCommands, asyncio.BufferedProtocol):
+class StompConnection(asyncio.BufferedProtocol, StompCommands):
     """The protocol object asyncio creates for each accepted socket; its client commands are
-    ``StompCommands``'s (``commands.py``)."""
+    ``StompCommands``'s (``commands.py``, a trait: asyncio's protocol is the one base class
+    mypyc allows). Compiled, it is a native class: attributes not set in ``__init__`` (or
+    declared in the class) cannot be set, and its methods cannot be replaced at run time."""
 
     # False when the layer below does the TLS handshake itself (websocket.py: TLS, then HTTP).
     handshakes_tls = True
@@ -93,6 +95,7 @@ class StompConnection(StompCommands, asyncio.BufferedProtocol):
         self.connected = False
         self.closing = False  # an ERROR or DISCONNECT is queued: later frames are ignored
         self.version = "1.2"  # until CONNECT says otherwise
+        self.client_id: str | None = None  # CONNECT's client-id (durable topic subscriptions)
         self.subscriptions: dict[str, Subscription] = {}
         self._legacy_ack_ids = LegacyAckIds()  # STOMP 1.0/1.1 acknowledge by message id
         self.state = StateAccount(admission.state, self.config.max_state_bytes_per_connection)

@@ -105,10 +105,10 @@ class GroupCommitWriter:
         # so no inline commit may apply records meanwhile.
         self._busy = False
         self._condition = threading.Condition()
-        self._thread = threading.Thread(
+        self._writer_thread = threading.Thread(
             target=self._run, name="primacy-journal-writer", daemon=True
         )
-        self._thread.start()
+        self._writer_thread.start()
 
     def submit(
         self,
@@ -250,7 +250,7 @@ class GroupCommitWriter:
         with self._condition:
             self._closing = True
             self._condition.notify()
-        self._thread.join()
+        self._writer_thread.join()
 
     def _raise_if_stopped(self) -> None:
         if self.failure is not None:

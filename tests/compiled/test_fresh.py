@@ -33,7 +33,10 @@ ON_BOTH_PATHS = [
     "tests/store/test_checkpoint_columns.py",
     "tests/store/test_checkpoint_property.py",
     "tests/store/test_dedupe_window.py",
-    "tests/broker/test_event_loops.py",  # the broker core (broker/core.py) under real traffic
+    # The broker core, the connection and its commands under real traffic (stomp.py)
+    "tests/broker/test_event_loops.py",
+    "tests/broker/test_stomp10_subscriptions.py",
+    "tests/store/test_inline_commit.py",  # the journal writer's commit order, on both threads
 ]
 # ... but for the 200 000-case fuzz: on the source it cost 60-80 s of the test command's CPU
 # for the one generator whose 20 000 cases (test_short_fuzz_run_of_mangled_frames, fixed seed)

@@ -9,16 +9,22 @@ Skips where nothing is compiled; test_fresh.py fails if that is not allowed here
 from __future__ import annotations
 
 import enum
+import json
+import os
 import random
+import subprocess
+import sys
 from collections.abc import Callable
 from itertools import pairwise, product
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from primacy.broker.codes import MALFORMED_FRAME
-from tests.compiled.sources import compiled_and_source
+from primacy.store.compiled import PURE_PYTHON_VARIABLE, is_compiled
+from tests.compiled.sources import ROOT, compiled_and_source, installed_module
 from tests.harness.fuzz_frames import LIMITS, SPECIAL, mangle, random_frame
 
 examples = settings(max_examples=200, deadline=None)
@@ -311,3 +317,45 @@ def test_the_journal_state_builds_alike(steps: list[Any], window: int) -> None:
     assert outcome(
         lambda: compiled.JournalState.from_json(states[0].to_json(), window).to_json()
     ) == outcome(lambda: source.JournalState.from_json(states[1].to_json(), window).to_json())
+
+
+# ---------------------------------------------------------------- a connection's conversation
+
+# What runs the conversation of tests/compiled/session.py, all of them compiled or none.
+CONVERSATION_MODULES = [
+    "broker/connection.py",
+    "broker/commands.py",
+    "broker/core.py",
+    "store/writer.py",
+]
+
+
+def _conversation(pure: bool) -> dict[str, str]:
+    env = {**os.environ, PURE_PYTHON_VARIABLE: "1" if pure else "0"}
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.compiled.session"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    said: dict[str, str] = json.loads(run.stdout)
+    return said
+
+
+def test_a_conversation_is_answered_alike_byte_for_byte() -> None:
+    """Connections, commands, the broker core and the journal writer, compiled against their
+    source: every byte each client is sent, in order (receipts, messages, redeliveries after
+    a NACK, a resend's receipt, a committed and an aborted transaction, STOMP 1.0, ERRORs)."""
+    for path in CONVERSATION_MODULES:
+        if not is_compiled(installed_module(path)):
+            pytest.skip(f"{path} is not compiled in this install (see test_fresh.py)")
+    compiled, pure = _conversation(pure=False), _conversation(pure=True)
+    assert compiled == pure
+    assert compiled["producer"].count("RECEIPT\n") == 6  # r1 r2 r1b r3 r4 r5 (r6 is an ERROR)
+    assert compiled["consumer"].count("MESSAGE\n") == 5
+    assert "redelivered:true" in compiled["consumer"]
+    for name in ("producer", "stomp 1.0", "stranger"):
+        assert compiled[name].rstrip("\x00").rsplit("ERROR\n", 1)[-1].startswith("message:")
