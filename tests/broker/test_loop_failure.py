@@ -1,7 +1,9 @@
 """A bug on the broker's event loop stops the broker loudly and fails its node.
 
 An exception is injected into a running broker (a real ``BrokerService`` over a
-real journal, driven by stomp.py): in a STOMP command handler, reached through
+real journal, driven by stomp.py): in a STOMP command handler (SUBSCRIBE's call to its
+connection's temporary queues, an interpreted class the compiled handler calls through
+Python, so the bug reaches it compiled or not), reached through
 asyncio's ``buffer_updated`` (where asyncio alone logs "Fatal error:
 protocol.buffer_updated() call failed" with no code, or nothing at all for an
 ``OSError``, and serves on), and in a plain callback of the loop. The service's
@@ -20,8 +22,8 @@ from typing import Any
 import pytest
 
 from primacy.broker import codes
-from primacy.broker.commands import _HANDLERS
 from primacy.broker.core import Broker
+from primacy.broker.temp_queues import ConnectionTempQueues
 from primacy.cli.localgroup import free_port
 from primacy.supervisor import codes as node_codes
 from primacy.supervisor.config import NodeConfig
@@ -95,7 +97,7 @@ def test_an_exception_in_a_command_handler_fails_the_node_with_a_code(
     assert producer.send("/queue/a", "kept", **{"message-id": "m-0"})
     bystander = RawClient(master.address)
     bystander.connect()
-    monkeypatch.setitem(_HANDLERS, "SUBSCRIBE", raising(error))
+    monkeypatch.setattr(ConnectionTempQueues, "check_subscribe", raising(error))
 
     producer.connection.subscribe("/queue/a", "s1", ack="client-individual")
 
@@ -156,7 +158,9 @@ def test_a_node_whose_broker_loop_fails_stops_with_exit_code_1(
     try:
         eventually(lambda: node.snapshot().is_serving_master(), "the node to serve")
         client = StompPy(stomp)
-        monkeypatch.setitem(_HANDLERS, "SUBSCRIBE", raising(InjectedBug("a bug in SUBSCRIBE")))
+        monkeypatch.setattr(
+            ConnectionTempQueues, "check_subscribe", raising(InjectedBug("a bug in SUBSCRIBE"))
+        )
         client.connection.subscribe("/queue/a", "s1")
         assert client.listener.disconnected.wait(5)
         runner.join(15)
