@@ -9,7 +9,8 @@ taking turns (A B A B) so that drift in a shared machine's load hits both:
 
 1. warm-up, then per round: RSS of master and slave; persistent throughput
    with a RECEIPT awaited per 1 KiB message, 1 producer and 8 producer
-   processes (stomp.py); the queue is drained after each measurement;
+   processes (stomp.py), and the master's CPU (its node or JVM, user + system)
+   per message over the same window; the queue is drained after each measurement;
 2. failover: our failover client keeps sending with receipts; the master is
    killed with SIGKILL; the figure is kill -> first RECEIPT from the node
    that took over; the killed node is restarted as a slave;
@@ -62,7 +63,13 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.activemq.brokers import ActiveMQPair, HaGroup, PrimacyGroup, tree_rss_bytes
+from bench.activemq.brokers import (
+    ActiveMQPair,
+    CpuMeter,
+    HaGroup,
+    PrimacyGroup,
+    tree_rss_bytes,
+)
 from bench.activemq.config import (
     DEFAULTS,
     TUNED,
@@ -82,6 +89,8 @@ from bench.activemq.figures import (
     AMQ_TUNED,
     AMQ_UNDER_PRIMACY,
     AMQ_UNDER_PRIMACY_WARM,
+    CPU_1,
+    CPU_8,
     PRIMACY,
     RSS_MASTER,
     RSS_SLAVE,
@@ -132,17 +141,19 @@ def throughput_phase(
         say(f"round {round_number}/{rounds}: RSS and throughput")
         for label, group in groups.items():
             measure_rss(results, label, group)
-        for producers, metric in ((1, TPUT_1), (8, TPUT_8)):
+        for producers, metric, cpu_metric in ((1, TPUT_1, CPU_1), (8, TPUT_8, CPU_8)):
             for label, group in groups.items():
                 queue = f"/queue/tput-{round_number}-{producers}"
                 tag = f"r{round_number}-{producers}-{slug(label)}"
                 address = group.master_address()
-                rate = throughput(address, queue, tag, producers, seconds)
+                meter = CpuMeter(group.master_pid())
+                rate = throughput(address, queue, tag, producers, seconds, meter=meter)
                 results.add(metric, label, rate)
+                results.add(cpu_metric, label, meter.per_message)
                 drained = drain(address, queue)
                 say(
-                    f"  {label}, {producers} producer(s): {rate:,.0f} msg/s "
-                    f"({sum(drained.values())} drained)"
+                    f"  {label}, {producers} producer(s): {rate:,.0f} msg/s, master's CPU "
+                    f"{meter.per_message * 1e6:,.0f} µs/message ({sum(drained.values())} drained)"
                 )
 
 

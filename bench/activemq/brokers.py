@@ -64,6 +64,40 @@ def tree_rss_bytes(pid: int) -> int:
     return int(total)
 
 
+class CpuMeter:
+    """User and system CPU a process and its descendants spend between ``start`` and ``stop``
+    (the master's node, or its JVM: a broker's own CPU, not its clients')."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.seconds = 0.0
+        self.messages = 0
+        self._started = 0.0
+
+    def _tree_seconds(self) -> float:
+        total = 0.0
+        for process in (psutil.Process(self.pid), *psutil.Process(self.pid).children(True)):
+            try:
+                times = process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system
+        return total
+
+    def start(self) -> None:
+        self._started = self._tree_seconds()
+
+    def stop(self, messages: int) -> None:
+        """End the window in which ``messages`` were receipted."""
+        self.seconds = self._tree_seconds() - self._started
+        self.messages = messages
+
+    @property
+    def per_message(self) -> float:
+        """CPU seconds per message over the window."""
+        return self.seconds / self.messages if self.messages else float("nan")
+
+
 class PrimacyGroup:
     """``nodes`` primacy supervisors with default settings, each serving STOMP while master.
 

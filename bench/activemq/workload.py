@@ -19,6 +19,7 @@ from typing import Any
 
 import stomp
 
+from bench.activemq.brokers import CpuMeter
 from bench.activemq.receipts import ReceiptListener
 from primacy.client.producer import Producer
 
@@ -100,8 +101,10 @@ def throughput(
     seconds: float,
     warmup_s: float = 2.0,
     tls_ca: str | None = None,
+    meter: CpuMeter | None = None,
 ) -> float:
-    """Receipted messages per second over ``seconds``, ``producers`` processes sending at once.
+    """Receipted messages per second over ``seconds``, ``producers`` processes sending at once;
+    ``meter`` (if given) measures the broker's CPU over the same window.
 
     Producers are separate processes, as real clients would be, so that they
     do not share an interpreter lock with each other or with the harness.
@@ -128,9 +131,13 @@ def throughput(
                 raise RuntimeError(f"producers against {address} did not all start sending")
             time.sleep(0.05)
         time.sleep(warmup_s)
+        if meter is not None:
+            meter.start()
         start_count, start = sum(counts), time.monotonic()
         time.sleep(seconds)
         done, elapsed = sum(counts) - start_count, time.monotonic() - start
+        if meter is not None:
+            meter.stop(done)
         stop.set()
         for process in processes:
             process.join(30)

@@ -129,7 +129,7 @@ def test_a_run_without_activemq_tls_or_victims_draws_only_what_it_measured(
     assert texts(out / THROUGHPUT_SVG, "legend_1") == ["primacy"]
     assert "STOMP over TLS" not in texts(out / THROUGHPUT_SVG)
     assert "kill -9 → first RECEIPT on stock stomp.py ≤ 200 ms (issue 30): not measured" in page
-    assert "1 producer ≥ 1.0 times ActiveMQ (issue 30): not measured (no ActiveMQ figure" in page
+    assert "1 producer ≥ 1.0 times ActiveMQ (issue 49): not measured (no ActiveMQ figure" in page
 
 
 def test_drawing_a_run_again_gives_the_same_files(drawn: tuple[Path, str], tmp_path: Path) -> None:
