@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -42,42 +41,22 @@ from primacy.locker.lease import Lease
 from primacy.share.posix import PosixShare
 from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.journal import JournalStore
+from tests.harness.recorded_transport import Recorded
 
 WARM_UP = 500
 BODY = b"p" * 1024
 
 
-class ReceiptWatch(asyncio.Transport):
+class ReceiptWatch(Recorded):
     """A transport that keeps nothing and sets ``receipt`` when a RECEIPT is written."""
 
     def __init__(self) -> None:
         super().__init__()
         self.receipt = asyncio.Event()
 
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 61613) if name == "peername" else default
-
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if bytes(data[:7]) == b"RECEIPT":
             self.receipt.set()
-
-    def is_closing(self) -> bool:
-        return False
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
 
 
 def send_frame(producer: int, number: int) -> bytes:

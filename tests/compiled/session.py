@@ -19,7 +19,6 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from primacy.broker.config import BrokerConfig
 from primacy.broker.connection import Admission, StompConnection
@@ -28,41 +27,9 @@ from primacy.locker.lease import Lease
 from primacy.share.posix import PosixShare
 from primacy.store.config import StoreConfig, SyncPolicy
 from primacy.store.journal import JournalStore
+from tests.harness.recorded_transport import Recorded
 
 _WAIT_S = 10.0
-
-
-class Recorded(asyncio.Transport):
-    """A transport that keeps every byte written to it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.data = bytearray()
-        self.closed = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 61613) if name == "peername" else default
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.data += data
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
 
 
 def frame(command: str, body: str = "", **headers: str) -> bytes:
