@@ -7,12 +7,16 @@ benchmark, which is never part of the fast test run.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 
+from bench.activemq.brokers import CpuMeter
 from bench.activemq.config import (
     DEFAULTS,
     RUN_JAR,
@@ -46,6 +50,7 @@ from bench.activemq.figures import (
     stock_failover_ratio,
 )
 from bench.activemq.run_file import Run, write_run
+from primacy.cli.localgroup import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -205,3 +210,39 @@ def test_a_run_file_written_by_the_benchmark_reads_back_for_the_pictures(tmp_pat
         "abc1234",
         1.5,
     )
+
+
+# A child that, told to, spends 0.4 s of CPU, says so, then waits (alive) to be told again.
+SPINNER = (
+    "import sys, time\n"
+    "sys.stdin.readline()\n"
+    "end = time.process_time() + 0.4\n"
+    "while time.process_time() < end: pass\n"
+    "print('spun', flush=True)\n"
+    "sys.stdin.readline()\n"
+)
+
+
+def test_the_cpu_meter_counts_the_process_tree_over_its_window_only() -> None:
+    """The master's CPU per message counts its descendants (a JVM under its launcher) and
+    nothing spent before ``start`` (the interpreters' start-up here)."""
+    launcher = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {SPINNER!r}])"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", launcher], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdin is not None and parent.stdout is not None
+        wait_until(lambda: len(psutil.Process(parent.pid).children()) == 1, 10, "the spinner")
+        meter = CpuMeter(parent.pid)
+        meter.start()
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline() == "spun\n"
+        meter.stop(messages=4)
+    finally:
+        for child in psutil.Process(parent.pid).children(recursive=True):
+            child.kill()
+        parent.kill()
+        parent.wait(10)
+    assert 0.35 <= meter.seconds < 0.7
+    assert meter.per_message == meter.seconds / 4
