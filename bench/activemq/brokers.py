@@ -76,7 +76,8 @@ class CpuMeter:
 
     def _tree_seconds(self) -> float:
         total = 0.0
-        for process in (psutil.Process(self.pid), *psutil.Process(self.pid).children(True)):
+        root = psutil.Process(self.pid)
+        for process in (root, *root.children(recursive=True)):
             try:
                 times = process.cpu_times()
             except psutil.NoSuchProcess:
