@@ -52,13 +52,18 @@ class HaGroup(Protocol):
     def close(self) -> None: ...
 
 
+def _process_tree(pid: int) -> list[psutil.Process]:
+    """A process and all its descendants."""
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
 def tree_rss_bytes(pid: int) -> int:
     """Resident memory of a process and all its descendants, in bytes."""
-    process = psutil.Process(pid)
-    total = process.memory_info().rss
-    for child in process.children(recursive=True):
+    total = 0
+    for process in _process_tree(pid):
         try:
-            total += child.memory_info().rss
+            total += process.memory_info().rss
         except psutil.NoSuchProcess:
             pass
     return int(total)
@@ -76,8 +81,7 @@ class CpuMeter:
 
     def _tree_seconds(self) -> float:
         total = 0.0
-        root = psutil.Process(self.pid)
-        for process in (root, *root.children(recursive=True)):
+        for process in _process_tree(self.pid):
             try:
                 times = process.cpu_times()
             except psutil.NoSuchProcess:
