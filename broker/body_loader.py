@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from primacy.broker import codes
-from primacy.broker.queues import QueuedMessage
+from primacy.broker.queues import HeldMessage, QueuedMessage, hold, unhold
 from primacy.store.errors import JournalError
 from primacy.store.journal import JournalStore
 
@@ -44,7 +44,8 @@ class BodyLoader:
         self._store = store
         self._loop = loop
         self._on_loaded = on_loaded
-        self._unread: dict[str, deque[QueuedMessage]] = {}  # per destination, in order
+        # Per destination, in order; held as plain tuples (queues.py): they may be most of a backlog.
+        self._unread: dict[str, deque[HeldMessage]] = {}
         # (order, destination) -> the message with its body, or None if it could not be
         # read. Not the order alone: the copies of one topic message kept for several durable
         # subscriptions share its order, and one subscription's copy must never be taken
@@ -65,7 +66,7 @@ class BodyLoader:
     def in_journal(self, message: QueuedMessage) -> None:
         """One more message whose body is read back when its turn comes; it must come after
         every message of its destination handed over before (queue order)."""
-        self._unread.setdefault(message.destination, deque()).append(message)
+        self._unread.setdefault(message.destination, deque()).append(hold(message))
 
     def has_body(self, message: QueuedMessage) -> bool:
         return message.body is not None or _key(message) in self._bodies
@@ -88,7 +89,7 @@ class BodyLoader:
         unread = self._unread.get(destination)
         if destination in self._reading or not unread:
             return
-        batch = [unread.popleft() for _ in range(min(BATCH_MESSAGES, len(unread)))]
+        batch = [unhold(unread.popleft()) for _ in range(min(BATCH_MESSAGES, len(unread)))]
         if not unread:
             del self._unread[destination]
         self._reading.add(destination)
@@ -109,7 +110,7 @@ class BodyLoader:
             return
         self._bodies.update(bodies)
         if unread:  # past the batch's byte budget: first in line for the next request
-            self._unread.setdefault(destination, deque()).extendleft(reversed(unread))
+            self._unread.setdefault(destination, deque()).extendleft(map(hold, reversed(unread)))
         self._on_loaded(destination)
 
     # ---- the reader thread -------------------------------------------------------

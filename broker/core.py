@@ -35,6 +35,7 @@ from primacy.broker.topics import Topics, is_memory_only, is_topic
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
 from primacy.store.journal import JournalStore
+from primacy.store.state import DESTINATION, MESSAGE_ID, SEQUENCE
 
 log = logging.getLogger("primacy.broker")
 
@@ -107,9 +108,9 @@ class Broker(MessageFates):
         # A failover may have delivered these already: consumers see them as redelivered.
         recovered = [
             QueuedMessage(
-                pending.sequence,
-                pending.destination,
-                pending.message_id,
+                pending[SEQUENCE],
+                pending[DESTINATION],
+                pending[MESSAGE_ID],
                 journal_location=pending,
                 redelivered=True,
             )
@@ -287,7 +288,7 @@ class Broker(MessageFates):
             queue = self.book.queues.get(name)
             if queue is None:
                 continue
-            held, queue.ready = queue.ready, []
+            held = queue.take_ready()
             self.bodies.forget(name)
             self.book.forget_if_unused(name)
             for message in held:  # a failed journal keeps them: the next master settles them

@@ -118,7 +118,7 @@ class MessageFates:
             queue = self.book.queues.get(destination)
             if queue is None:
                 continue
-            gone = [m for m in queue.ready if m.order in orders and m.body is not None]
+            gone = [m for m in queue.ready_with_orders(orders) if m.body is not None]
             if not gone:
                 continue
             self.book.remove_ready(destination, {m.order for m in gone})

@@ -17,7 +17,8 @@ import heapq
 import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import NamedTuple, cast
 
 from primacy.broker.message_ids import CLIENT_ID_HEADER
 from primacy.store.state import PendingMessage
@@ -29,19 +30,26 @@ class AckMode(enum.StrEnum):
     CLIENT_INDIVIDUAL = "client-individual"
 
 
-@dataclass(frozen=True, order=True, slots=True)  # one per unconsumed message: no __dict__
-class QueuedMessage:
-    """One stored message. ``body is None`` means read it from the journal when delivered."""
+class QueuedMessage(NamedTuple):
+    """One stored message. ``body is None`` means read it from the journal when delivered.
+
+    Queues hold it as a ``HeldMessage`` until it is delivered (below). Only ``order`` orders
+    it (``__lt__``).
+    """
 
     order: int  # position in its queue: journal order, recovered messages first
-    destination: str = field(compare=False)
-    message_id: str = field(compare=False)
-    headers: tuple[tuple[str, str], ...] = field(compare=False, default=())
-    body: bytes | None = field(compare=False, default=None)
-    journal_location: PendingMessage | None = field(compare=False, default=None)
-    redelivered: bool = field(compare=False, default=False)
+    destination: str
+    message_id: str
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    journal_location: PendingMessage | None = None
+    redelivered: bool = False
     # Times it came back unacknowledged on this master (recovered messages start at 0).
-    returns: int = field(compare=False, default=0)
+    returns: int = 0
+
+    def __lt__(self, other: tuple[object, ...]) -> bool:
+        # The other's order only: a tie must not go on to compare bodies or locations.
+        return self.order < cast(int, other[0])
 
     @property
     def shown_id(self) -> str:
@@ -75,14 +83,67 @@ class Subscription:
         return len(self.unacked) + self.auto_acks_in_flight < self.prefetch
 
 
+HeldMessage = tuple[
+    int, str, str, tuple[tuple[str, str], ...], bytes | None, PendingMessage | None, bool, int
+]
+"""A ``QueuedMessage`` as its queue holds it until it is delivered: the same fields in a plain
+tuple. The collector stops tracking a plain tuple of immutable values once it survived one
+collection (never a named tuple's or a dataclass's instance), so a backlog adds nothing to the
+scan of a full collection: held as ``QueuedMessage``s, 180 000 messages (with their
+``PendingMessage``s) made the master's full collections 260 ms long, past the lease check's
+keepalive (docs/benchmarks.md, "The soak to a million"). Plain tuples compare field by field:
+``order`` decides, as it is unique within one queue (journal order; a topic's copies go to a
+queue each; a message comes back only after it left)."""
+
+
+def hold(message: QueuedMessage) -> HeldMessage:
+    return cast(HeldMessage, tuple(message))
+
+
+def unhold(held: HeldMessage) -> QueuedMessage:
+    return QueuedMessage._make(held)
+
+
 @dataclass
 class DestinationQueue:
     """The ready messages of one destination, in order, and its subscriptions."""
 
     name: str
-    ready: list[QueuedMessage] = field(default_factory=list)  # a heap ordered by ``order``
     subscriptions: list[Subscription] = field(default_factory=list)
     next_index: int = 0  # round-robin position
+    _ready: list[HeldMessage] = field(default_factory=list)  # a heap: least order first
+
+    def push(self, message: QueuedMessage) -> None:
+        heapq.heappush(self._ready, hold(message))
+
+    def head(self) -> QueuedMessage | None:
+        """The ready message delivered next; None with none."""
+        return unhold(self._ready[0]) if self._ready else None
+
+    def head_order(self) -> int | None:
+        return self._ready[0][0] if self._ready else None
+
+    def drop_head(self) -> None:
+        heapq.heappop(self._ready)
+
+    def ready_count(self) -> int:
+        return len(self._ready)
+
+    def ready_messages(self) -> Iterator[QueuedMessage]:
+        """Every ready message, in no particular order."""
+        return map(unhold, self._ready)
+
+    def ready_with_orders(self, orders: set[int]) -> list[QueuedMessage]:
+        return [unhold(held) for held in self._ready if held[0] in orders]
+
+    def take_ready(self) -> list[QueuedMessage]:
+        """Every ready message, which leaves the queue."""
+        held, self._ready = self._ready, []
+        return list(map(unhold, held))
+
+    def remove_ready(self, orders: set[int]) -> None:
+        self._ready = [held for held in self._ready if held[0] not in orders]
+        heapq.heapify(self._ready)
 
 
 class QueueBook:
@@ -103,7 +164,7 @@ class QueueBook:
 
     def add(self, message: QueuedMessage) -> None:
         """A message became durable (or was recovered): make it ready, keeping order."""
-        heapq.heappush(self.queue(message.destination).ready, message)
+        self.queue(message.destination).push(message)
 
     def has_subscriptions(self, destination: str) -> bool:
         queue = self.queues.get(destination)
@@ -123,18 +184,17 @@ class QueueBook:
 
     def requeue(self, message: QueuedMessage) -> None:
         """A message back from a consumer: ready again in its old place, marked redelivered."""
-        self.add(replace(message, redelivered=True, returns=message.returns + 1))
+        self.add(message._replace(redelivered=True, returns=message.returns + 1))
 
     def remove_ready(self, destination: str, orders: set[int]) -> None:
         """Take these messages out of ``destination``'s ready ones (expired, say)."""
         queue = self.queues.get(destination)
         if queue is not None:
-            queue.ready = [message for message in queue.ready if message.order not in orders]
-            heapq.heapify(queue.ready)
+            queue.remove_ready(orders)
 
     def forget_if_unused(self, destination: str) -> None:
         queue = self.queues.get(destination)
-        if queue is not None and not queue.ready and not queue.subscriptions:
+        if queue is not None and not queue.ready_count() and not queue.subscriptions:
             del self.queues[destination]
 
     def deliveries(
@@ -153,11 +213,13 @@ class QueueBook:
         queue = self.queues.get(destination)
         if queue is None:
             return
-        while queue.ready and queue.subscriptions and can_deliver(queue.ready[0]):
+        while queue.subscriptions and (message := queue.head()) is not None:
+            if not can_deliver(message):
+                return
             chosen = self._next_with_room(queue, can_send)
             if chosen is None:
                 return
-            message = heapq.heappop(queue.ready)
+            queue.drop_head()
             ack_id = f"{self._ack_id_prefix}{next(self._ack_ids)}"
             if chosen.ack_mode is AckMode.AUTO:
                 chosen.auto_acks_in_flight += 1
@@ -198,9 +260,10 @@ class QueueBook:
     def waits_for(self, destination: str, can_deliver: Callable[[QueuedMessage], bool]) -> bool:
         """Would a subscriber of ``destination`` get a message once its head can be delivered?"""
         queue = self.queues.get(destination)
-        return bool(
-            queue and queue.ready and queue.subscriptions and not can_deliver(queue.ready[0])
-        )
+        if queue is None or not queue.subscriptions:
+            return False
+        head = queue.head()
+        return head is not None and not can_deliver(head)
 
     def ready_count(self) -> int:
-        return sum(len(queue.ready) for queue in self.queues.values())
+        return sum(queue.ready_count() for queue in self.queues.values())

@@ -28,7 +28,7 @@ from primacy.broker.topics import LIVE_SUBSCRIPTION_MESSAGES
 # names); the RSS grew by about 1.4 KiB a subscription beyond its name in issue 42's attack.
 SUBSCRIPTION_BYTES = 1536
 TRANSACTION_BYTES = 640
-# A topic subscription's queue full: each copy of a message (a slotted QueuedMessage sharing
+# A topic subscription's queue full: each copy of a message (a QueuedMessage tuple sharing
 # the body, 120 bytes with tracemalloc on CPython 3.11, and its heap slot) per message held.
 # 10 000 subscriptions of one network then hold 88 MB, under max_state_bytes_per_network.
 TOPIC_QUEUE_BYTES = LIVE_SUBSCRIPTION_MESSAGES * 128

@@ -31,7 +31,6 @@ subscriber away or not (expiry.py).
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
 import logging
 import time
@@ -206,7 +205,7 @@ class Topics:
         written = _journal_subscription(broker, topic, queue, ends=True)
         self._incarnations[queue] = self._incarnations.get(queue, 0) + 1
         held = broker.book.queues.pop(queue, None)
-        for message in held.ready if held is not None else ():
+        for message in held.ready_messages() if held is not None else ():
             _forget(broker, message)
         broker.bodies.forget(queue)  # those of its messages still to be read from the journal
         # Held back (message_fates.py) on this subscription: nobody will settle those either.
@@ -228,14 +227,14 @@ class Topics:
             if waiting is None:
                 continue
             heads = [m.order for s in waiting.subscriptions for m in s.unacked.values()]
-            if waiting.ready:
-                heads.append(waiting.ready[0].order)  # the heap's least
+            head = waiting.head_order()
+            if head is not None:
+                heads.append(head)
             if oldest_any is not None:
                 heads.append(oldest_any)
             oldest_any = min(heads, default=None)
-            if queue not in self.attached and waiting.ready:
-                held += len(waiting.ready)
-                head = waiting.ready[0].order
+            if queue not in self.attached and head is not None:
+                held += waiting.ready_count()
                 oldest_away = head if oldest_away is None else min(oldest_away, head)
         # Times of messages no durable subscription holds any more are not wanted again.
         # (In order: publish comes in journal order.)
@@ -290,7 +289,7 @@ class Topics:
     def _offer(
         self, broker: Broker, queue: str, held: DestinationQueue, message: QueuedMessage
     ) -> None:
-        holding = len(held.ready)
+        holding = held.ready_count()
         for subscriber in held.subscriptions:  # one, until it ends
             holding += len(subscriber.unacked) + subscriber.auto_acks_in_flight
         if holding >= LIVE_SUBSCRIPTION_MESSAGES:
@@ -304,10 +303,10 @@ class Topics:
                     message.destination,
                     LIVE_SUBSCRIPTION_MESSAGES,
                 )
-            if not held.ready:
+            if not held.ready_count():
                 return  # every message it holds is delivered, unacknowledged: this one goes
-            heapq.heappop(held.ready)  # the oldest not yet delivered
-        heapq.heappush(held.ready, _copy(message, queue))
+            held.drop_head()  # the oldest not yet delivered
+        held.push(_copy(message, queue))
         broker.schedule_dispatch(queue)
 
 

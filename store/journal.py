@@ -307,24 +307,19 @@ class JournalStore:
 
     def read_message(self, message: PendingMessage) -> fmt.Record:
         """Read back the full SEND record of a pending message (the broker's queue rebuild)."""
-        with open_segment(
-            self.config.journal_dir / message.segment
-        ) as source:  # no symlink followed, no FIFO opened
-            status, header = check_batch_at(source, message.batch_offset)
+        _, _, sequence, segment, offset = message
+        with open_segment(self.config.journal_dir / segment) as source:  # no symlink, no FIFO
+            status, header = check_batch_at(source, offset)
             if status is not fmt.BatchStatus.OK or header is None:
-                raise JournalError(
-                    f"the batch at {message.segment}:{message.batch_offset} is {status.value}"
-                )
-            data = source.read(message.batch_offset, header.batch_len)
+                raise JournalError(f"the batch at {segment}:{offset} is {status.value}")
+            data = source.read(offset, header.batch_len)
         try:
             for record in fmt.iter_records(data):
-                if record.sequence == message.sequence:
+                if record.sequence == sequence:
                     return record
         except fmt.FormatError as exc:  # whole, but not written by us: its headers, say
-            raise JournalError(
-                f"the batch at {message.segment}:{message.batch_offset} is not ours: {exc}"
-            ) from None
-        raise JournalError(f"sequence {message.sequence} is not in its batch")
+            raise JournalError(f"the batch at {segment}:{offset} is not ours: {exc}") from None
+        raise JournalError(f"sequence {sequence} is not in its batch")
 
     def stats(self) -> StoreStats:
         return store_stats(self)

@@ -19,10 +19,9 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter, itemgetter, le
-from typing import Any
+from operator import itemgetter, le
+from typing import Any, Final
 
 from primacy.store.dedupe_window import DedupeWindow
 from primacy.store.format import RecordType
@@ -30,15 +29,21 @@ from primacy.store.format import RecordType
 TOPIC_PREFIX = "/topic/"
 
 
-@dataclass(frozen=True, slots=True)  # one per unacknowledged message: no __dict__
-class PendingMessage:
-    """A SEND not yet acknowledged, and where its record lies (read it with ``read_message``)."""
+PendingMessage = tuple[str, str, int, str, int]
+"""A SEND not yet acknowledged, and where its record lies (read it with ``read_message``):
+(destination, message id, sequence, segment, batch offset), the positions below.
 
-    destination: str
-    message_id: str
-    sequence: int
-    segment: str
-    batch_offset: int
+One per unacknowledged message, in the master and in every following slave, so a plain tuple
+of strings and integers: the collector stops tracking such a tuple once it survived one
+collection, and a backlog of them adds nothing to a full collection's scan. A named tuple or a
+slotted dataclass is tracked for its whole life (CPython untracks exact tuples only): with
+180 000 messages held, the master's full collections grew to 260 ms, past the lease check's
+keepalive (docs/benchmarks.md, "The soak to a million")."""
+DESTINATION: Final = 0
+MESSAGE_ID: Final = 1
+SEQUENCE: Final = 2
+SEGMENT: Final = 3
+BATCH_OFFSET: Final = 4
 
 
 class JournalState:
@@ -84,11 +89,11 @@ class JournalState:
             key = (destination, message_id)
             if destination.startswith(TOPIC_PREFIX):
                 for name in self.durables.get(destination) or {}:
-                    copy = PendingMessage(name, message_id, sequence, segment, batch_offset)
+                    copy = (name, message_id, sequence, segment, batch_offset)
                     self.pending.setdefault(name, {})[message_id] = copy
                     self.pending_by_segment[segment] += 1
             else:
-                message = PendingMessage(destination, message_id, sequence, segment, batch_offset)
+                message = (destination, message_id, sequence, segment, batch_offset)
                 self.pending.setdefault(destination, {})[message_id] = message
                 self.pending_by_segment[segment] += 1
             self.seen_messages.add(key, sequence)  # the oldest leaves once it is full
@@ -96,9 +101,7 @@ class JournalState:
             queue = self.pending.get(destination)
             acked = queue.pop(message_id, None) if queue is not None else None
             if acked is not None:
-                self.pending_by_segment[acked.segment] -= 1
-                if not self.pending_by_segment[acked.segment]:
-                    del self.pending_by_segment[acked.segment]
+                self._unpend(acked)
             if queue is not None and not queue:
                 del self.pending[destination]
         elif record_type is RecordType.SUBSCRIBE:
@@ -114,9 +117,13 @@ class JournalState:
             if queues.pop(queue_name, None) is not None and not queues:
                 del self.durables[topic]
         for message in self.pending.pop(queue_name, {}).values():
-            self.pending_by_segment[message.segment] -= 1
-            if not self.pending_by_segment[message.segment]:
-                del self.pending_by_segment[message.segment]
+            self._unpend(message)
+
+    def _unpend(self, message: PendingMessage) -> None:
+        segment = message[SEGMENT]
+        self.pending_by_segment[segment] -= 1
+        if not self.pending_by_segment[segment]:
+            del self.pending_by_segment[segment]
 
     def summary(
         self,
@@ -129,7 +136,7 @@ class JournalState:
         """A comparable value: last sequence, pending ids per destination, seen ids in order,
         durable subscriptions per topic."""
         pending = {
-            destination: [(m.message_id, m.sequence) for m in messages.values()]
+            destination: [(m[MESSAGE_ID], m[SEQUENCE]) for m in messages.values()]
             for destination, messages in sorted(self.pending.items())
         }
         durables = {topic: dict(sorted(q.items())) for topic, q in sorted(self.durables.items())}
@@ -214,7 +221,7 @@ class JournalState:
             destinations, _strings(pending["message_id"]), sequences, in_segments, offsets,
             strict=True,
         ):  # fmt: skip
-            message = PendingMessage(destination, message_id, sequence, segment, offset)
+            message = (destination, message_id, sequence, segment, offset)
             state.pending.setdefault(destination, {})[message_id] = message
         state.pending_by_segment.update(in_segments)
         seen = data["seen"]
@@ -237,9 +244,7 @@ class JournalState:
         state = cls(dedupe_window_messages)
         state.last_sequence = count(data["last_sequence"])
         for destination, message_id, sequence, segment, offset in data["pending"]:
-            message = PendingMessage(
-                destination, message_id, count(sequence), segment, count(offset)
-            )
+            message = (destination, message_id, count(sequence), segment, count(offset))
             state.pending.setdefault(destination, {})[message_id] = message
             state.pending_by_segment[segment] += 1
         state.seen_messages = DedupeWindow(
@@ -252,11 +257,11 @@ class JournalState:
         return state
 
 
-_DESTINATION = attrgetter("destination")
-_MESSAGE_ID = attrgetter("message_id")
-_SEQUENCE = attrgetter("sequence")
-_SEGMENT = attrgetter("segment")
-_BATCH_OFFSET = attrgetter("batch_offset")
+_DESTINATION = itemgetter(DESTINATION)
+_MESSAGE_ID = itemgetter(MESSAGE_ID)
+_SEQUENCE = itemgetter(SEQUENCE)
+_SEGMENT = itemgetter(SEGMENT)
+_BATCH_OFFSET = itemgetter(BATCH_OFFSET)
 
 
 def _ascending(queue: Collection[PendingMessage]) -> bool:

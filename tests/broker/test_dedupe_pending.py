@@ -15,6 +15,7 @@ from pathlib import Path
 from primacy.store.config import StoreConfig
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
+from primacy.store.state import SEQUENCE
 from tests.broker.nodes import Masters, stored_state
 from tests.broker.stomppy import StompPy
 
@@ -88,7 +89,7 @@ def test_the_journal_keeps_the_first_copy_of_a_pending_id(tmp_path: Path) -> Non
     state = recover(tmp_path / "journal", dedupe_window_messages=WINDOW).state
     assert sorted(state.pending["/queue/a"]) == ["m1", "m2", "m3"]
     assert sum(state.pending_by_segment.values()) == 3
-    assert first < state.pending["/queue/a"]["m1"].sequence
+    assert first < state.pending["/queue/a"]["m1"][SEQUENCE]
 
 
 def test_a_send_submitted_and_not_yet_committed_is_already_a_duplicate(tmp_path: Path) -> None:

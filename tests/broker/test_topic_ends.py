@@ -41,7 +41,7 @@ def test_a_send_submitted_before_an_end_is_not_kept_for_the_subscription_begun_a
         await asyncio.gather(sent, ended, *begun)
         broker.topics.detach(broker, again)
         held = broker.book.queues.get(QUEUE)
-        return [message.message_id for message in held.ready] if held is not None else []
+        return [message.message_id for message in held.ready_messages()] if held is not None else []
 
     assert asyncio.run_coroutine_threadsafe(race(), loop).result(10) == []
     # The journal agrees: nothing pending for the new subscription, so a new master would

@@ -12,11 +12,12 @@ from primacy.store.bulk import append_sends
 from primacy.store.errors import JournalFenced, MessageTooLarge
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
+from primacy.store.state import MESSAGE_ID, SEQUENCE
 
 
 def recovered(share: Path) -> list[tuple[str, int]]:
     state = recover(share / "journal", quarantine=False).state
-    return [(m.message_id, m.sequence) for m in state.pending["/queue/a"].values()]
+    return [(m[MESSAGE_ID], m[SEQUENCE]) for m in state.pending["/queue/a"].values()]
 
 
 def test_a_bulk_append_writes_what_one_append_each_would(

@@ -17,7 +17,7 @@ from primacy.store.config import StoreConfig
 from primacy.store.format import RecordType
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
-from primacy.store.state import JournalState
+from primacy.store.state import SEQUENCE, JournalState
 
 HEADER = struct.Struct("<8sIIQ")
 
@@ -37,13 +37,13 @@ def a_state() -> JournalState:
 def as_rows(state: JournalState) -> dict[str, Any]:
     """What checkpoint version 3 held: a list per pending message and per id of the window."""
     messages = sorted(
-        (m for queue in state.pending.values() for m in queue.values()), key=lambda m: m.sequence
+        (m for queue in state.pending.values() for m in queue.values()), key=lambda m: m[SEQUENCE]
     )
     return {
         "last_sequence": state.last_sequence,
         "dedupe_window_messages": state.dedupe_window_messages,
         "pending": [
-            [m.destination, m.message_id, m.sequence, m.segment, m.batch_offset] for m in messages
+            list(m) for m in messages  # destination, message id, sequence, segment, offset
         ],
         "seen_messages": [[d, m, s] for (d, m), s in state.seen_messages.items()],
     }

@@ -29,7 +29,7 @@ from primacy.store.checkpoint import (
 from primacy.store.fences import FenceTable
 from primacy.store.format import RecordType
 from primacy.store.segments import segment_name
-from primacy.store.state import JournalState
+from primacy.store.state import BATCH_OFFSET, DESTINATION, MESSAGE_ID, SEGMENT, SEQUENCE, JournalState
 
 HEADER = struct.Struct("<8sIIQ")
 # Names that JSON escapes: quotes, backslashes, control characters, non-ASCII, a lone
@@ -42,16 +42,16 @@ def written_whole(checkpoint: Checkpoint) -> bytes:
     body encoded by one ``json.dumps``. A streamed checkpoint must be these bytes."""
     state = checkpoint.state
     messages = sorted(
-        (m for queue in state.pending.values() for m in queue.values()), key=lambda m: m.sequence
+        (m for queue in state.pending.values() for m in queue.values()), key=lambda m: m[SEQUENCE]
     )
     names: dict[str, int] = {}
     segments: dict[str, int] = {}
     pending = {
-        "destination": [names.setdefault(m.destination, len(names)) for m in messages],
-        "message_id": [m.message_id for m in messages],
-        "sequence": [m.sequence for m in messages],
-        "segment": [segments.setdefault(m.segment, len(segments)) for m in messages],
-        "batch_offset": [m.batch_offset for m in messages],
+        "destination": [names.setdefault(m[DESTINATION], len(names)) for m in messages],
+        "message_id": [m[MESSAGE_ID] for m in messages],
+        "sequence": [m[SEQUENCE] for m in messages],
+        "segment": [segments.setdefault(m[SEGMENT], len(segments)) for m in messages],
+        "batch_offset": [m[BATCH_OFFSET] for m in messages],
     }
     seen = {
         "destination": [names.setdefault(d, len(names)) for d, _ in state.seen_messages],

@@ -16,6 +16,7 @@ from primacy.store.config import StoreConfig
 from primacy.store.errors import JournalError
 from primacy.store.journal import JournalStore
 from primacy.store.segments import segment_name
+from primacy.store.state import MESSAGE_ID
 from tests.harness.cli import primacy
 from tests.harness.crafted_files import with_record_field
 
@@ -81,7 +82,7 @@ def test_recovery_skips_and_reports_crafted_batches(crafted_share: tuple[Path, d
         state = store.recovery.state
         # Recovery reads keys only: the SEND whose headers are cut short looks pending, and
         # reading it back (what delivery does) is a JournalError the broker logs, not a crash.
-        (planted_send,) = [m for m in state.pending["/queue/q"].values() if m.message_id == "x"]
+        (planted_send,) = [m for m in state.pending["/queue/q"].values() if m[MESSAGE_ID] == "x"]
         with pytest.raises(JournalError, match="not ours"):
             store.read_message(planted_send)
         assert store.read_message(state.pending["/queue/q"]["real"]).payload == b"kept"

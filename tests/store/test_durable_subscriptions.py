@@ -10,7 +10,7 @@ from primacy.store import format as fmt
 from primacy.store.format import RecordType
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
-from primacy.store.state import JournalState
+from primacy.store.state import DESTINATION, MESSAGE_ID, SEQUENCE, JournalState
 from tests.store.segment_edits import rewrite_format_version
 
 TOPIC = "/topic/prices"
@@ -36,7 +36,7 @@ def test_a_topic_send_is_pending_once_per_durable_subscription_present() -> None
     assert {queue: list(messages) for queue, messages in state.pending.items()} == {
         "durable:1:b:y": ["m1"]
     }
-    assert state.pending["durable:1:b:y"]["m1"].sequence == 4  # the one SEND record
+    assert state.pending["durable:1:b:y"]["m1"][SEQUENCE] == 4  # the one SEND record
     assert state.is_duplicate(TOPIC, "m1")
     assert sum(state.pending_by_segment.values()) == 1
 
@@ -94,5 +94,5 @@ def test_the_store_recovers_a_durable_subscription_and_its_messages(
     second = open_store(epoch=2)
     assert second.recovered_durables == {TOPIC: ("durable:1:a:x",)}
     (pending,) = second.recovered_pending
-    assert (pending.destination, pending.message_id) == ("durable:1:a:x", "m1")
+    assert (pending[DESTINATION], pending[MESSAGE_ID]) == ("durable:1:a:x", "m1")
     assert second.read_message(pending).destination == TOPIC

@@ -13,6 +13,7 @@ from primacy.store.errors import JournalClosed, JournalFenced, MessageTooLarge, 
 from primacy.store.journal import JournalStore
 from primacy.store.recovery import recover
 from primacy.store.segments import list_segments
+from primacy.store.state import MESSAGE_ID, SEQUENCE
 
 
 @pytest.mark.parametrize("policy", list(SyncPolicy))
@@ -164,7 +165,7 @@ def test_a_new_master_hands_the_broker_what_was_pending_at_the_takeover(
     first.append_ack("q", "m0").result(timeout=10)
     first.close()
     successor = open_store(epoch=2)
-    taken_over = [(m.message_id, m.sequence) for m in successor.recovered_pending]
+    taken_over = [(m[MESSAGE_ID], m[SEQUENCE]) for m in successor.recovered_pending]
     assert taken_over == [("m1", sequences[1]), ("m2", sequences[2]), ("m3", sequences[3])]
     assert successor.recovered_last_sequence == sequences[-1] + 1  # the ACK
     # The store goes on from there with one state (not a copy of the recovered one): what
@@ -173,5 +174,5 @@ def test_a_new_master_hands_the_broker_what_was_pending_at_the_takeover(
     successor.append_send("q", "m4", b"x").result(timeout=10)
     assert successor.stats().pending_messages == 3
     assert successor.location_of("q", "m1") is None and successor.location_of("q", "m4")
-    assert [m.message_id for m in successor.recovered_pending] == ["m1", "m2", "m3"]
+    assert [m[MESSAGE_ID] for m in successor.recovered_pending] == ["m1", "m2", "m3"]
     successor.close()
