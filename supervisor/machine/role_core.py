@@ -45,6 +45,8 @@ class RoleCore:
     _claim_expires_at: float = float("-inf")
     _io_in_flight: Action | None = None
     _io_started_at: float = 0.0
+    _collecting_s: float = 0.0  # the newest Tick's running total of collections
+    _io_collecting_from: float = 0.0  # that total when the I/O in flight started
     _next_lock_attempt_at: float = 0.0
     _last_lock_attempt_at: float = float("-inf")
     _master_left_at: float = float("-inf")
@@ -66,6 +68,11 @@ class RoleCore:
     def is_serving(self, now: float) -> bool:
         """True only for a master whose last passed lease check started under one keepalive ago."""
         return self.role is Role.MASTER and self.claim_expires_at() > now
+
+    @property
+    def collecting_s(self) -> float:
+        """The running total of garbage collections the newest Tick carried (``Tick``)."""
+        return self._collecting_s
 
     @property
     def lock_io_started_at(self) -> float | None:
@@ -92,7 +99,7 @@ class RoleCore:
             # Only where an overdue lease check demotes: elsewhere a deadline already past
             # would only make the shell spin until the hung share answers.
             if self.state.hung_check_demotes and not self.paused:
-                deadlines.append(self._io_started_at + self._io_timeout())
+                deadlines.append(self._io_started_at + self._io_timeout() + self._io_collected())
         elif self.state in (State.STARTING, State.SLAVE):
             deadlines.append(max(self._next_lock_attempt_at, self.hold_off_until))
         elif self.state.checks_lease:
@@ -129,7 +136,8 @@ class RoleCore:
     def _demote_if_hung(self, now: float, actions: list[Action]) -> None:
         # Paused, a slow lease check only lets the claim lapse (503); a check that
         # fails still demotes.
-        if now - self._io_started_at >= self._io_timeout() and not self.paused:
+        overdue = now - self._io_started_at - self._io_collected() >= self._io_timeout()
+        if overdue and not self.paused:
             why = "the lease check did not finish within the keepalive period (hung share?)"
             self._demote(State.DEMOTING, why, graceful=False, actions=actions)
 
@@ -151,10 +159,21 @@ class RoleCore:
     def _start_io(self, action: Action, now: float, actions: list[Action]) -> None:
         self._io_in_flight = action
         self._io_started_at = now
+        self._io_collecting_from = self._collecting_s
         actions.append(action)
 
     def _io_done(self) -> None:
         self._io_in_flight = None
+
+    def _io_collected(self) -> float:
+        """How long garbage collections held this process's interpreter since the I/O in flight
+        started. Not the share's time: a check the share answered meanwhile could not be
+        heard, and a master whose backlog made a collection outlast the keepalive stopped
+        serving as if its share hung (docs/benchmarks.md, "The soak to a million"). Only the
+        hung share's demotion waits for it; the claim still lapses one keepalive period after
+        the last good check started (``_record_check``), so nothing a claim guards is
+        stretched by it."""
+        return self._collecting_s - self._io_collecting_from
 
     def _io_timeout(self) -> float:
         # A lock attempt or claim may take as long as the share needs; a lease

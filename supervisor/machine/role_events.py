@@ -87,7 +87,14 @@ class Timings:
 
 @dataclass(frozen=True)
 class Tick:
-    """Time passed; the machine looks at its timers."""
+    """Time passed; the machine looks at its timers.
+
+    ``collecting_s``: how long this process's garbage collections have held the interpreter
+    so far, a running total (0 where nobody measures it; supervisor/shell/collector_time.py).
+    A lease check that the share answered cannot be heard while a collection runs, so that
+    time is not counted against the share (``RoleCore._io_age``)."""
+
+    collecting_s: float = 0.0
 
 
 @dataclass(frozen=True)

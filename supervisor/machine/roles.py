@@ -97,6 +97,8 @@ class RoleMachine(MasterSteps):
             why = f"{type(event).__name__} does not fit state {self.state}"
             return [Refused(self.state, event, why)]
         actions: list[Action] = []
+        if isinstance(event, Tick):  # a running total: a Tick that does not measure it is 0
+            self._collecting_s = max(self._collecting_s, event.collecting_s)
         self._step = step
         try:
             getattr(self, "_" + step.handler)(event, now, actions)

@@ -26,6 +26,7 @@ from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.machine import roles
 from primacy.supervisor.machine.roles import Priority, Role, RoleMachine
 from primacy.supervisor.shell import node_parts
+from primacy.supervisor.shell.collector_time import CollectorTime
 from primacy.supervisor.shell.config_watch import live_edit
 from primacy.supervisor.shell.node_events import (
     ChildReady,
@@ -62,6 +63,7 @@ class Node:
         self.config = config
         self._share_check = share_check
         self._clock = clock
+        self._collector_time = CollectorTime(clock)
         self._events: queue.Queue[roles.Event | NodeEvent] = queue.Queue()
         self._machine_events: collections.deque[roles.Event] = collections.deque()
         self.machine = RoleMachine(
@@ -112,6 +114,7 @@ class Node:
         """Run until stopped; returns the process exit code."""
         become_subreaper()
         node_parts.start(self._parts, self.config)  # ApiServerError before anything else
+        self._collector_time.install()
         try:
             self._loop()
         except Exception:
@@ -121,17 +124,18 @@ class Node:
             self._exit_code = 1
         finally:
             self._shutdown()
+            self._collector_time.uninstall()
         return self._exit_code
 
     # ---- the role loop -------------------------------------------------------
 
     def _loop(self) -> None:
-        event: roles.Event = roles.Tick()
+        event: roles.Event = self._tick()
         while not self._exit:
             now = self._clock()
             actions = self.machine.handle(event, now)
             if not isinstance(event, roles.Tick):
-                actions += self.machine.handle(roles.Tick(), now)
+                actions += self.machine.handle(self._tick(), now)
             for action in actions:
                 self._execute(action)
             self._serving.confirm_claim(self.machine.child_may_live_until())
@@ -156,11 +160,14 @@ class Node:
             try:
                 event = self._events.get(timeout=max(0.0, deadline - self._clock()))
             except queue.Empty:
-                return roles.Tick()
+                return self._tick()
             recorded = self._record(event)
             if recorded is not None:
                 self._machine_events.append(recorded)
         return self._machine_events.popleft()
+
+    def _tick(self) -> roles.Tick:
+        return roles.Tick(collecting_s=self._collector_time.total_s)
 
     def _tell_machine(self, event: roles.Event) -> None:
         """Queue a machine event decided on the loop (handled before the next posted one)."""

@@ -50,12 +50,15 @@ class ReceiptingPeer:
         with conn:
             while data := _recv(conn):
                 for frame in parser.feed(data):
+                    replies = []
                     if frame.command in ("CONNECT", "STOMP"):
-                        conn.sendall(encode(Frame.make("CONNECTED", {"version": "1.2"})))
+                        replies.append(Frame.make("CONNECTED", {"version": "1.2"}))
                     elif frame.command == "SEND":
                         self.received.append(frame.get(ID_HEADER) or "")
                     if receipt := frame.get("receipt"):
-                        conn.sendall(encode(Frame.make("RECEIPT", {"receipt-id": receipt})))
+                        replies.append(Frame.make("RECEIPT", {"receipt-id": receipt}))
+                    if not all(_send(conn, reply) for reply in replies):
+                        return  # the client is gone (the tests break its socket on purpose)
 
     def close(self) -> None:
         self.listener.close()
@@ -64,6 +67,14 @@ class ReceiptingPeer:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+def _send(conn: socket.socket, frame: Frame) -> bool:
+    try:
+        conn.sendall(encode(frame))
+    except OSError:
+        return False
+    return True
 
 
 def _recv(conn: socket.socket) -> bytes:

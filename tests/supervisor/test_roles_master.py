@@ -14,6 +14,7 @@ from primacy.supervisor.machine.roles import (
     ServingStopped,
     StopRequested,
     StopServing,
+    Tick,
     Timings,
     TryLock,
 )
@@ -67,6 +68,33 @@ def test_a_hung_lease_check_demotes_when_it_outlives_the_keepalive_period() -> N
     assert d.machine.role is Role.DEMOTING
     # The check still hangs: nothing more is due, so the shell sleeps rather than spins.
     assert d.machine.next_deadline() > d.now
+
+
+def test_a_lease_check_late_only_by_garbage_collections_does_not_demote() -> None:
+    """A collection holds the interpreter: a check the share answered cannot be heard until it
+    ends. Its measured time (Tick.collecting_s) is not the share's; the claim lapses anyway."""
+    d = Driver()
+    d.become_master()
+    check_started = 0.5
+    assert d.kinds(d.at(check_started, Tick(collecting_s=1.0))) == [Revalidate]
+    # 0.25 s later, 0.125 s of it in a collection: the share had 0.125 s, not the 0.25 s allowed.
+    assert d.kinds(d.at(check_started + 0.25, Tick(collecting_s=1.125))) == []
+    assert d.machine.role is Role.MASTER
+    assert d.machine.next_deadline() == check_started + 0.25 + 0.125  # when it is overdue
+    assert not d.machine.is_serving(check_started + 0.25)  # the claim did not wait for it
+    # A check that answers now goes on as any check does.
+    d.at(check_started + 0.3, passed(check_started))
+    assert d.machine.role is Role.MASTER
+    assert d.machine.claim_expires_at() == check_started + 0.25  # from when the check started
+
+
+def test_a_lease_check_hung_past_the_collections_too_demotes() -> None:
+    d = Driver()
+    d.become_master()
+    check_started = 0.5
+    d.at(check_started, Tick(collecting_s=1.0))
+    assert d.kinds(d.at(check_started + 0.375, Tick(collecting_s=1.125))) == [StopServing]
+    assert d.machine.role is Role.DEMOTING
 
 
 def test_graceful_stop_releases_the_lock_and_exits() -> None:
