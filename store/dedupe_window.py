@@ -77,6 +77,18 @@ class DedupeWindow:
         self._sequences[head] = sequence
         self._head = head + 1 if head + 1 < self.capacity else 0
 
+    def copy(self) -> DedupeWindow:
+        """The same window, changed apart from this one from now on: copies of the rings and
+        partitions (C copies of pointer arrays and small dicts; the keys are shared)."""
+        twin = DedupeWindow(0)
+        twin.capacity = self.capacity
+        twin._mask = self._mask
+        twin._parts = [dict(part) for part in self._parts]
+        twin._keys = self._keys.copy()
+        twin._sequences = self._sequences.copy()
+        twin._head = self._head
+        return twin
+
     def __iter__(self) -> Iterator[Key]:
         """The keys, oldest first (no copy: a checkpoint reads them while it writes)."""
         return chain(islice(self._keys, self._head, None), islice(self._keys, self._head))

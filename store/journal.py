@@ -20,6 +20,7 @@ from primacy.share.layout import CHECKPOINTS_DIR_NAME
 from primacy.share.safe_io import real_directory
 from primacy.store import format as fmt
 from primacy.store import messages, payloads
+from primacy.store.checkpoint_thread import CheckpointThread
 from primacy.store.checkpoint import (
     Checkpoint,
     SegmentPosition,
@@ -87,6 +88,7 @@ class JournalStore:
             config.journal_dir, epoch, config.node_id, config.segment_max_bytes
         )
         self._writer: GroupCommitWriter | None = None
+        self._checkpoints: CheckpointThread | None = None
         # Called on the writer thread after each batch: (records, bytes, seconds to write,
         # sync and check). Must be quick and must not raise.
         self.commit_observer: Callable[[int, int, float], None] | None = None
@@ -146,6 +148,7 @@ class JournalStore:
             config.background_sync_interval_s,
             config.inline_commit_quiet_s,
         )
+        store._checkpoints = CheckpointThread(store._write_checkpoint)
         if config.checkpoint_idle_s > 0:
             store._writer.when_idle(config.checkpoint_idle_s, store._checkpoint_when_idle)
         try:  # whatever fails, the writer is stopped again before the error goes up
@@ -302,8 +305,13 @@ class JournalStore:
         return self._require_writer().submit(record, "", "", durable=True)
 
     def checkpoint(self) -> Future[Path]:
-        """Write a checkpoint (then apply retention) on the writer thread, between batches."""
-        return self._require_writer().call(self._write_checkpoint)
+        """Write a checkpoint, then apply retention: what it holds is taken on the writer
+        thread between batches, and written on the checkpoint thread (checkpoint_thread.py).
+        The future gets the checkpoint's path once it is on disk."""
+        written: Future[Path] = Future()
+        taken = self._require_writer().call(lambda: self._take_checkpoint(written))
+        taken.add_done_callback(lambda job: _not_taken(job, written))
+        return written
 
     def read_message(self, message: PendingMessage) -> fmt.Record:
         """Read back the full SEND record of a pending message (the broker's queue rebuild)."""
@@ -330,9 +338,12 @@ class JournalStore:
         self._require_writer().add_completion_listener(listener)
 
     def close(self) -> None:
-        """Write what is queued, sync, stop the writer thread. Safe to call twice."""
+        """Write what is queued, sync, stop the writer thread, then write the checkpoints
+        taken and stop their thread. Safe to call twice."""
         if self._writer is not None:
             self._writer.close()
+        if self._checkpoints is not None:
+            self._checkpoints.close()
 
     def __enter__(self) -> JournalStore:
         return self
@@ -372,14 +383,14 @@ class JournalStore:
         if self._records_since_checkpoint >= self.config.checkpoint_interval_records:
             self._records_since_checkpoint = 0
             # Runs right after this batch's waiters are completed, not before.
-            self._require_writer().call(self._write_checkpoint).add_done_callback(_log_failure)
+            self.checkpoint().add_done_callback(_log_failure)
 
     def _checkpoint_when_idle(self) -> None:
         """A burst is over: checkpoint, so a takeover need not replay it (it replays what
         came since the last checkpoint: up to checkpoint_interval_records, 0.3 s and more).
         Queued like the interval's checkpoint, on this thread's next turn."""
         if self._records_since_checkpoint >= self.config.checkpoint_idle_min_records:
-            self._require_writer().call(self._write_checkpoint).add_done_callback(_log_failure)
+            self.checkpoint().add_done_callback(_log_failure)
 
     def _write_takeover_checkpoint(self) -> None:
         """Every takeover adds a segment; without this, a journal of few records over many
@@ -397,30 +408,39 @@ class JournalStore:
                 "without it this epoch's fence would be kept once only"
             ) from exc
 
-    def _write_checkpoint(self) -> Path:
+    def _take_checkpoint(self, written: Future[Path]) -> None:
+        """On the writer thread, between batches: nothing applies records meanwhile."""
         self._records_since_checkpoint = 0
         self._segment.sync()  # the checkpoint must never cover bytes the disk does not have
-        directory = self.config.journal_dir / CHECKPOINTS_DIR_NAME
         checkpoint = Checkpoint(
-            self.epoch, self._state, dict(self._positions), self.recovery.fences
+            self.epoch, self._state.snapshot(), dict(self._positions), self.recovery.fences
         )
+        assert self._checkpoints is not None  # started with the writer
+        self._checkpoints.submit(checkpoint, self._segment.name, written)
+
+    # ------------------------------------------------------------ checkpoint thread only
+
+    def _write_checkpoint(self, checkpoint: Checkpoint, current_segment: str) -> Path:
+        directory = self.config.journal_dir / CHECKPOINTS_DIR_NAME
         path = write_checkpoint(directory, checkpoint)
         prune_checkpoints(directory, self.config.checkpoints_kept)
         messages.log(logging.INFO, messages.CHECKPOINT_WRITTEN, path.name)
-        self._apply_retention(checkpoint)
-        return path
-
-    def _apply_retention(self, checkpoint: Checkpoint) -> None:
+        # The checkpoint's own pending counts and current segment, as when it was taken: a
+        # segment without pending messages then has none later (new records go to the
+        # current segment), and one that became current since is not covered as complete.
         removed = retire_segments(
             self.config,
             checkpoint.positions,
-            self._state.pending_by_segment,
-            current_segment=self._segment.name,
+            checkpoint.state.pending_by_segment,
+            current_segment=current_segment,
         )
         for segment in removed:
             # A position of a segment that is gone is never read again (recovery looks up
-            # the segments it finds): kept, it would grow every checkpoint with uptime.
+            # the segments it finds): kept, it would grow every checkpoint with uptime. The
+            # writer thread only adds positions, of its current segment, which is never one
+            # of these; one dict operation each, atomic under the interpreter lock.
             self._positions.pop(segment.name, None)
+        return path
 
 
 def _bounded(text: str, limit: int, what: str) -> bytes:
@@ -428,6 +448,14 @@ def _bounded(text: str, limit: int, what: str) -> bytes:
     if len(data) > limit:
         raise MessageTooLarge(f"the {what} is {len(data)} bytes, more than the format's {limit}")
     return data
+
+
+def _not_taken(job: Future[None], written: Future[Path]) -> None:
+    """A checkpoint that was never taken (the segment's sync failed, the writer stopped
+    first) never reaches the checkpoint thread: its waiter gets the error here."""
+    error = job.exception()
+    if error is not None:
+        written.set_exception(error)
 
 
 def _log_failure(future: Future[Path]) -> None:
