@@ -44,7 +44,7 @@ class BodyLoader:
         self._store = store
         self._loop = loop
         self._on_loaded = on_loaded
-        # Per destination, in order; held as plain tuples (queues.py): they may be most of a backlog.
+        # Per destination, in order; plain tuples (queues.py): they may be most of a backlog.
         self._unread: dict[str, deque[HeldMessage]] = {}
         # (order, destination) -> the message with its body, or None if it could not be
         # read. Not the order alone: the copies of one topic message kept for several durable

@@ -20,13 +20,13 @@ from primacy.share.layout import CHECKPOINTS_DIR_NAME
 from primacy.share.safe_io import real_directory
 from primacy.store import format as fmt
 from primacy.store import messages, payloads
-from primacy.store.checkpoint_thread import CheckpointThread
 from primacy.store.checkpoint import (
     Checkpoint,
     SegmentPosition,
     prune_checkpoints,
     write_checkpoint,
 )
+from primacy.store.checkpoint_thread import CheckpointThread
 from primacy.store.config import StoreConfig
 from primacy.store.errors import (
     JournalError,

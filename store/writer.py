@@ -210,6 +210,13 @@ class GroupCommitWriter:
                 self._condition.notify()
         return True
 
+    @property
+    def busy(self) -> bool:
+        """The segment is in use: the writer thread is in a step (a batch, a sync, jobs) or a
+        caller is in ``commit_inline``. A lone record submitted meanwhile is handed off. The
+        writer thread stays busy a moment after it completed a batch's futures."""
+        return self._busy
+
     def end_inline_commits(self, while_one_runs: Callable[[], None]) -> bool:
         """No ``commit_inline`` commits from now on. If one is under way on another thread
         (in the write, the sync or the fencing check, any of which hangs on a hung share),

@@ -40,12 +40,15 @@ def test_a_lone_send_is_committed_on_the_loop_and_receipted_after_its_sync_and_f
     monkeypatch.setattr(Collector, "on_receipt", on_receipt)
     monkeypatch.setattr(masters.lease, "revalidate", fencing_check)
     master = masters.start()  # inline commits on: the default (store/config.py)
+    writer = master.store._writer
+    assert writer is not None
+    # The open's fence was committed by the writer thread, which may not have left that step.
+    eventually(lambda: not writer.busy, "the writer to be idle")
     producer = StompPy(master.address)
     events.clear()  # the open's fence record and CONNECT
     for n in range(5):
         assert producer.send("/queue/a", "x" * 1024, **{"message-id": f"m-{n}"})
-    writer = master.store._writer
-    assert writer is not None and writer.inline_commits == 5  # every one on the loop
+    assert writer.inline_commits == 5  # every one on the loop
     # Each RECEIPT after its record's sync then fencing check, both on the loop's thread.
     on_loop = [("sync", "primacy-broker"), ("fence", "primacy-broker"), ("receipt", "client")]
     assert events == on_loop * 5
@@ -54,10 +57,12 @@ def test_a_lone_send_is_committed_on_the_loop_and_receipted_after_its_sync_and_f
 
 def test_a_fenced_inline_commit_sends_no_receipt(masters: Masters) -> None:
     master = masters.start()
+    writer = master.store._writer
+    assert writer is not None
+    eventually(lambda: not writer.busy, "the writer to be idle after the open's fence")
     producer = StompPy(master.address)
     assert producer.send("/queue/a", "before", **{"message-id": "m-0"})
-    writer = master.store._writer
-    assert writer is not None and writer.inline_commits == 1
+    assert writer.inline_commits == 1
     # Another node claims the next epoch: this master's next fencing check fails, inline.
     PosixShare(masters.share).claim_epoch(EpochRecord(0, node_id="node-b"))
     assert not producer.send("/queue/a", "after", **{"message-id": "m-1"})

@@ -42,9 +42,8 @@ def as_rows(state: JournalState) -> dict[str, Any]:
     return {
         "last_sequence": state.last_sequence,
         "dedupe_window_messages": state.dedupe_window_messages,
-        "pending": [
-            list(m) for m in messages  # destination, message id, sequence, segment, offset
-        ],
+        # Each row: destination, message id, sequence, segment, offset.
+        "pending": [list(m) for m in messages],
         "seen_messages": [[d, m, s] for (d, m), s in state.seen_messages.items()],
     }
 

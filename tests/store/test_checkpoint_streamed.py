@@ -29,7 +29,14 @@ from primacy.store.checkpoint import (
 from primacy.store.fences import FenceTable
 from primacy.store.format import RecordType
 from primacy.store.segments import segment_name
-from primacy.store.state import BATCH_OFFSET, DESTINATION, MESSAGE_ID, SEGMENT, SEQUENCE, JournalState
+from primacy.store.state import (
+    BATCH_OFFSET,
+    DESTINATION,
+    MESSAGE_ID,
+    SEGMENT,
+    SEQUENCE,
+    JournalState,
+)
 
 HEADER = struct.Struct("<8sIIQ")
 # Names that JSON escapes: quotes, backslashes, control characters, non-ASCII, a lone

@@ -12,7 +12,8 @@ import pytest
 from primacy.store import format as fmt
 from primacy.store.errors import JournalFenced
 from primacy.store.journal import JournalStore
-from primacy.store.writer import SegmentFile
+from primacy.store.writer import GroupCommitWriter, SegmentFile
+from tests.harness.group import wait_until
 
 # Inline commits as the default has them (store/config.py), set here so the tests say so.
 INLINE_ON = 0.5
@@ -53,11 +54,21 @@ def check(events: Events, watched: list[Future[int]], fail: list[bool]) -> Calla
     return fencing_check
 
 
+def idle_writer(store: JournalStore) -> GroupCommitWriter:
+    """The store's writer once idle: the open's fence was committed by the writer thread,
+    which may not have left that step yet, and a lone record is handed off meanwhile."""
+    writer = store._writer
+    assert writer is not None
+    wait_until(lambda: not writer.busy, 10, "the writer to be idle")
+    return writer
+
+
 def test_a_lone_record_completes_on_the_callers_thread_only_after_its_sync_and_fence(
     open_store: Callable[..., JournalStore], events: tuple[Events, list[Future[int]]]
 ) -> None:
     noted, watched = events
     store = open_store(check=check(noted, watched, []), inline_commit_quiet_s=INLINE_ON)
+    writer = idle_writer(store)
     noted.clear()  # the fence record of the open
     for n in range(3):
         watched.append(store.submit_send(record(n), "/queue/a", f"m-{n}", defer=True))
@@ -66,7 +77,7 @@ def test_a_lone_record_completes_on_the_callers_thread_only_after_its_sync_and_f
         assert watched[-1].done() and watched[-1].result() > 0
     me = threading.current_thread().name
     assert noted == [("sync", me, False), ("fence", me, False)] * 3
-    assert store._writer is not None and store._writer.inline_commits == 3
+    assert writer.inline_commits == 3
     assert all(store.location_of("/queue/a", f"m-{n}") is not None for n in range(3))
 
 
@@ -76,6 +87,7 @@ def test_a_failed_fencing_check_inline_fails_the_record_and_every_later_write(
     noted, watched = events
     fail = [False]
     store = open_store(check=check(noted, watched, fail), inline_commit_quiet_s=INLINE_ON)
+    idle_writer(store)
     fail[0] = True
     watched.append(store.submit_send(record(1), "/queue/a", "m-1", defer=True))
     assert store.commit_deferred() is True
