@@ -35,7 +35,6 @@ from primacy.broker.topics import Topics, is_memory_only, is_topic
 from primacy.store import format as fmt
 from primacy.store.errors import JournalError, MessageTooLarge
 from primacy.store.journal import JournalStore
-from primacy.store.state import DESTINATION, MESSAGE_ID, SEQUENCE
 
 log = logging.getLogger("primacy.broker")
 
@@ -106,16 +105,7 @@ class Broker(MessageFates):
         # Live temporary queues (temp_queues.py); an earlier master's went with its connections.
         self.temp_queues = TempQueueRegistry()
         # A failover may have delivered these already: consumers see them as redelivered.
-        recovered = [
-            QueuedMessage(
-                pending[SEQUENCE],
-                pending[DESTINATION],
-                pending[MESSAGE_ID],
-                journal_location=pending,
-                redelivered=True,
-            )
-            for pending in store.recovered_pending
-        ]
+        recovered = [QueuedMessage.recovered(pending) for pending in store.recovered_pending]
         for message in recovered:
             self.book.add(message)
             self.backlog.added(message.destination)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, cast
 
 from primacy.broker.message_ids import CLIENT_ID_HEADER
-from primacy.store.state import PendingMessage
+from primacy.store.state import DESTINATION, MESSAGE_ID, SEQUENCE, PendingMessage
 
 
 class AckMode(enum.StrEnum):
@@ -46,6 +46,18 @@ class QueuedMessage(NamedTuple):
     redelivered: bool = False
     # Times it came back unacknowledged on this master (recovered messages start at 0).
     returns: int = 0
+
+    @classmethod
+    def recovered(cls, pending: PendingMessage) -> QueuedMessage:
+        """A message pending in the journal a new master recovered: in journal order, its body
+        read from the journal when its turn comes, marked redelivered."""
+        return cls(
+            pending[SEQUENCE],
+            pending[DESTINATION],
+            pending[MESSAGE_ID],
+            journal_location=pending,
+            redelivered=True,
+        )
 
     def __lt__(self, other: tuple[object, ...]) -> bool:
         # The other's order only: a tie must not go on to compare bodies or locations.

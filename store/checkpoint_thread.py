@@ -20,7 +20,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
+from primacy.store import messages
 from primacy.store.checkpoint import Checkpoint
+from primacy.store.errors import JournalError
 
 Write = Callable[[Checkpoint, str], Path]  # (checkpoint, the segment current when taken)
 
@@ -53,3 +55,19 @@ class CheckpointThread:
                 written.set_result(self._write(checkpoint, current_segment))
             except BaseException as error:  # the waiter reports it; the next one may succeed
                 written.set_exception(error)
+
+
+def fail_if_not_taken(job: Future[None], written: Future[Path]) -> None:
+    """A checkpoint that was never taken (the segment's sync failed, the writer stopped
+    first) never reaches the checkpoint thread: its waiter gets the error here."""
+    error = job.exception()
+    if error is not None:
+        written.set_exception(error)
+
+
+def log_failure(future: Future[Path]) -> None:
+    """Log a failed checkpoint (waiting for it to finish first); not raised: the next one may
+    succeed, and recovery without it only reads more."""
+    error = future.exception()
+    if error is not None and not isinstance(error, JournalError):
+        messages.LOG.error("writing a checkpoint failed: %s", error)

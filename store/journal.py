@@ -26,7 +26,7 @@ from primacy.store.checkpoint import (
     prune_checkpoints,
     write_checkpoint,
 )
-from primacy.store.checkpoint_thread import CheckpointThread
+from primacy.store.checkpoint_thread import CheckpointThread, fail_if_not_taken, log_failure
 from primacy.store.config import StoreConfig
 from primacy.store.errors import (
     JournalError,
@@ -305,12 +305,11 @@ class JournalStore:
         return self._require_writer().submit(record, "", "", durable=True)
 
     def checkpoint(self) -> Future[Path]:
-        """Write a checkpoint, then apply retention: what it holds is taken on the writer
-        thread between batches, and written on the checkpoint thread (checkpoint_thread.py).
-        The future gets the checkpoint's path once it is on disk."""
+        """Take a checkpoint on the writer thread between batches; write it, then apply
+        retention, on the checkpoint thread. The future gets its path once it is on disk."""
         written: Future[Path] = Future()
         taken = self._require_writer().call(lambda: self._take_checkpoint(written))
-        taken.add_done_callback(lambda job: _not_taken(job, written))
+        taken.add_done_callback(lambda job: fail_if_not_taken(job, written))
         return written
 
     def read_message(self, message: PendingMessage) -> fmt.Record:
@@ -383,14 +382,14 @@ class JournalStore:
         if self._records_since_checkpoint >= self.config.checkpoint_interval_records:
             self._records_since_checkpoint = 0
             # Runs right after this batch's waiters are completed, not before.
-            self.checkpoint().add_done_callback(_log_failure)
+            self.checkpoint().add_done_callback(log_failure)
 
     def _checkpoint_when_idle(self) -> None:
         """A burst is over: checkpoint, so a takeover need not replay it (it replays what
         came since the last checkpoint: up to checkpoint_interval_records, 0.3 s and more).
         Queued like the interval's checkpoint, on this thread's next turn."""
         if self._records_since_checkpoint >= self.config.checkpoint_idle_min_records:
-            self.checkpoint().add_done_callback(_log_failure)
+            self.checkpoint().add_done_callback(log_failure)
 
     def _write_takeover_checkpoint(self) -> None:
         """Every takeover adds a segment; without this, a journal of few records over many
@@ -437,8 +436,9 @@ class JournalStore:
         for segment in removed:
             # A position of a segment that is gone is never read again (recovery looks up
             # the segments it finds): kept, it would grow every checkpoint with uptime. The
-            # writer thread only adds positions, of its current segment, which is never one
-            # of these; one dict operation each, atomic under the interpreter lock.
+            # writer thread writes positions of its current segment and of those it just
+            # sealed, never of one retired here (complete when the checkpoint was taken);
+            # one dict operation each, atomic under the interpreter lock.
             self._positions.pop(segment.name, None)
         return path
 
@@ -448,19 +448,3 @@ def _bounded(text: str, limit: int, what: str) -> bytes:
     if len(data) > limit:
         raise MessageTooLarge(f"the {what} is {len(data)} bytes, more than the format's {limit}")
     return data
-
-
-def _not_taken(job: Future[None], written: Future[Path]) -> None:
-    """A checkpoint that was never taken (the segment's sync failed, the writer stopped
-    first) never reaches the checkpoint thread: its waiter gets the error here."""
-    error = job.exception()
-    if error is not None:
-        written.set_exception(error)
-
-
-def _log_failure(future: Future[Path]) -> None:
-    """Log a failed checkpoint (waiting for it to finish first); not raised: the next one may
-    succeed, and recovery without it only reads more."""
-    error = future.exception()
-    if error is not None and not isinstance(error, JournalError):
-        messages.LOG.error("writing a checkpoint failed: %s", error)
