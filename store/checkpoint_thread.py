@@ -5,7 +5,7 @@ and its directory: 215 ms at 200 000 messages pending on a quiet machine, more a
 grows. On the writer's thread every commit, so every RECEIPT, waited meanwhile, a latency
 spike every ``checkpoint_interval_records``. The writer now only takes what the checkpoint
 holds between two batches (``JournalState.snapshot``: copies of its containers, whose
-messages are immutable tuples shared with the live state, a few milliseconds) and hands it
+messages are immutable tuples shared with the live state, 23-34 ms at 200 000) and hands it
 here, where it is written, old checkpoints pruned and retention applied, in the order they
 were taken.
 
