@@ -50,6 +50,7 @@ class PosixShare:
         self.layout = ShareLayout(Path(root))
         self.lock = ShareLock(self.layout.lock_file, method)
         self._epochs = self.layout.epochs
+        self._epochs_name = str(self._epochs)  # for ``epoch_exists``: no __fspath__ per commit
         self._reader = reader
 
     # ---- what it is ----------------------------------------------------------
@@ -119,7 +120,7 @@ class PosixShare:
 
     def epoch_exists(self, epoch: int) -> bool:
         # No path built: this is the lease check, run after every group commit.
-        return safe_io.name_exists(self._epochs, str(epoch))
+        return safe_io.name_exists(self._epochs_name, str(epoch))
 
     def listed_epochs(self) -> list[int]:
         names = safe_io.names_in(self._epochs)

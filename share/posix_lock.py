@@ -24,6 +24,10 @@ from primacy.share.records import MAX_HOLDER_BYTES, HolderInfo
 
 # Built once: a Flag union costs more than the lock call it is for, at every commit.
 _TRY_EXCLUSIVE = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+# The same request as a plain int, for the re-assertion at every commit (``revalidate``).
+_TRY_EXCLUSIVE_BITS = int(_TRY_EXCLUSIVE)
+# What fcntl raises when another holder has a conflicting lock (portalocker's AlreadyLocked).
+_HELD_ELSEWHERE = (errno.EACCES, errno.EAGAIN)
 
 
 class LockMethod(enum.StrEnum):
@@ -44,6 +48,12 @@ class ShareLock:
         self.path = Path(path)
         self.method = method
         self._locker = _locker_for(method)
+        # For ``revalidate``, run after every commit: the path as a str (no ``__fspath__``
+        # call) and the fcntl call this locker takes the lock with (portalocker's public
+        # ``locker``), called without ``lock()``'s flag checks (enum arithmetic, several
+        # interpreted calls: most of the lock's share of a commit's fencing check).
+        self._path_name = str(self.path)
+        self._reassert = self._locker.locker
         self._fd: int | None = None
         self._held = False
 
@@ -83,7 +93,7 @@ class ShareLock:
         if not self._held or self._fd is None:
             raise LockLost("the lock is not held")
         try:
-            path_stat = os.stat(self.path)
+            path_stat = os.stat(self._path_name)
         except FileNotFoundError:
             raise LockLost(f"the lock file {self.path} was deleted") from None
         except OSError as exc:
@@ -95,11 +105,13 @@ class ShareLock:
         if (path_stat.st_dev, path_stat.st_ino) != (held_stat.st_dev, held_stat.st_ino):
             raise LockLost(f"the lock file {self.path} was replaced by another file")
         try:
-            self._locker.lock(self._fd, _TRY_EXCLUSIVE)
-        except portalocker.AlreadyLocked:
-            raise LockLost("re-asserting the lock was refused: another holder has it") from None
-        except (portalocker.LockException, OSError) as exc:
+            self._reassert(self._fd, _TRY_EXCLUSIVE_BITS)
+        except OSError as exc:
+            if exc.errno in _HELD_ELSEWHERE:
+                raise LockLost("re-asserting the lock was refused: another holder has it") from None
             raise LockLost(f"re-asserting the lock failed: {exc}") from exc
+        except EOFError as exc:  # what some network filesystems' lock calls raise
+            raise LockLost(f"re-asserting the lock failed: {exc!r}") from exc
 
     def write_holder(self, info: HolderInfo) -> None:
         """Record the holder in the lock file, through the held descriptor, durably."""

@@ -38,9 +38,21 @@ MAX_JSON_BYTES = 64 * 1024
 @contextlib.contextmanager
 def directory_fd(directory: Path, share_root: bool = False) -> Iterator[int]:
     """A descriptor of ``directory``: OSError if a symlink (or a file) has its name."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if share_root else os.O_NOFOLLOW)
+    fd = _open_directory(directory, share_root)
     try:
-        fd = os.open(directory, flags)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _open_directory(directory: Path | str, share_root: bool = False) -> int:
+    """``directory_fd``'s descriptor, for the caller to close."""
+    flags = _DIRECTORY_FLAGS if share_root else _DIRECTORY_FLAGS | os.O_NOFOLLOW
+    try:
+        return os.open(directory, flags)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise OSError(
@@ -48,10 +60,6 @@ def directory_fd(directory: Path, share_root: bool = False) -> Iterator[int]:
                 f"{directory} is not a directory of its own (a symlink or a file has its name)",
             ) from None
         raise
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def real_directory(path: Path) -> Path:
@@ -118,16 +126,22 @@ def exists_in(path: Path) -> bool:
     return name_exists(path.parent, path.name)
 
 
-def name_exists(directory: Path, name: str) -> bool:
+def name_exists(directory: Path | str, name: str) -> bool:
     """Whether anything has ``name`` in ``directory`` (a symlink counts, unfollowed).
 
-    The form for a check made at every commit (the lease's): no path is built.
+    The form for a check made at every commit (the lease's): no path is built, and no
+    context manager (a generator and three interpreted calls, at every commit).
     """
     try:
-        with directory_fd(directory) as fd:
-            os.stat(name, dir_fd=fd, follow_symlinks=False)
+        fd = _open_directory(directory)
     except FileNotFoundError:
         return False
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(fd)
     return True
 
 

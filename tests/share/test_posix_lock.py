@@ -106,6 +106,24 @@ def test_deleted_lock_file_is_recreated_by_a_slave_and_the_old_holder_notices(
     old.close()
 
 
+def test_a_posix_lock_dropped_behind_the_holders_back_is_refused_at_the_next_check(
+    share: Path, holders: list[Holder]
+) -> None:
+    """DESIGN.md's pitfall, for real: closing any other descriptor of the lock file drops the
+    process's POSIX lock; another process takes it; the old holder's next check (the one
+    after every commit) must fail with the reason, not re-take a lock it no longer has."""
+    lock_file = ShareLayout(share).lock_file
+    old = ShareLock(lock_file, LockMethod.POSIX)
+    assert old.try_acquire()
+    old.revalidate()
+    os.close(os.open(lock_file, os.O_RDONLY))  # the whole process's lock goes with it
+    holders.append(Holder(share, LockMethod.POSIX))
+    assert holders[0].answer == "held"
+    with pytest.raises(LockLost, match="refused: another holder has it"):
+        old.revalidate()
+    old.close()
+
+
 def test_missing_lock_file_is_reported_as_deleted(share: Path) -> None:
     lock = ShareLock(ShareLayout(share).lock_file)
     assert lock.try_acquire()

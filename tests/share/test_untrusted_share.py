@@ -90,6 +90,24 @@ def test_a_directory_as_the_lock_file_is_refused_with_the_reason(share: Path) ->
         ShareLock(lock_file).try_acquire()
 
 
+def test_an_epochs_directory_swapped_for_a_symlink_fails_the_lease_check(
+    share: Path, tmp_path: Path
+) -> None:
+    """The check after every commit looks up ``epochs/N+1`` without following a symlink
+    put in the directory's place: an error, never an answer from somewhere else."""
+    port = PosixShare(share)
+    assert port.try_lock()
+    epoch = port.claim_epoch(EpochRecord(0, node_id="a"))
+    assert not port.epoch_exists(epoch + 1)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    port.layout.epochs.rename(tmp_path / "moved")
+    port.layout.epochs.symlink_to(elsewhere)
+    with pytest.raises(OSError, match="not a directory of its own"):
+        port.epoch_exists(epoch + 1)
+    port.drop_lock()
+
+
 def test_a_planted_temporary_epoch_record_is_not_followed(share: Path, tmp_path: Path) -> None:
     port = PosixShare(share)
     epoch = port.claim_epoch(EpochRecord(0, node_id="a", outlasted=False))
