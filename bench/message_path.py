@@ -13,7 +13,10 @@ Run: ``.venv/bin/python bench/message_path.py [--seconds S] [--rounds N] [--no-n
    broker core (its journal encode apart), the hand-off to the commit, the commit (its
    batch encode, fdatasync and fencing check apart), the hand-back and the RECEIPT write.
    Beside them, each way's physical limit (issue 30): a round trip of nothing but its
-   client's share and its one fdatasync, in messages per second.
+   client's share and its one fdatasync, in messages per second; and the broker loop
+   thread's CPU per message and how often per message the kernel moved it to another CPU
+   (/proc's ``se.nr_migrations``): with the client on the same machine, where the
+   scheduler puts the loop thread changes its CPU per message by a third.
 2. A real node (``primacy run``, as the comparison with ActiveMQ starts it): messages
    per second with 1 and 8 producers, and the node's user and system CPU per message;
    the one producer's rate as a fraction of the limit measured in step 1.
@@ -33,6 +36,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -157,6 +161,17 @@ def instrument(marks: Marks) -> Callable[[], None]:
     return undo_all
 
 
+def loop_thread_counters() -> tuple[float, int]:
+    """The broker loop thread's CPU time (s) and how often the kernel moved it to another CPU,
+    from /proc (``se.sum_exec_runtime``, ``se.nr_migrations``): its thread is found by name."""
+    (tid,) = [t.native_id for t in threading.enumerate() if t.name == "primacy-broker"]
+    fields = {}
+    for line in Path(f"/proc/self/task/{tid}/sched").read_text().splitlines():
+        name, _, value = line.partition(":")
+        fields[name.strip()] = value.strip()
+    return float(fields["se.sum_exec_runtime"]) / 1e3, int(fields["se.nr_migrations"])
+
+
 def round_trip(root: Path, seconds: float, *, inline: bool, loop: str) -> dict[str, float]:
     """One stomp.py producer's round trip, stage by stage (medians, µs), with the journal
     committing a lone record on the loop's thread (``inline``) or handing every one to the
@@ -184,10 +199,16 @@ def round_trip(root: Path, seconds: float, *, inline: bool, loop: str) -> dict[s
     try:
         for stream in marks.values():
             stream.clear()
-        # Counted once the producer sends (spawning it takes seconds on a loaded machine).
-        rate = throughput(service.address, "/queue/path", "path", 1, seconds, warmup_s=1.0)
         writer = store._writer
         assert writer is not None
+        cpu_before, moved_before = loop_thread_counters()
+        records_before = writer.records_written
+        # Counted once the producer sends (spawning it takes seconds on a loaded machine).
+        rate = throughput(service.address, "/queue/path", "path", 1, seconds, warmup_s=1.0)
+        cpu_after, moved_after = loop_thread_counters()
+        records = max(writer.records_written - records_before, 1)  # with the warm-up's
+        loop_cpu_us = (cpu_after - cpu_before) / records * 1e6
+        migrations = (moved_after - moved_before) / records
         inline_share = writer.inline_commits / max(writer.batches_written, 1)
         figures = stage_means(marks)  # the one producer's, before the eight come
         # Then eight at once on the same service: group commit, with or without inline.
@@ -203,6 +224,7 @@ def round_trip(root: Path, seconds: float, *, inline: bool, loop: str) -> dict[s
         undo()
     figures["rate"] = rate
     figures["inline share"] = inline_share
+    figures["loop cpu"], figures["migrations"] = loop_cpu_us, migrations
     figures["rate 8"], figures["inline share 8"] = rate8, inline8
     client_us = figures[STAGES[0][0]]
     figures["limit"] = 1e6 / (client_us + figures["  of the commit, fdatasync"])
@@ -232,7 +254,11 @@ def budget(
         return statistics.median(run[key] for run in runs[way])
 
     def row(label: str, values: list[str]) -> None:
-        print(f"  {label:<60}" + "".join(f"{value:>14}" for value in values))
+        print(f"  {label:<60}" + "".join(f" {value:>17}" for value in values))
+
+    def us(value: float) -> str:
+        # A stage whose marks are inside compiled code was not seen (no mean to print).
+        return "(compiled)" if math.isnan(value) else f"{value:.0f}"
 
     print(f"round trip, 1 producer, policy sync, median of {rounds} round(s) each, alternating")
     row(
@@ -245,13 +271,18 @@ def budget(
         label for label, _ in DURATIONS[1:]
     ]
     for label in labels:
-        row(label, [f"{med(way, label):.0f}" for way in ways])
+        row(label, [us(med(way, label)) for way in ways])
     sums = [sum(med(way, label) for label, _, _ in STAGES) for way in ways]
-    row("sum of the stages", [f"{total:.0f}" for total in sums])
+    row("sum of the stages", [us(total) for total in sums])
     rates = [med(way, "rate") for way in ways]
     row("measured: us per round trip (1e6 / rate)", [f"{1e6 / rate:.0f}" for rate in rates])
     row("messages per second", [f"{rate:,.0f}" for rate in rates])
     row("commits made on the loop thread", [f"{med(way, 'inline share'):.0%}" for way in ways])
+    row("the loop thread's CPU per message, us", [us(med(way, "loop cpu")) for way in ways])
+    row(
+        "the loop thread moved to another CPU, per message",
+        [f"{med(way, 'migrations'):.2f}" for way in ways],
+    )
     row(
         "8 producers, same service: messages per second", [f"{med(w, 'rate 8'):,.0f}" for w in ways]
     )
