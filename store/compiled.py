@@ -60,9 +60,34 @@ def built_from(extensions: list[Path], source: Path) -> bool:
     return any(digest in extension.read_bytes() for extension in extensions)
 
 
+def stale_in(folders: Sequence[Path]) -> list[Path]:
+    """The compiled modules' sources in ``folders`` that changed since their build."""
+    return [
+        source
+        for folder in folders
+        for source in sorted(folder.glob("*.py"))
+        if (extensions := extensions_beside(source)) and not built_from(extensions, source)
+    ]
+
+
+def hot_path_folders(folder: Path) -> list[Path]:
+    """``folder`` and the hot path's other package folders beside it (``broker/``, ``store/``):
+    their modules are compiled together and call each other's compiled classes."""
+    siblings = [folder.parent / package.rpartition(".")[2] for package in _PACKAGES]
+    return list(dict.fromkeys([folder, *(s for s in siblings if s.is_dir())]))
+
+
 class FreshCompiledOnly(importlib.abc.MetaPathFinder):
-    """For the hot path's packages: the source where its extension is stale, or where
-    pure Python is wanted; everything else is left to the usual finders."""
+    """For the hot path's packages: the source where pure Python is wanted, or where any of
+    the hot path's extensions is stale; everything else is left to the usual finders.
+
+    All or none: the compiled modules are one build and pass each other their compiled
+    classes, which insist on their own type. A source ``Frame`` handed to the compiled
+    connection fails at the first frame (``TypeError: ...FrameLimits object expected; got
+    ...FrameLimits``), so one stale module puts every one of them on the source."""
+
+    def __init__(self) -> None:
+        self._stale: dict[tuple[Path, ...], list[Path]] = {}
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -77,16 +102,25 @@ class FreshCompiledOnly(importlib.abc.MetaPathFinder):
                 continue
             if pure_python_wanted():
                 return importlib.util.spec_from_file_location(fullname, source)
-            if not built_from(extensions, source):
-                log.warning(
-                    "%s was compiled from another version of %s: running the source "
-                    "(install primacy again to compile it)",
-                    fullname,
-                    source,
-                )
+            if self._stale_beside(Path(folder)):
                 return importlib.util.spec_from_file_location(fullname, source)
             return None
         return None
+
+    def _stale_beside(self, folder: Path) -> list[Path]:
+        """``stale_in`` the hot path's folders, read once per process (each build is read
+        whole for its digest)."""
+        folders = tuple(hot_path_folders(folder))
+        if folders not in self._stale:
+            self._stale[folders] = stale = stale_in(folders)
+            if stale:  # said once: every module of the hot path follows
+                log.warning(
+                    "compiled from another version of %s: running the hot path's source, "
+                    "all of it (its compiled modules go together; install primacy again "
+                    "to compile them)",
+                    ", ".join(str(path) for path in stale),
+                )
+        return self._stale[folders]
 
 
 def install() -> None:
@@ -99,17 +133,20 @@ def hot_path() -> str:
     """One line for ``primacy --version``: whether the hot path runs compiled."""
     if pure_python_wanted():
         return f"hot path: pure Python ({PURE_PYTHON_VARIABLE} is set)"
-    fresh: list[str] = []
-    stale: list[str] = []
-    for package in _PACKAGES:
-        for folder in map(Path, importlib.import_module(package).__path__):
-            for source in sorted(folder.glob("*.py")):
-                if extensions := extensions_beside(source):
-                    built = built_from(extensions, source)
-                    (fresh if built else stale).append(f"{folder.name}/{source.name}")
-    if not fresh and not stale:
+    folders = [
+        Path(folder)
+        for package in _PACKAGES
+        for folder in importlib.import_module(package).__path__
+    ]
+    compiled = [
+        source for folder in folders for source in folder.glob("*.py") if extensions_beside(source)
+    ]
+    if not compiled:
         return "hot path: pure Python (nothing was compiled at install)"
-    line = f"hot path: compiled ({len(fresh)} modules)"
-    if stale:
-        line += f"; run from source, changed since the build: {', '.join(stale)}"
-    return line
+    if stale := stale_in(folders):
+        changed = ", ".join(f"{path.parent.name}/{path.name}" for path in stale)
+        return (
+            f"hot path: pure Python, all {len(compiled)} compiled modules: changed since the "
+            f"build: {changed} (install primacy again to compile them)"
+        )
+    return f"hot path: compiled ({len(compiled)} modules)"

@@ -102,7 +102,42 @@ def test_a_build_of_another_source_is_not(
             module_name("broker/frames.py"), [str(copied_frames.parent)]
         )
     assert spec is not None and spec.origin == str(copied_frames)
-    assert "was compiled from another version" in caplog.text
+    assert "compiled from another version of" in caplog.text
+
+
+@pytest.fixture
+def copied_hot_path(tmp_path: Path) -> Path:
+    """broker/frames.py and store/format.py with their compiled files, in broker/ and store/
+    folders side by side, as an install lays them out; the broker folder."""
+    for module in ("broker/frames.py", "store/format.py"):
+        source = ROOT / module
+        extensions = extensions_beside(source)
+        if not extensions:
+            pytest.skip(f"{module} is not compiled in this install")
+        folder = tmp_path / source.parent.name
+        folder.mkdir(exist_ok=True)
+        for path in [source, *extensions]:
+            shutil.copy2(path, folder / path.name)
+    return tmp_path / "broker"
+
+
+def test_one_stale_module_puts_every_compiled_one_on_the_source(
+    copied_hot_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled modules pass each other their compiled classes: a compiled frames module
+    beside a source one (or the other way round) fails at the first frame with 'FrameLimits
+    object expected; got FrameLimits' and stops the node. So a change to any of them, not
+    just to the module imported, runs all of them from source, and says which changed."""
+    monkeypatch.delenv(PURE_PYTHON_VARIABLE, raising=False)
+    frames = module_name("broker/frames.py")
+    assert FreshCompiledOnly().find_spec(frames, [str(copied_hot_path)]) is None  # all fresh
+    with (copied_hot_path.parent / "store" / "format.py").open("a") as file:
+        file.write("# changed after the build\n")
+    with caplog.at_level(logging.WARNING):
+        spec = FreshCompiledOnly().find_spec(frames, [str(copied_hot_path)])
+    assert spec is not None and spec.origin == str(copied_hot_path / "frames.py")
+    assert "compiled from another version of" in caplog.text
+    assert str(copied_hot_path.parent / "store" / "format.py") in caplog.text
 
 
 def test_pure_python_is_chosen_by_the_environment(
