@@ -110,7 +110,7 @@ class FreshCompiledOnly(importlib.abc.MetaPathFinder):
     def _stale_beside(self, folder: Path) -> list[Path]:
         """``stale_in`` the hot path's folders, read once per process (each build is read
         whole for its digest)."""
-        folders = tuple(hot_path_folders(folder))
+        folders = tuple(sorted(hot_path_folders(folder)))  # one key from broker/ and store/
         if folders not in self._stale:
             self._stale[folders] = stale = stale_in(folders)
             if stale:  # said once: every module of the hot path follows
