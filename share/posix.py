@@ -34,6 +34,8 @@ from primacy.share.records import (
 from primacy.share.watch import ShareWatcher
 
 CAPABILITIES = Capabilities(coordination="share", has_session=False, replaces_lock=True)
+# The node id of an epoch record ``primacy epochs raise`` wrote (``raise_counter``).
+RAISED_BY = "primacy-epochs-raise"
 
 
 class PosixShare:
@@ -117,6 +119,30 @@ class PosixShare:
                 os.close(fd)
             safe_io.fsync_directory(self._epochs)
             return epoch
+
+    def raise_counter(self, to_epoch: int, progress: Callable[[int], None] | None = None) -> int:
+        """``primacy epochs raise`` on the share: where no claim reaches ``to_epoch`` (the
+        journal's newest served epoch, its records deleted or restored apart from it), record
+        it as claimed: a released placeholder, so the next claim takes a later number and no
+        takeover waits on it. The highest claim after. Never removes a record, and a number
+        it records counts as claimed, which can only fence a master, never keep one current."""
+        safe_io.real_directory(self._epochs)
+        if max(self.listed_epochs(), default=0) < to_epoch and not self.epoch_exists(to_epoch):
+            record = EpochRecord(to_epoch, node_id=RAISED_BY, released=True)
+            try:
+                fd = safe_io.create_exclusive(self.layout.epoch_file(to_epoch))
+            except FileExistsError:
+                pass  # a claim or another raise got there first: it counts the same
+            else:
+                try:
+                    os.write(fd, record.to_bytes())
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                safe_io.fsync_directory(self._epochs)
+                if progress is not None:
+                    progress(to_epoch)
+        return max(self.listed_epochs(), default=0)
 
     def epoch_exists(self, epoch: int) -> bool:
         # No path built: this is the lease check, run after every group commit.

@@ -95,8 +95,9 @@ TITLES = {
         "the lock was refused): this slave replaced the lock file to take over"
     ),
     COORDINATOR_BEHIND_SHARE: (
-        "the coordinator (ZooKeeper) has no claim of an epoch the share's journal shows was "
-        "served (its counter was reset or restored): this node claims nothing and holds off"
+        "the coordinator has no claim of an epoch the share's journal shows was served "
+        "(ZooKeeper's counter reset or restored; on the share, `epochs/` emptied): this node "
+        "claims nothing and holds off"
     ),
     PLANTED_EPOCH_REPLACED: (
         "the next epoch's znode existed though the counter had not reached it (written outside "

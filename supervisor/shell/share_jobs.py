@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 
 from primacy.locker.lease import CoordinatorBehindShare, Lease, LeaseLost
 from primacy.locker.stall import StallWatch, sighting
@@ -51,15 +52,15 @@ class ShareJobs:
     ) -> None:
         self.node_id = config.node_id
         self.port = port
-        # Where the claims live apart from the journal (ZooKeeper), the journal's own
-        # evidence is the floor under them: the coordinator may be reset or lie.
+        # The journal's own evidence is the floor under the claims: where they live apart from
+        # it (ZooKeeper) the coordinator may be reset or lie; on the share its epochs/ may be
+        # deleted or restored apart from the journal. There the floor applies while epochs/
+        # holds no claim at all beside served segments (proof that records were lost: every
+        # served segment needed a claim); a later epoch's segment beside older claims is still
+        # set aside as unclaimed (docs/safety.md, "A segment of an epoch nobody claimed").
         self._coordinator_is_the_share = config.coordination == "share"
         journal_dir = config.store_config().journal_dir
-        self.lease = Lease(
-            port,
-            config.node_id,
-            None if self._coordinator_is_the_share else lambda: highest_served_epoch(journal_dir),
-        )
+        self.lease = Lease(port, config.node_id, lambda: self._epoch_floor(journal_dir))
         self._clock = clock
         self._stall = (
             StallWatch(config.stall_takeover_ms / 1000, clock) if config.stall_takeover_ms else None
@@ -187,6 +188,11 @@ class ShareJobs:
 
     # ---- taking over -------------------------------------------------------
 
+    def _epoch_floor(self, journal_dir: Path) -> int:
+        if self._coordinator_is_the_share and self.port.listed_epochs():
+            return 0  # claims on record: the unclaimed-segment rule answers for later epochs
+        return highest_served_epoch(journal_dir)
+
     def claim_epoch(
         self, keep_alive_period_ms: int, exec_child: bool = False
     ) -> roles.EpochClaimed | roles.LeaseLost | roles.ClaimFailed:
@@ -204,6 +210,19 @@ class ShareJobs:
             return roles.LeaseLost(f"claiming an epoch failed: {exc}")
         except (CoordinatorBehindShare, EpochCounterWentBack) as exc:
             floor = exc.floor if isinstance(exc, CoordinatorBehindShare) else exc.seen
+            if self._coordinator_is_the_share:
+                log.error(
+                    "%s node %s refuses to claim an epoch: the share's epochs/ holds no claim, "
+                    "yet its journal holds a segment a master of epoch %d wrote: epoch records "
+                    "were deleted or restored apart from the journal, and a claim now would set "
+                    'served segments aside. docs/runbook.md, "PrimacyCoordinatorBehindShare": '
+                    "primacy epochs raise SHARE records epoch %d",
+                    codes.COORDINATOR_BEHIND_SHARE,
+                    self.node_id,
+                    floor,
+                    floor,
+                )
+                return roles.ClaimFailed(str(exc), behind_share_floor=floor)
             log.error(
                 "%s node %s refuses to claim an epoch: %s. Find out who changed the "
                 "coordinator (primacy doctor --zookeeper); docs/runbook.md, "

@@ -1,0 +1,91 @@
+"""The share's epochs/ deleted under a group that served: no receipted message set aside.
+
+A group coordinated by its share keeps its claims in ``epochs/``. Deleted (an operator
+cleaning the share, a restore of the directory apart from the journal), its absence once made
+every served segment look unclaimed: the next claim took epoch 1, its opening set the
+segments of later epochs aside as unclaimed (``PRIMACY-1412``) and the master after served
+without them. Now a node that finds no claim at all beside served segments refuses to claim
+(``PRIMACY-1026``) and says why, and once the operator records the journal's newest epoch
+(``primacy epochs raise SHARE``) a master serves every message.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from primacy.share.layout import LOCK_FILE_NAME, ShareLayout
+from tests.broker.stomppy import StompPy
+from tests.harness.cli import primacy
+from tests.harness.group import Group, NodeProcess, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+
+_MESSAGES = 10
+_TIMEOUT_S = 30.0
+
+
+def _status(node: NodeProcess) -> dict[str, object]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.port}/status", timeout=2) as answer:
+        return json.load(answer)  # type: ignore[no-any-return]
+
+
+def _refusing(node: NodeProcess) -> bool:
+    try:
+        return _status(node)["coordinator_behind_share"] is True
+    except OSError:  # its endpoint between two roles
+        return False
+
+
+def test_a_deleted_epochs_directory_sets_no_served_segment_aside(group: Group, share: Path) -> None:
+    ports = {"a": free_port(), "b": free_port()}
+    nodes = [group.start(name, "--stomp", f"127.0.0.1:{port}") for name, port in ports.items()]
+    master = group.wait_for_master(_TIMEOUT_S)
+    served_epoch = _status(master)["epoch"]
+    assert isinstance(served_epoch, int)
+    producer = StompPy(("127.0.0.1", ports[master.node_id]))
+    try:
+        for number in range(_MESSAGES):
+            assert producer.send("/queue/floor", f"m{number}", **{"message-id": f"floor-{number}"})
+    finally:
+        producer.close()
+
+    # The claims go, then the lock file: the master's next check fails, the nodes take the
+    # lock again and find no claim beside the journal's segments of ``served_epoch``.
+    layout = ShareLayout(share)
+    shutil.rmtree(layout.epochs)
+    (share / LOCK_FILE_NAME).unlink()
+    wait_until(
+        lambda: group.masters() == [] and any(_refusing(n) for n in nodes),
+        _TIMEOUT_S,
+        "the old master to stop and a node to refuse a claim below the share's journal",
+    )
+    quarantine = layout.quarantine
+    assert not quarantine.exists() or list(quarantine.iterdir()) == []  # nothing set aside
+    refusing = next(n for n in nodes if _refusing(n))
+    assert "PRIMACY-1026" in refusing.log()
+    assert f"a master of epoch {served_epoch} wrote" in refusing.log()
+
+    # The operator's repair: the journal's newest epoch recorded as claimed.
+    dry = primacy("epochs", "raise", str(share), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"no claim of epoch {served_epoch}" in dry.stdout
+    raised = primacy("epochs", "raise", str(share))
+    assert raised.returncode == 0, raised.stderr
+    assert f"records epoch {served_epoch}" in raised.stdout
+
+    master = group.wait_for_master(_TIMEOUT_S)
+    new_epoch = _status(master)["epoch"]
+    assert isinstance(new_epoch, int) and new_epoch > served_epoch
+    consumer = StompPy(("127.0.0.1", ports[master.node_id]))
+    try:
+        consumer.subscribe("/queue/floor", "floor")
+        got = sorted(consumer.message(_TIMEOUT_S).body for _ in range(_MESSAGES))
+        assert consumer.no_message()
+    finally:
+        consumer.close()
+    assert got == sorted(f"m{number}" for number in range(_MESSAGES))
