@@ -38,6 +38,17 @@ PRIORITY_SET = "PRIMACY-1023"
 GROUP_PAUSE_SEEN = "PRIMACY-1024"
 STALLED_LOCK_REPLACED = "PRIMACY-1025"
 COORDINATOR_BEHIND_SHARE = "PRIMACY-1026"
+# Its reason and repair: for a coordinator's counter, and for the share's own epochs/.
+COUNTER_BEHIND = (
+    "{reason}. Find out who changed the coordinator (primacy doctor --zookeeper); "
+    'docs/runbook.md, "PrimacyCoordinatorBehindShare", says how to bring its counter past {floor}'
+)
+EPOCHS_LOST = (
+    "the share's epochs/ holds no claim, yet its journal holds a segment a master of epoch "
+    "{floor} wrote: epoch records were deleted or restored apart from the journal, and a claim "
+    'now would set served segments aside. docs/runbook.md, "PrimacyCoordinatorBehindShare": '
+    "primacy epochs raise SHARE records epoch {floor}"
+)
 PLANTED_EPOCH_REPLACED = "PRIMACY-1027"
 SHARE_UNUSABLE_BY_NODE = "PRIMACY-1030"
 JOURNAL_FOLLOWER_FAILED = "PRIMACY-1031"

@@ -52,12 +52,9 @@ class ShareJobs:
     ) -> None:
         self.node_id = config.node_id
         self.port = port
-        # The journal's own evidence is the floor under the claims: where they live apart from
-        # it (ZooKeeper) the coordinator may be reset or lie; on the share its epochs/ may be
-        # deleted or restored apart from the journal. There the floor applies while epochs/
-        # holds no claim at all beside served segments (proof that records were lost: every
-        # served segment needed a claim); a later epoch's segment beside older claims is still
-        # set aside as unclaimed (docs/safety.md, "A segment of an epoch nobody claimed").
+        # The journal's own evidence is the floor under the claims: a coordinator may be reset
+        # or lie, and the share's epochs/ be deleted or restored apart from the journal
+        # (docs/safety.md, "The epoch floor" and "A segment of an epoch nobody claimed").
         self._coordinator_is_the_share = config.coordination == "share"
         journal_dir = config.store_config().journal_dir
         self.lease = Lease(port, config.node_id, lambda: self._epoch_floor(journal_dir))
@@ -189,8 +186,11 @@ class ShareJobs:
     # ---- taking over -------------------------------------------------------
 
     def _epoch_floor(self, journal_dir: Path) -> int:
+        """On the share, only where epochs/ holds no claim at all beside served segments (proof
+        that records were lost: each served segment needed a claim); beside claims, a later
+        epoch's segment is the unclaimed-segment rule's to set aside."""
         if self._coordinator_is_the_share and self.port.listed_epochs():
-            return 0  # claims on record: the unclaimed-segment rule answers for later epochs
+            return 0
         return highest_served_epoch(journal_dir)
 
     def claim_epoch(
@@ -210,27 +210,12 @@ class ShareJobs:
             return roles.LeaseLost(f"claiming an epoch failed: {exc}")
         except (CoordinatorBehindShare, EpochCounterWentBack) as exc:
             floor = exc.floor if isinstance(exc, CoordinatorBehindShare) else exc.seen
-            if self._coordinator_is_the_share:
-                log.error(
-                    "%s node %s refuses to claim an epoch: the share's epochs/ holds no claim, "
-                    "yet its journal holds a segment a master of epoch %d wrote: epoch records "
-                    "were deleted or restored apart from the journal, and a claim now would set "
-                    'served segments aside. docs/runbook.md, "PrimacyCoordinatorBehindShare": '
-                    "primacy epochs raise SHARE records epoch %d",
-                    codes.COORDINATOR_BEHIND_SHARE,
-                    self.node_id,
-                    floor,
-                    floor,
-                )
-                return roles.ClaimFailed(str(exc), behind_share_floor=floor)
+            why = codes.EPOCHS_LOST if self._coordinator_is_the_share else codes.COUNTER_BEHIND
             log.error(
-                "%s node %s refuses to claim an epoch: %s. Find out who changed the "
-                "coordinator (primacy doctor --zookeeper); docs/runbook.md, "
-                '"PrimacyCoordinatorBehindShare", says how to bring its counter past %d',
+                "%s node %s refuses to claim an epoch: %s",
                 codes.COORDINATOR_BEHIND_SHARE,
                 self.node_id,
-                exc,
-                floor,
+                why.format(reason=exc, floor=floor),
             )
             return roles.ClaimFailed(str(exc), behind_share_floor=floor)
         except OSError as exc:  # the lock is still ours; the share would not take the record
