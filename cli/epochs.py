@@ -60,7 +60,7 @@ def run_raise(args: argparse.Namespace) -> int:
         return _raise_on_the_share(args, floor)
     try:
         location = group_location(args, args.share)
-        port = open_zookeeper(location)  # the counter's repair is ZooKeeper's alone
+        port = open_zookeeper(location)
         try:
             if not port.group_exists():
                 raise RecordsUnreadable(f"no primacy group has used {location.where}")
