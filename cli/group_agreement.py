@@ -17,7 +17,7 @@ from primacy.share.group_settings import (
     GroupSettings,
     GroupSettingsUnreadable,
     agree_group_settings,
-    read_group_settings,
+    settled_group_settings,
 )
 from primacy.share.layout import ShareLayout
 from primacy.share.posix_lock import LockMethod
@@ -52,7 +52,7 @@ def join_group(
     not work is left as it was found)."""
     layout = ShareLayout(config.share)
     try:
-        recorded = read_group_settings(layout)
+        recorded = settled_group_settings(layout)
         if recorded is None:
             check_share(config)
             recorded = agree_group_settings(layout, settings_of(config))

@@ -85,13 +85,21 @@ def read_group_settings(layout: ShareLayout) -> GroupSettings | None:
     return settings
 
 
+def settled_group_settings(layout: ShareLayout) -> GroupSettings | None:
+    """``read_group_settings``, but a record another node is writing at this instant (created
+    empty by ``agree_group_settings``, its content not there yet) is waited for: it is
+    unreadable only if it stays so for ``_RECORD_WAIT_S``. Three nodes started at once under
+    load made the third refuse its start on the first node's empty record (PRIMACY-2061)."""
+    try:
+        return read_group_settings(layout)
+    except GroupSettingsUnreadable:
+        return _wait_for_record(layout)
+
+
 def agree_group_settings(layout: ShareLayout, mine: GroupSettings) -> GroupSettings:
     """The group's settings: the record, or ``mine`` recorded now if there is none yet (a new
     group, or one older than the record). The caller compares them with its own."""
-    try:
-        recorded = read_group_settings(layout)
-    except GroupSettingsUnreadable:  # perhaps created by another node that is writing it now
-        return _wait_for_record(layout)
+    recorded = settled_group_settings(layout)
     if recorded is not None:
         return recorded
     record = GroupSettings(

@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 
 from primacy.cli.localgroup import Group, NodeProcess
+from primacy.cli.group_agreement import join_group
+from primacy.share import group_settings, safe_io
 from primacy.share.group_settings import GroupSettings, agree_group_settings
 from primacy.share.layout import ShareLayout
+from primacy.supervisor.config import NodeConfig
 from tests.harness.cli import primacy
 from tests.harness.group import wait_until
 
@@ -110,6 +113,42 @@ def test_two_first_nodes_record_one_setting(share: Path) -> None:
     assert len({(r.lock_method, r.recorded_by) for r in results}) == 1
     assert not [name for name in os.listdir(share) if name.endswith(".tmp")]
     assert json.loads(layout.group_settings.read_text())["recorded_by"] == results[0].recorded_by
+
+
+def test_a_node_started_while_the_first_writes_the_record_joins_it(
+    share: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three nodes started at once under load: the third read the first one's record between
+    its creation and its content, and refused its start (PRIMACY-2061). It waits instead."""
+    layout = ShareLayout(share)
+    config = NodeConfig(node_id="n3", share=share)
+    fd = safe_io.create_exclusive(layout.group_settings, share_root=True)  # n1, mid-write
+    reads = 0
+    real_read = group_settings.read_group_settings
+
+    def counted_read(layout: ShareLayout) -> GroupSettings | None:
+        nonlocal reads
+        reads += 1
+        return real_read(layout)
+
+    monkeypatch.setattr(group_settings, "read_group_settings", counted_read)
+    joined: list[GroupSettings] = []
+    failed: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            joined.append(join_group(config, lambda _config: None)[1])
+        except BaseException as exc:
+            failed.append(exc)
+
+    joiner = threading.Thread(target=join)
+    joiner.start()
+    wait_until(lambda: reads > 0 or not joiner.is_alive(), 10, "n3 to read the empty record")
+    record = GroupSettings("posix", recorded_by="n1", recorded_at_unix_s=1.0)
+    os.write(fd, json.dumps(record.to_json()).encode())
+    os.close(fd)
+    joiner.join(10)
+    assert failed == [] and [r.recorded_by for r in joined] == ["n1"]
 
 
 def test_the_doctor_reads_the_record(share: Path) -> None:
