@@ -116,6 +116,15 @@ class NodeProcess:
     def is_master(self) -> bool:
         return self.status("/master") == 200
 
+    def answers_health(self) -> bool:
+        """/health answers 200; AssertionError at once, with the log's end, if it exited."""
+        if self.process.poll() is not None:
+            raise AssertionError(
+                f"{self.node_id} exited ({self.process.returncode}) before answering /health: "
+                f"{self.log()[-1500:]}"
+            )
+        return self.status("/health") == 200
+
     def signal(self, sig: int) -> None:
         """Send ``sig``; a SIGKILL returns once the process is gone. A killed process's
         descriptors close before it can be reaped, so its guardian (and a test watching its
@@ -199,7 +208,7 @@ class Group:
         started = [self.start(f"n{index}", *extra) for index in range(1, count + 1)]
         for node in started:
             wait_until(
-                lambda node=node: node.status("/health") == 200,
+                lambda node=node: node.answers_health(),
                 20,
                 f"{node.node_id} answers /health",
             )

@@ -14,6 +14,7 @@ import pytest
 from primacy.share.zookeeper import ZooKeeperShare
 from tests.broker.nodes import Masters
 from tests.harness.emulated_hosts import EmulatedHosts, fuse_unavailable_reason
+from tests.harness.failure_logs import attach_log_tails
 from tests.harness.ganesha.host import RealNfsHosts
 from tests.harness.ganesha.server import GaneshaServer, real_nfs_unavailable_reason
 from tests.harness.group import Group
@@ -107,6 +108,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (-seconds(item), units[item.nodeid]))  # stable within a unit
     for item in items:
         item.add_marker(pytest.mark.xdist_group(units[item.nodeid]))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's process logs in its report (tests/harness/failure_logs.py)."""
+    report = yield
+    attach_log_tails(item, report)
+    return report
 
 
 @pytest.fixture

@@ -16,6 +16,11 @@ from primacy.store.writer import SegmentFile
 from tests.broker.nodes import Masters, RawClient, eventually
 from tests.broker.stomppy import Collector, StompPy
 
+# No idle checkpoint step between these tests' sends: the writer thread takes the segment for
+# it once a second of quiet has passed (a slow CI machine's connect takes that long), and a
+# send that comes meanwhile is rightly handed to the writer, which is not what they count.
+NO_IDLE_STEP = {"checkpoint_idle_s": 3600.0}
+
 
 def test_a_lone_send_is_committed_on_the_loop_and_receipted_after_its_sync_and_fence(
     masters: Masters, monkeypatch: pytest.MonkeyPatch
@@ -39,7 +44,7 @@ def test_a_lone_send_is_committed_on_the_loop_and_receipted_after_its_sync_and_f
     monkeypatch.setattr(SegmentFile, "sync", sync)
     monkeypatch.setattr(Collector, "on_receipt", on_receipt)
     monkeypatch.setattr(masters.lease, "revalidate", fencing_check)
-    master = masters.start()  # inline commits on: the default (store/config.py)
+    master = masters.start(**NO_IDLE_STEP)  # inline commits on: the default (store/config.py)
     writer = master.store._writer
     assert writer is not None
     # The open's fence was committed by the writer thread, which may not have left that step.
@@ -56,7 +61,7 @@ def test_a_lone_send_is_committed_on_the_loop_and_receipted_after_its_sync_and_f
 
 
 def test_a_fenced_inline_commit_sends_no_receipt(masters: Masters) -> None:
-    master = masters.start()
+    master = masters.start(**NO_IDLE_STEP)
     writer = master.store._writer
     assert writer is not None
     eventually(lambda: not writer.busy, "the writer to be idle after the open's fence")
@@ -88,7 +93,10 @@ def test_a_stop_while_the_loop_hangs_in_a_commit_closes_every_connection(
         real_check()
 
     monkeypatch.setattr(masters.lease, "revalidate", hanging_check)
-    master = masters.start()
+    master = masters.start(**NO_IDLE_STEP)
+    writer = master.store._writer
+    assert writer is not None
+    eventually(lambda: not writer.busy, "the writer to be idle after the open's fence")
     sender, idle = RawClient(master.address), RawClient(master.address)
     assert sender.connect().command == idle.connect().command == "CONNECTED"
     sender.send("SEND", {"destination": "/queue/a", "receipt": "r-1"}, b"x")
