@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from primacy.cli.localgroup import Group, NodeProcess
 from primacy.cli.group_agreement import join_group
+from primacy.cli.localgroup import Group, NodeProcess
 from primacy.share import group_settings, safe_io
 from primacy.share.group_settings import GroupSettings, agree_group_settings
 from primacy.share.layout import ShareLayout
