@@ -89,7 +89,7 @@ def settled_group_settings(layout: ShareLayout) -> GroupSettings | None:
     """``read_group_settings``, but a record another node is writing at this instant (created
     empty by ``agree_group_settings``, its content not there yet) is waited for: it is
     unreadable only if it stays so for ``_RECORD_WAIT_S``. Three nodes started at once under
-    load made the third refuse its start on the first node's empty record (PRIMACY-2061)."""
+    load made the third refuse its start on the first node's empty record as unreadable."""
     try:
         return read_group_settings(layout)
     except GroupSettingsUnreadable:
