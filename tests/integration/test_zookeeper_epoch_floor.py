@@ -13,6 +13,7 @@ the share's journal shows, every node says why, and once an operator raises the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.request
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from primacy.cli.localgroup import Group, NodeProcess
 from primacy.share.layout import journal_dir
@@ -112,7 +114,9 @@ def test_a_counter_set_back_loses_no_receipted_message(
     stranger.delete(f"{path}/epoch")
     stranger.create(f"{path}/epoch", b"0")
     stranger.set(f"{path}/epoch", b"1", version=0)
-    stranger.delete(f"{path}/lock")
+    # The master may have let the lock go by itself: its check found no counter a moment ago.
+    with contextlib.suppress(NoNodeError):
+        stranger.delete(f"{path}/lock")
 
     # Nobody claims 2 again: every node that takes the lock refuses and says why.
     wait_until(
