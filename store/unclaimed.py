@@ -27,7 +27,15 @@ from primacy.share.safe_io import move_into, open_regular, real_directory
 from primacy.store import format as fmt
 from primacy.store import messages
 from primacy.store.errors import StaleEpoch
-from primacy.store.segments import SEGMENT_HEADER_MAX_BYTES, SegmentRef, list_segments
+from primacy.store.segments import (
+    NO_SCAN,
+    SEGMENT_HEADER_MAX_BYTES,
+    SegmentRef,
+    check_batch_at,
+    list_segments,
+    open_segment,
+    read_segment_head,
+)
 
 UNCLAIMED_SUFFIX = ".unclaimed"
 
@@ -59,6 +67,33 @@ def set_aside_unclaimed(journal_dir: Path, epoch: int, epoch_claimed: EpochClaim
         )
         moved.append(segment.name)
     return moved
+
+
+def newest_written_epoch(journal_dir: Path) -> int:
+    """The epoch of the newest segment holding, after an intact header of its epoch, an intact
+    batch of that epoch (0 if none): what only a master writes, after its claim. A planted
+    header alone (what ``set_aside_unclaimed`` is for) is no such evidence. Beside claims of
+    lower epochs only, such a segment proves claims were lost (an ``epochs/`` restored apart
+    from the journal): setting it aside would drop what its master receipted."""
+    for segment in reversed(list_segments(journal_dir)):
+        if _holds_a_batch_of_its_epoch(segment):
+            return segment.epoch
+    return 0
+
+
+def _holds_a_batch_of_its_epoch(segment: SegmentRef) -> bool:
+    try:
+        with open_segment(segment.path, NO_SCAN) as source:
+            header = fmt.decode_segment_header(read_segment_head(source))
+            status, batch = check_batch_at(source, header.header_len)
+    except (OSError, fmt.FormatError):
+        return False
+    return (
+        header.epoch == segment.epoch
+        and status is fmt.BatchStatus.OK
+        and batch is not None
+        and batch.epoch == segment.epoch
+    )
 
 
 def _own_header_identity(segment: SegmentRef) -> tuple[int, int] | None:

@@ -44,10 +44,10 @@ COUNTER_BEHIND = (
     'docs/runbook.md, "PrimacyCoordinatorBehindShare", says how to bring its counter past {floor}'
 )
 EPOCHS_LOST = (
-    "the share's epochs/ holds no claim, yet its journal holds a segment a master of epoch "
-    "{floor} wrote: epoch records were deleted or restored apart from the journal, and a claim "
-    'now would set served segments aside. docs/runbook.md, "PrimacyCoordinatorBehindShare": '
-    "primacy epochs raise SHARE records epoch {floor}"
+    "the share's epochs/ has no claim of epoch {floor}, yet its journal holds a segment a "
+    "master of epoch {floor} wrote: epoch records were deleted or restored apart from the "
+    "journal, and a claim now would set served segments aside. docs/runbook.md, "
+    '"PrimacyCoordinatorBehindShare": primacy epochs raise SHARE records the journal\'s newest'
 )
 PLANTED_EPOCH_REPLACED = "PRIMACY-1027"
 SHARE_UNUSABLE_BY_NODE = "PRIMACY-1030"

@@ -29,6 +29,7 @@ from primacy.store.errors import JournalError, JournalFenced
 from primacy.store.follower import JournalFollower
 from primacy.store.journal import JournalStore
 from primacy.store.segments import highest_served_epoch
+from primacy.store.unclaimed import newest_written_epoch
 from primacy.supervisor import codes
 from primacy.supervisor.config import NodeConfig
 from primacy.supervisor.machine import roles
@@ -186,12 +187,18 @@ class ShareJobs:
     # ---- taking over -------------------------------------------------------
 
     def _epoch_floor(self, journal_dir: Path) -> int:
-        """On the share, only where epochs/ holds no claim at all beside served segments (proof
-        that records were lost: each served segment needed a claim); beside claims, a later
-        epoch's segment is the unclaimed-segment rule's to set aside."""
-        if self._coordinator_is_the_share and self.port.listed_epochs():
-            return 0
-        return highest_served_epoch(journal_dir)
+        """The epoch the share's journal proves was claimed; the lease refuses a claim while
+        the coordinator has no claim of it (docs/safety.md, "A hole in step 1"). Every served
+        segment needed a claim: with no claim at all, a segment's intact header is proof;
+        beside claims, a later epoch's header alone may be planted (the unclaimed-segment
+        rule's to set aside), a batch of its epoch after it is not."""
+        if not self._coordinator_is_the_share:
+            return highest_served_epoch(journal_dir)
+        listed = self.port.listed_epochs()
+        if not listed:
+            return highest_served_epoch(journal_dir)
+        written = newest_written_epoch(journal_dir)
+        return written if written > max(listed) else 0  # the lease asks epochs/<written> itself
 
     def claim_epoch(
         self, keep_alive_period_ms: int, exec_child: bool = False

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import urllib.request
 from pathlib import Path
 
@@ -89,3 +90,66 @@ def test_a_deleted_epochs_directory_sets_no_served_segment_aside(group: Group, s
     finally:
         consumer.close()
     assert got == sorted(f"m{number}" for number in range(_MESSAGES))
+
+
+def _send(port: int, numbers: range) -> None:
+    producer = StompPy(("127.0.0.1", port))
+    try:
+        for number in numbers:
+            assert producer.send("/queue/floor", f"m{number}", **{"message-id": f"floor-{number}"})
+    finally:
+        producer.close()
+
+
+def test_an_epochs_directory_restored_in_part_sets_no_served_segment_aside(
+    group: Group, share: Path
+) -> None:
+    """Three masters' epochs, then ``epochs/`` as an older backup has it: the first claim
+    only. The later epochs' segments hold their masters' batches, which no planted header
+    does: a node refuses to claim instead of setting them aside (they were, before)."""
+    ports = {"a": free_port(), "b": free_port()}
+    nodes = {
+        name: group.start(name, "--stomp", f"127.0.0.1:{port}") for name, port in ports.items()
+    }
+    served: list[int] = []
+    for turn in range(3):
+        master = group.wait_for_master(_TIMEOUT_S)
+        epoch = _status(master)["epoch"]
+        assert isinstance(epoch, int) and epoch not in served
+        served.append(epoch)
+        _send(ports[master.node_id], range(turn * 4, turn * 4 + 4))
+        if turn < 2:  # a failover: the master killed, restarted as a slave once replaced
+            master.signal(signal.SIGKILL)
+            group.wait_for_master(_TIMEOUT_S, exclude={master.node_id})
+            nodes[master.node_id] = group.start(
+                master.node_id, "--stomp", f"127.0.0.1:{ports[master.node_id]}"
+            )
+
+    layout = ShareLayout(share)
+    for claim in layout.epochs.iterdir():
+        if claim.name.isdigit() and int(claim.name) > served[0]:
+            claim.unlink()  # the backup's epochs/ knew the first master's claim only
+    (share / LOCK_FILE_NAME).unlink()
+    wait_until(
+        lambda: group.masters() == [] and any(_refusing(n) for n in nodes.values()),
+        _TIMEOUT_S,
+        "the master to stop and a node to refuse a claim below the share's journal",
+    )
+    quarantine = layout.quarantine
+    assert not quarantine.exists() or list(quarantine.iterdir()) == []  # nothing set aside
+    refusing = next(n for n in nodes.values() if _refusing(n))
+    assert f"has no claim of epoch {served[-1]}" in refusing.log()
+
+    raised = primacy("epochs", "raise", str(share))
+    assert raised.returncode == 0, raised.stderr
+    master = group.wait_for_master(_TIMEOUT_S)
+    new_epoch = _status(master)["epoch"]
+    assert isinstance(new_epoch, int) and new_epoch > served[-1]
+    consumer = StompPy(("127.0.0.1", ports[master.node_id]))
+    try:
+        consumer.subscribe("/queue/floor", "floor")
+        got = sorted(consumer.message(_TIMEOUT_S).body for _ in range(12))
+        assert consumer.no_message()
+    finally:
+        consumer.close()
+    assert got == sorted(f"m{number}" for number in range(12))
