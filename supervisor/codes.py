@@ -107,8 +107,8 @@ TITLES = {
     ),
     COORDINATOR_BEHIND_SHARE: (
         "the coordinator has no claim of an epoch the share's journal shows was served "
-        "(ZooKeeper's counter reset or restored; on the share, `epochs/` emptied): this node "
-        "claims nothing and holds off"
+        "(ZooKeeper's counter reset or restored; on the share, `epochs/` emptied or its newest "
+        "claims gone): this node claims nothing and holds off"
     ),
     PLANTED_EPOCH_REPLACED: (
         "the next epoch's znode existed though the counter had not reached it (written outside "
