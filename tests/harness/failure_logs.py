@@ -28,13 +28,13 @@ def log_tails(directory: Path) -> list[tuple[str, str]]:
         except OSError:
             continue  # removed meanwhile
         if path.is_file() and stat.st_size > 0:
-            found.append((stat.st_mtime, path))
+            found.append((stat.st_mtime, stat.st_size, path))
     found.sort(reverse=True)
     tails = []
-    for _, path in found[:MOST_FILES]:
+    for _, size, path in found[:MOST_FILES]:
         try:
             with path.open("rb") as log:
-                log.seek(max(0, path.stat().st_size - TAIL_CHARS))
+                log.seek(max(0, size - TAIL_CHARS))
                 tail = log.read().decode(errors="replace")
         except OSError as exc:
             tail = f"(unreadable: {exc})"

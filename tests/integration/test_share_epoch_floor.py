@@ -42,18 +42,34 @@ def _refusing(node: NodeProcess) -> bool:
         return False
 
 
+def _send(port: int, numbers: range) -> None:
+    producer = StompPy(("127.0.0.1", port))
+    try:
+        for number in numbers:
+            assert producer.send("/queue/floor", f"m{number}", **{"message-id": f"floor-{number}"})
+    finally:
+        producer.close()
+
+
+def _consume(port: int, count: int) -> list[str]:
+    """The bodies of ``count`` messages from the queue, sorted; nothing more may be there."""
+    consumer = StompPy(("127.0.0.1", port))
+    try:
+        consumer.subscribe("/queue/floor", "floor")
+        got = sorted(consumer.message(_TIMEOUT_S).body for _ in range(count))
+        assert consumer.no_message()
+    finally:
+        consumer.close()
+    return got
+
+
 def test_a_deleted_epochs_directory_sets_no_served_segment_aside(group: Group, share: Path) -> None:
     ports = {"a": free_port(), "b": free_port()}
     nodes = [group.start(name, "--stomp", f"127.0.0.1:{port}") for name, port in ports.items()]
     master = group.wait_for_master(_TIMEOUT_S)
     served_epoch = _status(master)["epoch"]
     assert isinstance(served_epoch, int)
-    producer = StompPy(("127.0.0.1", ports[master.node_id]))
-    try:
-        for number in range(_MESSAGES):
-            assert producer.send("/queue/floor", f"m{number}", **{"message-id": f"floor-{number}"})
-    finally:
-        producer.close()
+    _send(ports[master.node_id], range(_MESSAGES))
 
     # The claims go, then the lock file: the master's next check fails, the nodes take the
     # lock again and find no claim beside the journal's segments of ``served_epoch``.
@@ -82,23 +98,8 @@ def test_a_deleted_epochs_directory_sets_no_served_segment_aside(group: Group, s
     master = group.wait_for_master(_TIMEOUT_S)
     new_epoch = _status(master)["epoch"]
     assert isinstance(new_epoch, int) and new_epoch > served_epoch
-    consumer = StompPy(("127.0.0.1", ports[master.node_id]))
-    try:
-        consumer.subscribe("/queue/floor", "floor")
-        got = sorted(consumer.message(_TIMEOUT_S).body for _ in range(_MESSAGES))
-        assert consumer.no_message()
-    finally:
-        consumer.close()
+    got = _consume(ports[master.node_id], _MESSAGES)
     assert got == sorted(f"m{number}" for number in range(_MESSAGES))
-
-
-def _send(port: int, numbers: range) -> None:
-    producer = StompPy(("127.0.0.1", port))
-    try:
-        for number in numbers:
-            assert producer.send("/queue/floor", f"m{number}", **{"message-id": f"floor-{number}"})
-    finally:
-        producer.close()
 
 
 def test_an_epochs_directory_restored_in_part_sets_no_served_segment_aside(
@@ -145,11 +146,4 @@ def test_an_epochs_directory_restored_in_part_sets_no_served_segment_aside(
     master = group.wait_for_master(_TIMEOUT_S)
     new_epoch = _status(master)["epoch"]
     assert isinstance(new_epoch, int) and new_epoch > served[-1]
-    consumer = StompPy(("127.0.0.1", ports[master.node_id]))
-    try:
-        consumer.subscribe("/queue/floor", "floor")
-        got = sorted(consumer.message(_TIMEOUT_S).body for _ in range(12))
-        assert consumer.no_message()
-    finally:
-        consumer.close()
-    assert got == sorted(f"m{number}" for number in range(12))
+    assert _consume(ports[master.node_id], 12) == sorted(f"m{number}" for number in range(12))
