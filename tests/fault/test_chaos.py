@@ -69,11 +69,13 @@ def test_every_node_of_a_trial_serves_on_the_loop_asked(
         group = trial_group(hosts, 2, SEED, loop)
         first = group.wait_for_master()
         wait_until(lambda: _loops_served(first) != [], 30, "the first master's connector")
-        assert _loops_served(first) == [loop]
+        # Every start on the loop asked: a master starved of CPU on a busy host may demote
+        # and serve again, a second start (each is judged).
+        assert set(_loops_served(first)) == {loop}
         first.signal(signal.SIGKILL)
         second = group.wait_for_master(exclude=[first.node_id])
         wait_until(lambda: _loops_served(second) != [], 30, "the new master's connector")
-        assert _loops_served(second) == [loop]
+        assert set(_loops_served(second)) == {loop}
     finally:
         hosts.close()
         subprocess.run(["umount", "-l", str(hosts.backing)], check=False, capture_output=True)
