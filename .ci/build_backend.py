@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import configparser
 import hashlib
+import importlib.machinery
 import os
 import shutil
 import sys
@@ -51,14 +52,20 @@ def _say(message: str) -> None:
     print(f"primacy build: {message}", file=sys.stderr, flush=True)
 
 
+def _package_dirs() -> list[tuple[str, str]]:
+    """setup.cfg's packages and the repository folders they install from
+    (``primacy.broker``, ``broker``), ..."""
+    setup_cfg = configparser.ConfigParser()
+    setup_cfg.read(ROOT / "setup.cfg")
+    lines = setup_cfg["options"]["package_dir"].strip().splitlines()
+    return [(line.partition("=")[0].strip(), line.partition("=")[2].strip()) for line in lines]
+
+
 def _lay_out_sources() -> list[str]:
     """Copy every package under build/mypyc-src/primacy/ (mypyc type-checks the imports
     too), the compiled ones with their digest appended; their paths there, to compile."""
     shutil.rmtree(_SOURCES, ignore_errors=True)
-    setup_cfg = configparser.ConfigParser()
-    setup_cfg.read(ROOT / "setup.cfg")
-    for line in setup_cfg["options"]["package_dir"].strip().splitlines():
-        package, folder = (part.strip() for part in line.split("="))
+    for package, folder in _package_dirs():
         shutil.copytree(
             ROOT / folder,
             _SOURCES.joinpath(*package.split(".")),
@@ -119,12 +126,33 @@ class _AllOrNothingBuildExt(build_ext):
             self.distribution.ext_modules = []
 
 
+def _remove_extensions_not_built(compiled: list[str]) -> None:
+    """An editable install imports the extensions beside the sources: remove those of every
+    module this build leaves in pure Python (all of them with ``PRIMACY_COMPILE=0`` or when
+    mypyc refuses, a module taken off the list), or an earlier build's keep running where the
+    build said pure Python (and, stale once its source changes, put the whole hot path on the
+    source for good: installing again would not remove them)."""
+    keep = {ROOT / module for module in compiled}
+    for _, folder in _package_dirs():
+        for source in sorted((ROOT / folder).glob("*.py")):
+            if source in keep:
+                continue
+            for stem in (source.stem, f"{source.stem}__mypyc"):
+                for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                    extension = source.with_name(stem + suffix)
+                    if extension.is_file():
+                        extension.unlink()
+                        _say(f"removed {extension.relative_to(ROOT)}: not compiled by this build")
+
+
 class _Backend(build_meta._BuildMetaBackend):
     """setuptools' backend with ``setup()`` given the mypyc extensions (there is no setup.py)."""
 
     def run_setup(self, setup_script: str = "setup.py") -> None:
         metadata_only = _METADATA_COMMANDS.intersection(sys.argv[1:])
         extensions = [] if metadata_only else _mypyc_extensions()
+        if "editable_wheel" in sys.argv[1:]:  # the only build that puts extensions in place
+            _remove_extensions_not_built(compiled_modules() if extensions else [])
         setuptools.setup(ext_modules=extensions, cmdclass={"build_ext": _AllOrNothingBuildExt})
 
 

@@ -7,12 +7,18 @@ either way, holds no compiled module, and the build's output says why.
 
 from __future__ import annotations
 
+import importlib.machinery
+import os
+import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.install.wheelhouse import build_primacy_wheel
+from tests.compiled.sources import ROOT
+from tests.install.wheelhouse import NOT_SOURCE, build_primacy_wheel
 
 pytestmark = pytest.mark.slow
 
@@ -36,3 +42,38 @@ def test_primacy_compile_0_installs_pure_python(tmp_path: Path) -> None:
     names, output = _wheel(tmp_path, PRIMACY_COMPILE="0")
     assert [name for name in names if name.endswith(".so")] == []
     assert "PRIMACY_COMPILE=0: every module in pure Python" in output
+
+
+def test_an_editable_install_left_pure_removes_an_earlier_builds_extensions(
+    tmp_path: Path,
+) -> None:
+    """``PRIMACY_COMPILE=0`` over a compiled editable install (or a module taken off the
+    compiled list): the earlier build's extensions beside the sources would still be
+    imported, and once stale would put the hot path on the source for good. The backend's
+    editable build removes them."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=NOT_SOURCE)
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    planted = [
+        tree / "broker" / f"frames{suffix}",
+        tree / "broker" / f"frames__mypyc{suffix}",
+        tree / "store" / f"format{suffix}",
+        tree / "broker" / f"config{suffix}",  # a module never on the list
+    ]
+    for path in planted:
+        path.write_bytes(b"an earlier build")
+    # pip's own editable install of the copy (build isolation, the backend as users get it),
+    # into an environment of its own
+    target = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
+         "--no-deps", "-v", "-e", str(tree)],
+        env={**os.environ, "PRIMACY_COMPILE": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert [path for path in planted if path.exists()] == []
+    assert f"removed broker/frames{suffix}: not compiled by this build" in run.stdout + run.stderr

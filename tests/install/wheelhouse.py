@@ -23,7 +23,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
-_NOT_SOURCE = shutil.ignore_patterns(
+NOT_SOURCE = shutil.ignore_patterns(
     *(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.so", "node_modules"),
     *(".*cache", ".hypothesis"),
 )
@@ -37,7 +37,7 @@ def build_primacy_wheel(
     """``pip wheel`` of a copy of the tree (pip's own build of it, as a sysadmin's), into out;
     the wheel and what the build printed (all of it with ``verbose``)."""
     tree = work / "tree"
-    shutil.copytree(ROOT, tree, ignore=_NOT_SOURCE)
+    shutil.copytree(ROOT, tree, ignore=NOT_SOURCE)
     verbosity = "-v" if verbose else "--quiet"
     run = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", verbosity, "-w", str(out), str(tree)],
