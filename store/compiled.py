@@ -61,13 +61,24 @@ def built_from(extensions: list[Path], source: Path) -> bool:
 
 
 def stale_in(folders: Sequence[Path]) -> list[Path]:
-    """The compiled modules' sources in ``folders`` that changed since their build."""
+    """The compiled modules' sources in ``folders`` that changed since their build, or whose
+    build is incomplete: without the module's own extension Python imports its source, and
+    that module then runs from source beside the others compiled."""
     return [
         source
         for folder in folders
         for source in sorted(folder.glob("*.py"))
-        if (extensions := extensions_beside(source)) and not built_from(extensions, source)
+        if (extensions := extensions_beside(source))
+        and not (_own_extension(source) in extensions and built_from(extensions, source))
     ]
+
+
+def _own_extension(source: Path) -> Path | None:
+    """The extension Python would import for ``source`` (``frames.cpython-311-...so``)."""
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        if (candidate := source.with_name(source.stem + suffix)).is_file():
+            return candidate
+    return None
 
 
 def hot_path_folders(folder: Path) -> list[Path]:
@@ -115,7 +126,8 @@ class FreshCompiledOnly(importlib.abc.MetaPathFinder):
             self._stale[folders] = stale = stale_in(folders)
             if stale:  # said once: every module of the hot path follows
                 log.warning(
-                    "compiled from another version of %s: running the hot path's source, "
+                    "compiled from another version of %s (or its own extension is missing): "
+                    "running the hot path's source, "
                     "all of it (its compiled modules go together; install primacy again "
                     "to compile them)",
                     ", ".join(str(path) for path in stale),
@@ -147,6 +159,6 @@ def hot_path() -> str:
         changed = ", ".join(f"{path.parent.name}/{path.name}" for path in stale)
         return (
             f"hot path: pure Python, all {len(compiled)} compiled modules: changed since the "
-            f"build: {changed} (install primacy again to compile them)"
+            f"build (or its extension missing): {changed} (install primacy again to compile them)"
         )
     return f"hot path: compiled ({len(compiled)} modules)"

@@ -140,6 +140,24 @@ def test_one_stale_module_puts_every_compiled_one_on_the_source(
     assert str(copied_hot_path.parent / "store" / "format.py") in caplog.text
 
 
+def test_a_module_whose_own_extension_is_gone_puts_every_compiled_one_on_the_source(
+    copied_hot_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its library (``format__mypyc``) still there and fresh, but the module's extension gone
+    (a partial copy, a cleanup too eager): Python would import that module's source beside
+    the others compiled, the mix that stops the node at its first frame."""
+    monkeypatch.delenv(PURE_PYTHON_VARIABLE, raising=False)
+    store = copied_hot_path.parent / "store"
+    (own,) = [path for path in extensions_beside(store / "format.py") if "__mypyc" not in path.name]
+    own.unlink()
+    with caplog.at_level(logging.WARNING):
+        spec = FreshCompiledOnly().find_spec(
+            module_name("broker/frames.py"), [str(copied_hot_path)]
+        )
+    assert spec is not None and spec.origin == str(copied_hot_path / "frames.py")
+    assert str(store / "format.py") in caplog.text
+
+
 def test_pure_python_is_chosen_by_the_environment(
     copied_frames: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
