@@ -69,16 +69,14 @@ def stale_in(folders: Sequence[Path]) -> list[Path]:
         for folder in folders
         for source in sorted(folder.glob("*.py"))
         if (extensions := extensions_beside(source))
-        and not (_own_extension(source) in extensions and built_from(extensions, source))
+        and not (_has_own(source, extensions) and built_from(extensions, source))
     ]
 
 
-def _own_extension(source: Path) -> Path | None:
-    """The extension Python would import for ``source`` (``frames.cpython-311-...so``)."""
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        if (candidate := source.with_name(source.stem + suffix)).is_file():
-            return candidate
-    return None
+def _has_own(source: Path, extensions: list[Path]) -> bool:
+    """Whether the extension Python would import for ``source`` is among ``extensions``
+    (``frames.cpython-311-...so``, not only the library ``frames__mypyc...``)."""
+    return any(extension.name.startswith(f"{source.stem}.") for extension in extensions)
 
 
 def hot_path_folders(folder: Path) -> list[Path]:
