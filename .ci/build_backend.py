@@ -137,6 +137,8 @@ def _remove_extensions_not_built(compiled: list[str]) -> None:
         for source in sorted((ROOT / folder).glob("*.py")):
             if source in keep:
                 continue
+            # The names store/compiled.py's extensions_beside looks for; not imported from
+            # there: the build runs before primacy is importable.
             for stem in (source.stem, f"{source.stem}__mypyc"):
                 for suffix in importlib.machinery.EXTENSION_SUFFIXES:
                     extension = source.with_name(stem + suffix)
